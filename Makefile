@@ -1,0 +1,30 @@
+# make lab: JupyterLab on notebooks/.  make test: every test.  make bench: ratios vs ideals.
+# Each target creates .venv from pyproject.toml the first time (and again when it changes).
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+READY := $(VENV)/.installed
+
+.PHONY: lab test bench lint clean
+
+$(READY): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(READY)
+
+lab: $(READY)
+	$(VENV)/bin/jupyter lab notebooks/
+
+lint: $(READY)
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+test: lint
+	$(PY) -m pytest --nbval-lax --durations=10 tests notebooks
+
+bench: $(READY)
+	$(PY) benchmarks/run_all.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,298 @@
+"""Set up N devices once, and say what each one really is.
+
+TensorFlow fixes its devices and thread pools when its runtime starts (the first op, or the first
+`list_logical_devices`), so the set-up happens once, before that: N real GPUs if there are N;
+else N virtual GPUs carved from one chip; else N logical CPU devices, each op on one thread and N
+ops at a time. Later calls with the same request are no-ops; a different one needs a restart.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import subprocess
+
+import tensorflow as tf
+
+DEFAULT_COUNT = 4  # sliders go from 1 to this on CPU-only machines and on one GPU
+MAX_CPU_COUNT = 8
+UNKNOWN_GPU_MB = 8 * 1024  # assumed chip memory when nvidia-smi cannot tell us
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """What to set up: `count` devices of one kind ('GPU', 'virtual GPU' or 'logical CPU')."""
+
+    kind: str
+    count: int
+    memory_limit_mb: int | None = None  # per virtual GPU
+
+
+def plan_devices(
+    num_physical_gpus: int,
+    count: int | None = None,
+    gpu_memory_mb: int | None = None,
+    cpu_cores: int | None = None,
+) -> Plan:
+    """Choose real GPUs, virtual GPUs or logical CPUs for `count` devices (None: a default)."""
+    if count is not None and count < 1:
+        raise ValueError(f"count must be at least 1, got {count}")
+    if num_physical_gpus >= 2:
+        if count is not None and count > num_physical_gpus:
+            raise ValueError(
+                f"{count} devices asked for, but this machine has {num_physical_gpus} GPUs: "
+                f"choose at most {num_physical_gpus}"
+            )
+        return Plan("GPU", count or num_physical_gpus)
+    if num_physical_gpus == 1:
+        count = count or DEFAULT_COUNT
+        if count == 1:
+            return Plan("GPU", 1)
+        chip_mb = gpu_memory_mb or UNKNOWN_GPU_MB
+        # Leave a tenth of the chip for the CUDA context and the allocator's own needs.
+        return Plan("virtual GPU", count, memory_limit_mb=int(chip_mb * 0.9) // count)
+    cores = cpu_cores or os.cpu_count() or 1
+    return Plan("logical CPU", count or max(DEFAULT_COUNT, min(cores, MAX_CPU_COUNT)))
+
+
+@dataclasses.dataclass
+class Device:
+    """One set-up device: `name` goes into `tf.device(...)`; `note` says what it really is.
+
+    Usable as a context manager, like d2l's `try_gpu()`: `with d2l.try_gpu(): ...`.
+    """
+
+    name: str
+    kind: str
+    index: int
+    note: str
+    memory_bytes: int | None = None  # this device's own memory; None when shared with the host
+    _scopes: list = dataclasses.field(default_factory=list, repr=False, compare=False)
+
+    def __enter__(self):
+        scope = tf.device(self.name)
+        self._scopes.append(scope)
+        return scope.__enter__()
+
+    def __exit__(self, *exc):
+        return self._scopes.pop().__exit__(*exc)
+
+    def __str__(self):
+        return f"{self.name}: {self.note}"
+
+
+_plan: Plan | None = None
+_devices: list[Device] | None = None
+
+
+def setup_devices(count: int | None = None) -> list[Device]:
+    """Set up `count` devices (None: all GPUs, else 4 virtual GPUs or logical CPUs) and return them.
+
+    Must run before TensorFlow's first op. Asking again for the same set-up returns the same
+    devices; asking for a different one raises, because TensorFlow cannot change it afterwards.
+    """
+    global _plan, _devices
+    gpus = tf.config.list_physical_devices("GPU")
+    if _plan is not None and count in (None, _plan.count):
+        return _devices
+    plan = plan_devices(len(gpus), count, _gpu_memory_mb() if len(gpus) == 1 else None)
+    if _plan is not None:
+        raise RuntimeError(_restart_message(_plan, plan))
+    try:
+        _configure(plan, gpus)
+    except RuntimeError as error:  # the runtime already started, with some other set-up
+        raise RuntimeError(_restart_message(None, plan)) from error
+    _plan, _devices = plan, _describe(plan)
+    return _devices
+
+
+def _restart_message(old: Plan | None, new: Plan) -> str:
+    now = f"as {old.count} {old.kind} devices" if old else "by an earlier TensorFlow op"
+    return (
+        f"Devices were already set up {now}; TensorFlow cannot change its devices once its "
+        f"runtime has started. Restart the kernel, then call d2l.setup_devices({new.count}) "
+        f"before any other TensorFlow code."
+    )
+
+
+def _configure(plan: Plan, gpus: list) -> None:
+    if plan.kind == "logical CPU":
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(plan.count)]
+        )
+        # One thread per op and N ops at once: each logical device behaves like one core.
+        tf.config.threading.set_intra_op_parallelism_threads(1)
+        tf.config.threading.set_inter_op_parallelism_threads(plan.count)
+    elif plan.kind == "virtual GPU":
+        tf.config.set_logical_device_configuration(
+            gpus[0],
+            [
+                tf.config.LogicalDeviceConfiguration(memory_limit=plan.memory_limit_mb)
+                for _ in range(plan.count)
+            ],
+        )
+    else:
+        tf.config.set_visible_devices(gpus[: plan.count], "GPU")
+    # Starting the runtime here proves the set-up took, and fixes it.
+    kind = "CPU" if plan.kind == "logical CPU" else "GPU"
+    found = len(tf.config.list_logical_devices(kind))
+    if found != plan.count:
+        raise RuntimeError(f"asked for {plan.count} {kind} devices, TensorFlow has {found}")
+
+
+def _describe(plan: Plan) -> list[Device]:
+    cores = os.cpu_count() or 1
+    devices = []
+    if plan.kind == "logical CPU":
+        for i, logical in enumerate(tf.config.list_logical_devices("CPU")):
+            note = (
+                f"logical CPU {i} of {plan.count}: one op thread, sharing {cores} CPU cores "
+                f"and the host's memory with the others"
+            )
+            devices.append(Device(logical.name, plan.kind, i, note))
+        return devices
+    chip = _gpu_model_name()
+    for i, logical in enumerate(tf.config.list_logical_devices("GPU")):
+        if plan.kind == "virtual GPU":
+            note = (
+                f"virtual GPU {i} of {plan.count} carved from one {chip}: its own "
+                f"{plan.memory_limit_mb} MiB, but it shares the chip's SMs and memory bandwidth"
+            )
+            memory = plan.memory_limit_mb * 2**20
+        else:
+            memory_mb = _gpu_memory_mb(i)
+            note = f"physical GPU {i}: {chip}"
+            memory = memory_mb * 2**20 if memory_mb else None
+        devices.append(Device(logical.name, plan.kind, i, note, memory))
+    return devices
+
+
+def _nvidia_smi(query: str, index: int) -> str | None:
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        out = subprocess.run(
+            ["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits", f"-i={index}"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        )
+        return out.stdout.strip() or None
+    return None
+
+
+def _gpu_memory_mb(index: int = 0) -> int | None:
+    value = _nvidia_smi("memory.total", index)
+    return int(value) if value and value.isdigit() else None
+
+
+def _gpu_model_name() -> str:
+    return _nvidia_smi("name", 0) or "GPU"
+
+
+# d2l-compatible names: the seed's code runs with `import d2lhelpers as d2l`.
+
+
+def try_all_gpus() -> list[Device]:
+    """All set-up devices: GPUs (real or virtual), or else the logical CPU devices.
+
+    d2l returns `[cpu()]` here, which would make the seed's `devices[1]` fail on a CPU-only
+    machine; these are N >= 2 logical CPU devices instead, each labelled as what it is.
+    """
+    return list(setup_devices())
+
+
+def num_gpus() -> int:
+    """The number of set-up GPU devices, real or virtual (0 on a CPU-only machine)."""
+    return sum(device.kind != "logical CPU" for device in setup_devices())
+
+
+def gpu(i: int = 0) -> Device:
+    """GPU device `i` as set up (it may be virtual: read its `note`)."""
+    gpus = [device for device in setup_devices() if device.kind != "logical CPU"]
+    if not 0 <= i < len(gpus):
+        raise ValueError(f"there is no GPU {i}: {len(gpus)} GPU devices are set up")
+    return gpus[i]
+
+
+def cpu() -> Device:
+    """The CPU: on a CPU-only machine, logical CPU device 0."""
+    devices = setup_devices()
+    if devices[0].kind == "logical CPU":
+        return devices[0]
+    name = tf.config.list_logical_devices("CPU")[0].name
+    return Device(name, "CPU", 0, f"the host CPU ({os.cpu_count()} cores)")
+
+
+def try_gpu(i: int = 0) -> Device:
+    """GPU `i` if it exists, else the CPU (d2l's fallback)."""
+    return gpu(i) if i < num_gpus() else cpu()
+
+
+def select_devices(count: int) -> list[Device]:
+    """The first `count` set-up devices, or a clear error naming how many there are."""
+    devices = setup_devices()
+    if not 1 <= count <= len(devices):
+        raise ValueError(
+            f"{count} devices asked for, but {len(devices)} are set up: choose 1 to "
+            f"{len(devices)} (more needs d2l.setup_devices(N) after a kernel restart)"
+        )
+    return devices[:count]
+
+
+def device_summary() -> str:
+    """One line: how many devices this kernel has and what they really are."""
+    devices = setup_devices()
+    kind, count, cores = devices[0].kind, len(devices), os.cpu_count()
+    if kind == "logical CPU":
+        return (
+            f"{count} logical CPU devices sharing {cores} CPU cores (no GPU): each runs one op "
+            f"on one thread, so at most {min(count, cores)} can compute at the same time."
+        )
+    if kind == "virtual GPU":
+        return f"{count} virtual GPUs carved from one {_gpu_model_name()}: they share its SMs."
+    return f"{count} physical GPUs ({_gpu_model_name()})."
+
+
+def free_memory_bytes(device: Device) -> int:
+    """Memory still free for `device`: its own for a GPU, the host's for a logical CPU."""
+    if device.memory_bytes is None:
+        return _host_available_bytes()
+    used = tf.config.experimental.get_memory_info(device.name)["current"]
+    return device.memory_bytes - used
+
+
+def _host_available_bytes() -> int:
+    with contextlib.suppress(OSError, ValueError), open("/proc/meminfo") as meminfo:
+        for line in meminfo:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def check_fits(bytes_per_device: int, devices: list[Device], what: str = "this run") -> None:
+    """Refuse, before anything is allocated, a run whose buffers would not fit.
+
+    Devices that share memory (logical CPUs share the host's) need the sum; the check keeps a
+    fifth of the free memory for everything else.
+    """
+    shared = [d for d in devices if d.memory_bytes is None]
+    groups = [(shared, bytes_per_device * len(shared))] if shared else []
+    groups += [([d], bytes_per_device) for d in devices if d.memory_bytes is not None]
+    for group, needed in groups:
+        free = free_memory_bytes(group[0])
+        if needed > 0.8 * free:
+            where = "the host's shared memory" if group is shared else group[0].name
+            raise ValueError(
+                f"{what} needs {format_bytes(needed)} on {where}, but only {format_bytes(free)} "
+                f"is free (at most {format_bytes(0.8 * free)} may be used): choose a smaller size."
+            )
+
+
+def format_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")

@@ -1,0 +1,121 @@
+"""One panel per experiment: sliders, a Run button, a progress bar and an output area.
+
+Moving a slider runs nothing; Run calls a plain Python function with the slider values, so tests
+drive the same code without a browser (`panel.sliders['size'].value = 256; panel.run()`).
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable
+
+import ipywidgets as widgets
+import matplotlib.pyplot as plt
+from IPython.display import display
+
+from d2lhelpers.devices import free_memory_bytes, setup_devices
+from d2lhelpers.peaks import device_peak_rate
+from d2lhelpers.plots import plot_concurrency
+from d2lhelpers.workloads import chain_bytes, concurrency_sweep
+
+
+def slider(description: str, value: int, low: int, high: int, step: int = 1) -> widgets.IntSlider:
+    return widgets.IntSlider(
+        value=value,
+        min=low,
+        max=high,
+        step=step,
+        description=description,
+        continuous_update=False,
+        style={"description_width": "initial"},
+        layout=widgets.Layout(width="420px"),
+    )
+
+
+class Panel:
+    """Sliders + Run: `experiment(progress=..., **values)` returns a result; `show` draws it.
+
+    The Run button is disabled while running; an error is printed in the panel's own output area
+    and the panel stays usable.
+    """
+
+    def __init__(self, title: str, sliders: dict, experiment: Callable, show: Callable):
+        self.sliders, self.experiment, self.show = sliders, experiment, show
+        self.button = widgets.Button(description="Run", button_style="primary", icon="play")
+        self.progress = widgets.IntProgress(value=0, min=0, max=1, description="progress")
+        self.output = widgets.Output()
+        self.result = self.error = None
+        self.button.on_click(lambda _: self.run())
+        self.widget = widgets.VBox(
+            [
+                widgets.HTML(f"<b>{title}</b>"),
+                *sliders.values(),
+                widgets.HBox([self.button, self.progress]),
+                self.output,
+            ]
+        )
+
+    def values(self) -> dict:
+        return {name: s.value for name, s in self.sliders.items()}
+
+    def run(self):
+        """Run the experiment with the current slider values and redraw the output."""
+        self.button.disabled = True
+        self.progress.value, self.result, self.error = 0, None, None
+        self.output.clear_output(wait=True)
+        try:
+            with self.output:
+                self.result = self.experiment(progress=self._progress, **self.values())
+                figure = self.show(self.result)
+                if figure is not None:
+                    display(figure)
+                    plt.close(figure)
+        except Exception as error:  # shown in the panel; the kernel and the panel live on
+            self.error = error
+            with self.output:
+                print(f"Error: {type(error).__name__}: {error}")
+                print("".join(traceback.format_exception(error)[-3:]).rstrip())
+        finally:
+            self.button.disabled = False
+        return self.result
+
+    def _progress(self, done: int, total: int):
+        self.progress.max, self.progress.value = total, done
+
+    def _ipython_display_(self):
+        display(self.widget)
+
+
+def largest_size_that_fits(bytes_for_size: Callable[[int], int], devices, cap: int) -> int:
+    """The largest matrix size up to `cap` whose buffers fit the devices' free memory."""
+    shared = sum(d.memory_bytes is None for d in devices)
+    free = min(free_memory_bytes(d) for d in devices)
+    size = cap
+    while size > 64 and bytes_for_size(size) * max(shared, 1) > 0.8 * free:
+        size //= 2
+    return size
+
+
+def concurrency_panel() -> Panel:
+    """Notebook 01: one chain per device on 1..N devices at once, time and speedup vs ideal."""
+    devices = setup_devices()
+    on_gpu = devices[0].kind != "logical CPU"
+    default_size, cap, default_n = (4096, 8192, 50) if on_gpu else (512, 2048, 20)
+    sliders = {
+        "size": slider(
+            "matrix size", default_size, 64, largest_size_that_fits(chain_bytes, devices, cap), 64
+        ),
+        "n_matmuls": slider("matmuls per chain", default_n, 1, 100),
+        "max_devices": slider("devices (1 to all set up)", len(devices), 1, len(devices)),
+    }
+    peak = device_peak_rate(devices[0])
+
+    def experiment(size, n_matmuls, max_devices, progress):
+        result = concurrency_sweep(size, n_matmuls, max_devices, progress, device_peak=peak)
+        print(result.table())
+        for m in result.measurements:
+            for warning in m.warnings:
+                print(f"WARNING ({m.label}): {warning}")
+        return result
+
+    return Panel("One chain per device, all at once", sliders, experiment, plot_concurrency)
