@@ -9,12 +9,15 @@ measured peak means the work was deduplicated or the clock did not wait for it.
 from __future__ import annotations
 
 import dataclasses
+import math
 import statistics
 import time
 from collections.abc import Callable
 
 NOISY_IQR = 0.1  # IQR / median above this: too noisy to trust (pyperf, torch.utils.benchmark)
 PEAK_TOLERANCE = 1.2  # a rate this far above the peak is impossible, not noise
+MIN_BLOCK_S = 0.01  # a timed block at least this long keeps the ~40 µs sync+clock cost below 1%
+MAX_NUMBER = 1000
 MIN_RUNS_IN_BUDGET = 3  # even when the budget is spent, a median needs a few runs
 
 
@@ -95,11 +98,16 @@ def measure(
     min_runs: int = 5,
     max_runs: int = 50,
     budget_s: float = 2.0,
+    number: int | None = None,
     clock: Callable[[], float] = time.perf_counter,
     sync: Callable[[], None] = sync_devices,
 ) -> Measurement:
     """Time `run()` after `warmup` calls: `min_runs` at least, more until IQR/median <= 0.1,
     stopping early once the budget is spent (after 3 runs) or at `max_runs`.
+
+    Each timed block calls `run()` `number` times and syncs once; with None, the number is chosen
+    so that a block lasts about `MIN_BLOCK_S`, making the sync and clock overhead negligible (as
+    torch.utils.benchmark and timeit do). Times are per call.
 
     Pass `flops` (or `nbytes`) done by one run to get a rate, and the device's `peak` in the same
     unit to have impossible rates flagged.
@@ -109,14 +117,20 @@ def measure(
     for _ in range(warmup):
         run()
     sync()
+    if number is None:
+        start = clock()
+        run()
+        sync()
+        number = max(1, min(MAX_NUMBER, math.ceil(MIN_BLOCK_S / max(clock() - start, 1e-9))))
     times: list[float] = []
     began = clock()
     while len(times) < max_runs:
         start = clock()
-        run()
+        for _ in range(number):
+            run()
         sync()
         end = clock()
-        times.append(end - start)
+        times.append((end - start) / number)
         so_far = Measurement(label, times)
         if len(times) >= min_runs and so_far.iqr <= NOISY_IQR * so_far.median:
             break

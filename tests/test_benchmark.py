@@ -35,6 +35,7 @@ def test_measure_warms_up_then_stops_when_stable():
         warmup=2,
         budget_s=100,
         clock=FakeClock(*readings),
+        number=1,
         sync=no_sync,
     )
     assert len(calls) == 2 + 5
@@ -50,7 +51,13 @@ def test_measure_repeats_noisy_runs_until_the_budget_and_warns():
         readings += [t, t + d]
         t += d
     m = measure(
-        lambda: None, "noisy", warmup=0, budget_s=9.5, clock=FakeClock(*readings), sync=no_sync
+        lambda: None,
+        "noisy",
+        warmup=0,
+        budget_s=9.5,
+        clock=FakeClock(*readings),
+        number=1,
+        sync=no_sync,
     )
     # stops at the first check after 9.5 s: runs 1+3+1+3+1+3 = 12 s, i.e. six runs
     assert len(m.times) == 6
@@ -66,6 +73,7 @@ def test_measure_stops_at_max_runs():
         max_runs=3,
         budget_s=1e9,
         clock=FakeClock(*readings),
+        number=1,
         sync=no_sync,
     )
     assert len(m.times) == 3
@@ -82,6 +90,7 @@ def test_rate_and_peak_flag_the_deduplicated_workload():
         peak=flops_one / 0.1,
         warmup=0,
         clock=FakeClock(*readings),
+        number=1,
         sync=no_sync,
     )
     assert m.rate == pytest.approx(50 * flops_one / 0.1)
@@ -97,7 +106,9 @@ def test_rate_at_the_peak_is_not_flagged():
 
 def test_bytes_give_a_bandwidth_and_both_units_are_refused():
     readings = [0.0] + [x for i in range(5) for x in (float(i), i + 0.5)]
-    m = measure(lambda: None, nbytes=1e9, warmup=0, clock=FakeClock(*readings), sync=no_sync)
+    m = measure(
+        lambda: None, nbytes=1e9, warmup=0, clock=FakeClock(*readings), number=1, sync=no_sync
+    )
     assert m.unit == "B/s" and format_rate(m.rate, m.unit) == "2.0 GB/s"
     with pytest.raises(ValueError):
         measure(lambda: None, flops=1, nbytes=1)
@@ -122,3 +133,19 @@ def test_formatting():
     assert format_seconds(6e-6) == "6.0 µs"
     assert format_rate(155e9) == "155.0 GFLOP/s"
     assert format_rate(12.0) == "12.0 FLOP/s"
+
+
+def test_measure_sizes_blocks_so_overhead_is_negligible():
+    calls, syncs = [], []
+    # calibration: one call takes 1 ms -> number = 10 ms / 1 ms = 10 calls per block;
+    # then `began` and five blocks of 10 calls lasting 12 ms each -> 1.2 ms per call
+    readings = [0.0, 0.001, 1.0] + [x for i in range(5) for x in (1 + i * 0.012, 1.012 + i * 0.012)]
+    m = measure(
+        lambda: calls.append(1),
+        warmup=0,
+        clock=FakeClock(*readings),
+        sync=lambda: syncs.append(1),
+    )
+    assert len(calls) == 1 + 5 * 10
+    assert len(syncs) == 1 + 1 + 5  # after warm-up, after calibration, once per block
+    assert m.times == pytest.approx([0.0012] * 5)

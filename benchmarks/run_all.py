@@ -1,0 +1,190 @@
+"""Every experiment against its ideal, measured side by side in one run: `make bench`.
+
+Each row is a ratio of two things measured here, now, on the same devices, with a goal where the
+issue sets one. The table is printed and written to results/<machine>.json.
+
+    .venv/bin/python benchmarks/run_all.py [--notebooks] [--make-test] [--out PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import importlib.metadata
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import d2lhelpers as d2l
+from d2lhelpers.benchmark import Benchmark
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclasses.dataclass
+class Row:
+    name: str
+    ratio: float
+    goal: str  # e.g. "<= 1.10", ">= 0.8", or "report" where no goal applies
+    detail: str
+
+    @property
+    def verdict(self) -> str:
+        if self.goal.startswith("<="):
+            return "ok" if self.ratio <= float(self.goal[2:]) else "MISSED"
+        if self.goal.startswith(">="):
+            return "ok" if self.ratio >= float(self.goal[2:]) else "MISSED"
+        return ""
+
+
+def concurrency_rows(devices, size: int, n: int) -> list[Row]:
+    """Concurrent k chains on k devices / one chain on one device (ideal 1.0)."""
+    cores = os.cpu_count() or 1
+    result = d2l.concurrency_sweep(size, n, len(devices), min_runs=7, budget_s=3.0)
+    rows = []
+    for k, slowdown, m in zip(
+        result.device_counts, result.slowdowns, result.measurements, strict=True
+    ):
+        limited = devices[0].kind == "logical CPU" and k > cores
+        goal = "report" if limited else "<= 1.10"
+        why = f" ({k} devices > {cores} cores: they must queue)" if limited else ""
+        rows.append(
+            Row(f"concurrent {k} chains / 1 chain", slowdown, goal, f"{m.median * 1e3:.1f} ms{why}")
+        )
+    return rows
+
+
+def rate_rows(devices, size: int, n: int) -> list[Row]:
+    """The workload's rate against the device's best matmul, and against the fair baseline."""
+    device = devices[0]
+    peak = d2l.device_peak_rate(device)
+    x = d2l.random_matrix(size, device)
+    chain = d2l.chains_in_one_graph([device], n)
+    m = d2l.measure(lambda: chain(x), "chain", flops=d2l.chain_flops(size, n), min_runs=7)
+    rows = [
+        Row(
+            "workload rate / device's best matmul rate",
+            m.rate / peak,
+            ">= 0.8",
+            f"{d2l.format_rate(m.rate)} vs {d2l.format_rate(peak)} ({size}x{size}, {n} matmuls)",
+        )
+    ]
+    if device.kind == "logical CPU":
+        baseline = d2l.machine_baseline_rate(refresh=True)["flops_per_s"]
+        sharing = min(len(devices), os.cpu_count() or 1)
+        fair = baseline / sharing
+        rows.append(
+            Row(
+                "per-device rate / (machine baseline / devices per core set)",
+                m.rate / fair,
+                ">= 0.8",
+                f"{d2l.format_rate(m.rate)} vs {d2l.format_rate(baseline)} / {sharing}",
+            )
+        )
+    return rows
+
+
+def overhead_row(size: int, n: int, devices) -> Row:
+    """Time of an empty measured body, next to the smallest workload notebook 01 runs."""
+    empty = d2l.measure(lambda: None, "empty", min_runs=20, budget_s=1.0)
+    with Benchmark("calibration", sync=d2l.sync_devices) as b:
+        pass
+    x = d2l.random_matrix(size, devices[0])
+    chain = d2l.chains_in_one_graph([devices[0]], n)
+    smallest = d2l.measure(lambda: chain(x), "smallest")
+    return Row(
+        "Benchmark overhead / smallest workload",
+        empty.median / smallest.median,
+        "<= 0.01",
+        f"measure: {d2l.format_seconds(empty.median)}, Benchmark block: "
+        f"{d2l.format_seconds(b.elapsed)}, workload {d2l.format_seconds(smallest.median)}",
+    )
+
+
+def notebook_rows() -> list[Row]:
+    """Wall time and peak memory of each notebook run top to bottom in a fresh kernel."""
+    rows = []
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        out = subprocess.run(
+            [sys.executable, str(ROOT / "benchmarks" / "notebook_cost.py"), str(path)],
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        if out.returncode != 0:
+            rows.append(Row(f"{path.stem}: runs", 0.0, ">= 1", out.stderr[-300:]))
+            continue
+        cost = json.loads(out.stdout.strip().splitlines()[-1])
+        limit = 90 if "multi_process" in path.stem else 60
+        rows.append(
+            Row(
+                f"{path.stem}: wall time / {limit} s",
+                cost["seconds"] / limit,
+                "<= 1.0",
+                f"{cost['seconds']:.1f} s, peak kernel memory {cost['peak_mib']:.0f} MiB",
+            )
+        )
+    return rows
+
+
+def make_test_row() -> Row:
+    start = time.perf_counter()
+    subprocess.run(["make", "test"], cwd=ROOT, check=True, capture_output=True)
+    seconds = time.perf_counter() - start
+    return Row("make test wall time / 15 min", seconds / 900, "<= 1.0", f"{seconds:.0f} s")
+
+
+def machine_description(devices) -> dict:
+    return {
+        "devices": [str(d) for d in devices],
+        "summary": d2l.device_summary(),
+        "cpu_cores": os.cpu_count(),
+        "processor": platform.processor() or platform.machine(),
+        "tensorflow": importlib.metadata.version("tensorflow"),
+        "python": platform.python_version(),
+        "date": datetime.date.today().isoformat(),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--notebooks", action="store_true", help="also time every notebook")
+    parser.add_argument("--make-test", action="store_true", help="also time `make test`")
+    parser.add_argument("--out", type=Path, help="JSON path (default results/<machine>.json)")
+    args = parser.parse_args()
+
+    devices = d2l.setup_devices()
+    on_gpu = devices[0].kind != "logical CPU"
+    size, n = (4096, 50) if on_gpu else (512, 20)
+    rows = concurrency_rows(devices, size, n)
+    rows += rate_rows(devices, size, n)
+    rows.append(overhead_row(64, 1, devices))
+    if args.notebooks:
+        rows += notebook_rows()
+    if args.make_test:
+        rows.append(make_test_row())
+
+    print(f"{'measured ratio':<62} {'ratio':>7}  {'goal':<8} verdict  detail")
+    for row in rows:
+        print(f"{row.name:<62} {row.ratio:7.3f}  {row.goal:<8} {row.verdict:<7}  {row.detail}")
+    kind = devices[0].kind.replace(" ", "-").lower()
+    out = args.out or ROOT / "results" / f"{kind}-{os.cpu_count()}cores.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    report = {
+        "machine": machine_description(devices),
+        "rows": [{**dataclasses.asdict(r), "verdict": r.verdict} for r in rows],
+    }
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}")
+    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"this benchmark process peaked at {peak_mib:.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()
