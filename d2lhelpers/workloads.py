@@ -154,3 +154,40 @@ def concurrency_sweep(
 
 def _name(device: Device | str) -> str:
     return device if isinstance(device, str) else device.name
+
+
+def branch_weights(width: int, hidden: int, branches: int, seed: int = 0) -> list[tuple]:
+    """Weights of a two-layer MLP whose hidden layer is cut into `branches` equal slices.
+
+    Branch b holds W1[:, slice_b] (width x hidden/branches) and W2[slice_b, :]; the slices of
+    hidden units are independent until the output sums them.
+    """
+    if hidden % branches:
+        raise ValueError(f"hidden width {hidden} does not split into {branches} equal branches")
+    part = hidden // branches
+    weights = []
+    for b in range(branches):
+        w1 = tf.random.stateless_normal((width, part), seed=(seed, 2 * b)) / width**0.5
+        w2 = tf.random.stateless_normal((part, width), seed=(seed, 2 * b + 1)) / hidden**0.5
+        weights.append((w1, w2))
+    return weights
+
+
+def mlp_branches_in_one_graph(devices: Sequence[Device | str], join: Device | str) -> Callable:
+    """The seed's picture: y = sum_b relu(x W1_b) W2_b, branch b on device b, the sum on `join`.
+
+    Call it as `run(x, weights)`. The branches share only their input, so the dependency tracker
+    runs them at once; the join waits for all of them.
+    """
+    names, join_name = tuple(_name(d) for d in devices), _name(join)
+
+    @tf.function
+    def run(x, weights):
+        parts = []
+        for name, (w1, w2) in zip(names, weights, strict=True):
+            with tf.device(name):
+                parts.append(tf.linalg.matmul(tf.nn.relu(tf.linalg.matmul(x, w1)), w2))
+        with tf.device(join_name):
+            return tf.add_n(parts)
+
+    return run

@@ -1,0 +1,62 @@
+import matplotlib
+import matplotlib.text
+import numpy as np
+import tensorflow as tf
+
+import d2lhelpers as d2l
+from d2lhelpers.dependency_graph import levels, op_graph, plot_op_graph
+from d2lhelpers.workloads import branch_weights, mlp_branches_in_one_graph
+
+matplotlib.use("Agg")
+
+
+def test_branches_equal_the_unsplit_mlp(devices):
+    x = tf.random.stateless_normal((8, 16), seed=(1, 2))
+    weights = branch_weights(16, 12, 3)
+    run = mlp_branches_in_one_graph(devices[:3], devices[3])
+    w1 = tf.concat([w for w, _ in weights], axis=1)
+    w2 = tf.concat([w for _, w in weights], axis=0)
+    expected = tf.nn.relu(x @ w1) @ w2
+    np.testing.assert_allclose(run(x, weights).numpy(), expected.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_uneven_branches_are_refused():
+    try:
+        branch_weights(16, 10, 3)
+    except ValueError as error:
+        assert "does not split into 3" in str(error)
+    else:
+        raise AssertionError("expected a ValueError")
+
+
+def test_op_graph_reads_devices_and_dependencies_from_the_trace(devices):
+    x = tf.ones((4, 8))
+    weights = branch_weights(8, 8, 2)
+    run = mlp_branches_in_one_graph(devices[:2], devices[2])
+    nodes = op_graph(run, x, weights)
+    by_type = {}
+    for node in nodes:
+        by_type.setdefault(node.type, []).append(node)
+    assert {n.device for n in by_type["MatMul"]} == {"CPU:0", "CPU:1"}
+    assert len(by_type["MatMul"]) == 4 and len(by_type["Relu"]) == 2
+    (join,) = by_type["AddN"]
+    assert join.device == "CPU:2"
+    assert {by_name.type for by_name in nodes if by_name.name in join.inputs} == {"MatMul"}
+    depth = levels(nodes)
+    assert depth[join.name] == 4  # input -> matmul -> relu -> matmul -> add
+    assert all(depth[m.name] in (1, 3) for m in by_type["MatMul"])
+    assert not any(n.type in ("Identity", "NoOp") for n in nodes)
+
+
+def test_plot_op_graph_draws_every_op_and_a_legend_per_device(devices):
+    x = tf.ones((4, 8))
+    weights = branch_weights(8, 8, 2)
+    nodes = op_graph(mlp_branches_in_one_graph(devices[:2], devices[2]), x, weights)
+    figure = plot_op_graph(nodes)
+    (ax,) = figure.axes
+    boxes = [t for t in ax.texts if not isinstance(t, matplotlib.text.Annotation)]
+    assert len(boxes) == len(nodes) and "input x" in {b.get_text() for b in boxes}
+    arrows = [t for t in ax.texts if isinstance(t, matplotlib.text.Annotation)]
+    assert len(arrows) == sum(len(n.inputs) for n in nodes)
+    assert {t.get_text() for t in ax.get_legend().get_texts()} >= {"CPU:0", "CPU:1", "CPU:2"}
+    assert d2l.setup_devices() == devices
