@@ -1,0 +1,163 @@
+"""Cost models against hand-worked numbers: the seed's table, break-even, bubble, replicas, α-β."""
+
+import math
+from pathlib import Path
+
+import pytest
+
+from d2lhelpers.costs import (
+    AlphaBeta,
+    alpha_beta_time_s,
+    break_even_comm_ms,
+    bus_bandwidth_bound_s,
+    efficiency_table,
+    fit_alpha_beta,
+    format_efficiency_table,
+    layout,
+    pipeline_bubble_fraction,
+    pipeline_time_ms,
+    replicas_vs_one_group,
+    tensor_parallel_efficiency,
+    tensor_parallel_speedup,
+    tensor_parallel_time_ms,
+)
+
+GO_OUTPUT = (Path(__file__).parent / "seeds" / "004_allreduce_go_output.txt").read_text()
+
+
+def test_seed_table_by_hand():
+    # 40/2 + 1.5 = 21.5 ms -> 40/21.5; 10 + 3 = 13; 5 + 6 = 11; 5 + 60 = 65.
+    rows = efficiency_table()
+    assert [r.n_devices for r in rows] == [2, 4, 8, 8]
+    assert [r.per_token_ms for r in rows] == [21.5, 13.0, 11.0, 65.0]
+    assert [round(r.speedup, 2) for r in rows] == [1.86, 3.08, 3.64, 0.62]
+    assert rows[0].speedup == pytest.approx(40 / 21.5)
+    assert rows[3].efficiency == pytest.approx(5 / 65)
+    for r in rows:
+        assert r.efficiency == pytest.approx(r.speedup / r.n_devices)
+
+
+def test_table_text_is_the_go_programs():
+    table = format_efficiency_table(efficiency_table())
+    assert GO_OUTPUT.endswith("\n" + table)
+    assert table.splitlines()[1] == "   2        20.0 ms      1.5 ms      1.86x"
+
+
+def test_table_takes_other_rows():
+    (row,) = efficiency_table(compute_ms=12.0, rows=((3, 0.0),))
+    assert (row.compute_ms, row.speedup, row.efficiency) == (4.0, 3.0, 1.0)
+    assert row.line() == "   3         4.0 ms      0.0 ms      3.00x"
+
+
+def test_tensor_parallel_formulas():
+    assert tensor_parallel_time_ms(40, 4, 3) == 13
+    assert tensor_parallel_speedup(40, 1, 0) == 1
+    assert tensor_parallel_efficiency(40, 4, 10) == pytest.approx(0.5)
+
+
+def test_break_even_try_it_2():
+    # 2 GPUs at 1.5 ms: 21.5 ms per token; 4 GPUs compute 10 ms, so 11.5 ms of comm ties.
+    c = break_even_comm_ms(40, 2, 1.5, 4)
+    assert c == pytest.approx(11.5)
+    assert tensor_parallel_time_ms(40, 4, c) == pytest.approx(tensor_parallel_time_ms(40, 2, 1.5))
+    assert tensor_parallel_speedup(40, 4, c + 0.1) < tensor_parallel_speedup(40, 2, 1.5)
+    assert break_even_comm_ms(40, 4, 3, 2) < 0  # 2 GPUs never beat 4 at 3 ms
+
+
+def test_pipeline_bubble():
+    assert pipeline_bubble_fraction(1, 1) == 0
+    assert pipeline_bubble_fraction(4, 1) == pytest.approx(3 / 4)
+    assert pipeline_bubble_fraction(4, 8) == pytest.approx(3 / 11)
+    assert pipeline_time_ms(2.0, 4, 8) == 22.0
+    for p, m in [(0, 1), (1, 0), (-2, 3)]:
+        with pytest.raises(ValueError, match=">= 1"):
+            pipeline_bubble_fraction(p, m)
+
+
+def test_replicas_vs_one_group_try_it_3():
+    c = replicas_vs_one_group(8, 2, 40, comm_ms_group=1.5, comm_ms_all=6)
+    assert c.one_group.tokens_per_s == pytest.approx(1000 / 11)  # 90.9
+    assert c.replicas.tokens_per_s == pytest.approx(4 * 1000 / 21.5)  # 186.0
+    assert c.throughput_ratio == pytest.approx(4 * 11 / 21.5)  # 2.05x
+    assert (c.one_group.lost_on_failure, c.replicas.lost_on_failure) == (1.0, 0.25)
+    assert c.one_group.speedup == pytest.approx(40 / 11)
+    assert c.replicas.label == "4 replicas of 2-way groups"
+    assert c.one_group.label == "one 8-way group"
+
+
+def test_plain_replicas_scale_perfectly():
+    replicas = layout(8, 1, 40, 0)
+    assert replicas.speedup == 8 and replicas.tokens_per_s == 200
+    with pytest.raises(ValueError, match="do not split"):
+        layout(8, 3, 40, 1)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: tensor_parallel_time_ms(40, 0, 1),
+        lambda: tensor_parallel_time_ms(40, 2.5, 1),
+        lambda: tensor_parallel_time_ms(-1, 2, 1),
+        lambda: tensor_parallel_time_ms(40, 2, -0.5),
+        lambda: tensor_parallel_time_ms(40, 2, math.nan),
+        lambda: tensor_parallel_speedup(0, 2, 1),
+        lambda: break_even_comm_ms(40, 2, 1.5, 0),
+        lambda: layout(0, 1, 40, 1),
+        lambda: layout(4, 2, 0, 0),
+        lambda: efficiency_table(rows=((0, 1.0),)),
+    ],
+)
+def test_bad_input_is_refused(call):
+    with pytest.raises(ValueError):
+        call()
+
+
+def test_alpha_beta_time_and_bound():
+    assert alpha_beta_time_s(14, 7000, 1e-6, 1e9) == pytest.approx(14e-6 + 7e-6)
+    assert bus_bandwidth_bound_s(8, 8e9, 1e9) == pytest.approx(14.0)
+    assert bus_bandwidth_bound_s(1, 8e9, 1e9) == 0
+    with pytest.raises(ValueError):
+        alpha_beta_time_s(1, 1, -1e-6, 1e9)
+    with pytest.raises(ValueError):
+        bus_bandwidth_bound_s(2, 1, 0)
+
+
+def test_fit_recovers_alpha_beta_and_predicts_held_out_sizes():
+    truth = AlphaBeta(20e-6, 2e9)
+    fit_sizes = [1e3, 1e4, 1e5, 1e6]
+    fit = fit_alpha_beta(fit_sizes, [truth.predict(s) for s in fit_sizes])
+    assert fit.alpha_s == pytest.approx(20e-6, rel=1e-9)
+    assert fit.beta_bytes_per_s == pytest.approx(2e9, rel=1e-9)
+    held_out = [3e6, 1e7]
+    noisy = [truth.predict(s) * 1.1 for s in held_out]  # measured 10% slower than the model
+    residuals = fit.residuals(held_out, noisy)
+    assert [r.nbytes for r in residuals] == held_out
+    assert [r.relative for r in residuals] == pytest.approx([0.1 / 1.1] * 2)
+
+
+def test_fit_weighs_relative_error():
+    # Plain least squares would let the 1 GB sample decide alpha; relative error keeps it.
+    sizes, times = [8, 1e9], [10e-6, 0.5 + 10e-6]
+    fit = fit_alpha_beta(sizes, times)
+    assert fit.alpha_s == pytest.approx(10e-6, rel=1e-3)
+    assert fit.beta_bytes_per_s == pytest.approx(2e9, rel=1e-3)
+
+
+def test_fit_constraints_and_refusals():
+    flat = fit_alpha_beta([1e3, 1e6], [1e-3, 1e-3])  # size does not matter here
+    assert flat.beta_bytes_per_s == math.inf and flat.alpha_s == pytest.approx(1e-3)
+    through_zero = fit_alpha_beta([1e3, 1e6, 2e6], [0.5e-6, 1e-3, 2e-3])  # would fit alpha < 0
+    assert through_zero.alpha_s == 0 and through_zero.beta_bytes_per_s > 0
+    with pytest.raises(ValueError, match="two different sizes"):
+        fit_alpha_beta([1e3, 1e3], [1e-3, 2e-3])
+    with pytest.raises(ValueError, match="at least 2"):
+        fit_alpha_beta([1e3], [1e-3])
+    with pytest.raises(ValueError):
+        fit_alpha_beta([1e3, 2e3], [1e-3, 0])
+
+
+def test_alpha_beta_from_two_measurements():
+    model = AlphaBeta.from_measurements(tiny_s=5e-6, large_nbytes=1e8, large_s=0.05 + 5e-6)
+    assert model.alpha_s == 5e-6 and model.beta_bytes_per_s == pytest.approx(2e9)
+    with pytest.raises(ValueError):
+        AlphaBeta.from_measurements(1e-3, 1e8, 1e-4)
