@@ -13,6 +13,8 @@ from d2lhelpers.benchmark import (
     measure,
     sync_devices,
 )
+from d2lhelpers.dependency_graph import levels as dependency_levels
+from d2lhelpers.dependency_graph import op_graph, plot_op_graph
 from d2lhelpers.devices import (
     Device,
     check_fits,
@@ -25,22 +27,41 @@ from d2lhelpers.devices import (
     try_all_gpus,
     try_gpu,
 )
+from d2lhelpers.panels import concurrency_panel, mlp_panel
 from d2lhelpers.peaks import describe_devices, device_peak_rate, machine_baseline_rate
-from d2lhelpers.widgets import Panel, concurrency_panel
+from d2lhelpers.timeline import (
+    EmptyTraceError,
+    OpEvent,
+    busy_intervals,
+    busy_seconds,
+    overlap_seconds,
+    plot_timeline,
+    trace,
+    tracing_overhead,
+)
+from d2lhelpers.widgets import Panel
 from d2lhelpers.workloads import (
+    branch_weights,
     chain_flops,
     chains_in_one_graph,
     concurrency_sweep,
     identical_matmuls,
     matmul_chain,
+    mlp_branch_experiment,
+    mlp_branches_in_one_graph,
     random_matrix,
 )
 
 __all__ = [
     "Benchmark",
     "Device",
+    "EmptyTraceError",
     "Measurement",
+    "OpEvent",
     "Panel",
+    "branch_weights",
+    "busy_intervals",
+    "busy_seconds",
     "chain_flops",
     "chains_in_one_graph",
     "check_fits",
@@ -48,6 +69,7 @@ __all__ = [
     "concurrency_panel",
     "concurrency_sweep",
     "cpu",
+    "dependency_levels",
     "describe_devices",
     "device_peak_rate",
     "device_summary",
@@ -58,11 +80,20 @@ __all__ = [
     "machine_baseline_rate",
     "matmul_chain",
     "measure",
+    "mlp_branch_experiment",
+    "mlp_branches_in_one_graph",
+    "mlp_panel",
     "num_gpus",
+    "op_graph",
+    "overlap_seconds",
+    "plot_op_graph",
+    "plot_timeline",
     "random_matrix",
     "select_devices",
     "setup_devices",
     "sync_devices",
+    "trace",
+    "tracing_overhead",
     "try_all_gpus",
     "try_gpu",
 ]

@@ -13,10 +13,7 @@ import ipywidgets as widgets
 import matplotlib.pyplot as plt
 from IPython.display import display
 
-from d2lhelpers.devices import free_memory_bytes, setup_devices
-from d2lhelpers.peaks import device_peak_rate
-from d2lhelpers.plots import plot_concurrency
-from d2lhelpers.workloads import chain_bytes, concurrency_sweep
+from d2lhelpers.devices import free_memory_bytes
 
 
 def slider(description: str, value: int, low: int, high: int, step: int = 1) -> widgets.IntSlider:
@@ -94,28 +91,3 @@ def largest_size_that_fits(bytes_for_size: Callable[[int], int], devices, cap: i
     while size > 64 and bytes_for_size(size) * max(shared, 1) > 0.8 * free:
         size //= 2
     return size
-
-
-def concurrency_panel() -> Panel:
-    """Notebook 01: one chain per device on 1..N devices at once, time and speedup vs ideal."""
-    devices = setup_devices()
-    on_gpu = devices[0].kind != "logical CPU"
-    default_size, cap, default_n = (4096, 8192, 50) if on_gpu else (512, 2048, 20)
-    sliders = {
-        "size": slider(
-            "matrix size", default_size, 64, largest_size_that_fits(chain_bytes, devices, cap), 64
-        ),
-        "n_matmuls": slider("matmuls per chain", default_n, 1, 100),
-        "max_devices": slider("devices (1 to all set up)", len(devices), 1, len(devices)),
-    }
-    peak = device_peak_rate(devices[0])
-
-    def experiment(size, n_matmuls, max_devices, progress):
-        result = concurrency_sweep(size, n_matmuls, max_devices, progress, device_peak=peak)
-        print(result.table())
-        for m in result.measurements:
-            for warning in m.warnings:
-                print(f"WARNING ({m.label}): {warning}")
-        return result
-
-    return Panel("One chain per device, all at once", sliders, experiment, plot_concurrency)

@@ -157,16 +157,16 @@ def _name(device: Device | str) -> str:
 
 
 def branch_weights(width: int, hidden: int, branches: int, seed: int = 0) -> list[tuple]:
-    """Weights of a two-layer MLP whose hidden layer is cut into `branches` equal slices.
+    """Weights of a two-layer MLP whose hidden layer is cut into `branches` slices.
 
-    Branch b holds W1[:, slice_b] (width x hidden/branches) and W2[slice_b, :]; the slices of
-    hidden units are independent until the output sums them.
+    Branch b holds W1[:, slice_b] and W2[slice_b, :]; the slices of hidden units are independent
+    until the output sums them. Slices differ by at most one unit when `hidden` does not divide.
     """
-    if hidden % branches:
-        raise ValueError(f"hidden width {hidden} does not split into {branches} equal branches")
-    part = hidden // branches
+    if not 1 <= branches <= hidden:
+        raise ValueError(f"{branches} branches cannot split {hidden} hidden units")
+    sizes = [hidden // branches + (b < hidden % branches) for b in range(branches)]
     weights = []
-    for b in range(branches):
+    for b, part in enumerate(sizes):
         w1 = tf.random.stateless_normal((width, part), seed=(seed, 2 * b)) / width**0.5
         w2 = tf.random.stateless_normal((part, width), seed=(seed, 2 * b + 1)) / hidden**0.5
         weights.append((w1, w2))
@@ -191,3 +191,68 @@ def mlp_branches_in_one_graph(devices: Sequence[Device | str], join: Device | st
             return tf.add_n(parts)
 
     return run
+
+
+@dataclasses.dataclass
+class BranchResult:
+    """The branched MLP on one device and with one branch per device, and the split run's trace."""
+
+    branches: int
+    one_device: Measurement
+    split: Measurement
+    trace: list  # timeline.OpEvent rows of one split call
+
+    @property
+    def speedup(self) -> float:
+        return self.one_device.median / self.split.median
+
+
+def mlp_branch_experiment(
+    batch: int,
+    width: int,
+    hidden: int,
+    branches: int,
+    progress: Callable[[int, int], None] | None = None,
+    **measure_options,
+) -> BranchResult:
+    """Time the seed's MLP with its branches all on one device, then one per device; trace it.
+
+    The join runs on the CPU (`d2l.cpu()`); the branches on the other set-up devices.
+    """
+    from d2lhelpers.devices import cpu, setup_devices
+    from d2lhelpers.timeline import trace
+
+    join = cpu()
+    others = [d for d in setup_devices() if d.name != join.name]
+    if not 1 <= branches <= len(others):
+        raise ValueError(
+            f"{branches} branches asked for, but only {len(others)} devices are free "
+            f"besides the CPU that joins them: choose 1 to {len(others)}"
+        )
+    devices = others[:branches]
+    floats = batch * width + width * hidden * 2 + batch * hidden + batch * width
+    check_fits(
+        floats * BYTES_PER_FLOAT, devices, f"a {batch}x{width} MLP with {hidden} hidden units"
+    )
+    x = tf.random.stateless_normal((batch, width), seed=(0, 1))
+    weights = branch_weights(width, hidden, branches)
+    flops = 4 * batch * width * hidden
+    together = mlp_branches_in_one_graph([devices[0]] * branches, join)
+    split = mlp_branches_in_one_graph(devices, join)
+    one = measure(
+        lambda: together(x, weights), "all branches on one device", flops=flops, **measure_options
+    )
+    if progress:
+        progress(1, 3)
+    apart = measure(
+        lambda: split(x, weights),
+        f"one branch per device ({branches})",
+        flops=flops,
+        **measure_options,
+    )
+    if progress:
+        progress(2, 3)
+    rows = trace(split, x, weights)
+    if progress:
+        progress(3, 3)
+    return BranchResult(branches, one, apart, rows)

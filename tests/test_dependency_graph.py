@@ -1,6 +1,7 @@
 import matplotlib
 import matplotlib.text
 import numpy as np
+import pytest
 import tensorflow as tf
 
 import d2lhelpers as d2l
@@ -12,7 +13,7 @@ matplotlib.use("Agg")
 
 def test_branches_equal_the_unsplit_mlp(devices):
     x = tf.random.stateless_normal((8, 16), seed=(1, 2))
-    weights = branch_weights(16, 12, 3)
+    weights = branch_weights(16, 11, 3)
     run = mlp_branches_in_one_graph(devices[:3], devices[3])
     w1 = tf.concat([w for w, _ in weights], axis=1)
     w2 = tf.concat([w for _, w in weights], axis=0)
@@ -20,13 +21,10 @@ def test_branches_equal_the_unsplit_mlp(devices):
     np.testing.assert_allclose(run(x, weights).numpy(), expected.numpy(), rtol=1e-5, atol=1e-6)
 
 
-def test_uneven_branches_are_refused():
-    try:
-        branch_weights(16, 10, 3)
-    except ValueError as error:
-        assert "does not split into 3" in str(error)
-    else:
-        raise AssertionError("expected a ValueError")
+def test_uneven_branches_differ_by_one_unit_and_too_many_are_refused():
+    assert [w1.shape[1] for w1, _ in branch_weights(16, 10, 3)] == [4, 3, 3]
+    with pytest.raises(ValueError, match="cannot split 2 hidden units"):
+        branch_weights(16, 2, 3)
 
 
 def test_op_graph_reads_devices_and_dependencies_from_the_trace(devices):

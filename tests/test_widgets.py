@@ -3,6 +3,7 @@ import matplotlib
 import pytest
 
 from d2lhelpers import widgets as panels
+from d2lhelpers.panels import concurrency_panel
 from d2lhelpers.plots import plot_concurrency
 from d2lhelpers.workloads import ConcurrencyResult, Measurement, chain_bytes
 
@@ -48,7 +49,7 @@ def test_panel_shows_errors_in_its_output_and_stays_usable():
 
 
 def test_concurrency_panel_end_to_end(devices):
-    panel = panels.concurrency_panel()
+    panel = concurrency_panel()
     assert panel.sliders["max_devices"].max == len(devices)
     assert panel.sliders["size"].value == 512  # CPU defaults
     panel.sliders["size"].value, panel.sliders["n_matmuls"].value = 64, 2
@@ -59,7 +60,7 @@ def test_concurrency_panel_end_to_end(devices):
 
 
 def test_concurrency_panel_oversize_is_refused_in_the_panel(devices, monkeypatch):
-    panel = panels.concurrency_panel()
+    panel = concurrency_panel()
     monkeypatch.setattr("d2lhelpers.devices._host_available_bytes", lambda: 10 * 2**20)
     panel.sliders["size"].value = 2048
     panel.run()
