@@ -13,6 +13,15 @@ from d2lhelpers.benchmark import (
     measure,
     sync_devices,
 )
+from d2lhelpers.costs import (
+    AlphaBeta,
+    break_even_comm_ms,
+    efficiency_table,
+    fit_alpha_beta,
+    format_efficiency_table,
+    pipeline_bubble_fraction,
+    replicas_vs_one_group,
+)
 from d2lhelpers.dependency_graph import levels as dependency_levels
 from d2lhelpers.dependency_graph import op_graph, plot_op_graph
 from d2lhelpers.devices import (
@@ -28,7 +37,11 @@ from d2lhelpers.devices import (
     try_gpu,
 )
 from d2lhelpers.panels import concurrency_panel, mlp_panel
+from d2lhelpers.parallelism import ParallelRun
 from d2lhelpers.peaks import describe_devices, device_peak_rate, machine_baseline_rate
+from d2lhelpers.pipeline_parallel import PipelineRun, measured_bubble, run_pipeline_parallel
+from d2lhelpers.replicas import replica_sweep, run_replicas
+from d2lhelpers.tensor_parallel import TensorParallelRun, all_reduce_sum, run_tensor_parallel
 from d2lhelpers.timeline import (
     EmptyTraceError,
     OpEvent,
@@ -53,13 +66,19 @@ from d2lhelpers.workloads import (
 )
 
 __all__ = [
+    "AlphaBeta",
     "Benchmark",
     "Device",
     "EmptyTraceError",
     "Measurement",
     "OpEvent",
     "Panel",
+    "ParallelRun",
+    "PipelineRun",
+    "TensorParallelRun",
+    "all_reduce_sum",
     "branch_weights",
+    "break_even_comm_ms",
     "busy_intervals",
     "busy_seconds",
     "chain_flops",
@@ -73,6 +92,9 @@ __all__ = [
     "describe_devices",
     "device_peak_rate",
     "device_summary",
+    "efficiency_table",
+    "fit_alpha_beta",
+    "format_efficiency_table",
     "format_rate",
     "format_seconds",
     "gpu",
@@ -80,15 +102,22 @@ __all__ = [
     "machine_baseline_rate",
     "matmul_chain",
     "measure",
+    "measured_bubble",
     "mlp_branch_experiment",
     "mlp_branches_in_one_graph",
     "mlp_panel",
     "num_gpus",
     "op_graph",
     "overlap_seconds",
+    "pipeline_bubble_fraction",
     "plot_op_graph",
     "plot_timeline",
     "random_matrix",
+    "replica_sweep",
+    "replicas_vs_one_group",
+    "run_pipeline_parallel",
+    "run_replicas",
+    "run_tensor_parallel",
     "select_devices",
     "setup_devices",
     "sync_devices",

@@ -1,0 +1,233 @@
+"""What the three ways of spreading one model over devices share: the model, the split, the result.
+
+The schemes live one per module, as in picotron: `replicas` (a whole model per device),
+`tensor_parallel` (every weight matrix cut into slices) and `pipeline_parallel` (the layers cut
+into stages). Each is checked against the same model run on one device, and each measured run
+returns a `ParallelRun`: its time and throughput beside the one-device time and the ideal.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
+
+import tensorflow as tf
+
+from d2lhelpers.benchmark import Measurement, compare_to_ideal, format_seconds
+from d2lhelpers.devices import Device
+
+BYTES_PER_FLOAT = 4
+
+
+def device_name(device: Device | str) -> str:
+    return device if isinstance(device, str) else device.name
+
+
+def require_positive(**values: int) -> None:
+    """Refuse sizes below 1 with a message naming them (sliders make these impossible)."""
+    bad = {name: value for name, value in values.items() if not value >= 1}
+    if bad:
+        listed = ", ".join(f"{name}={value}" for name, value in bad.items())
+        raise ValueError(f"sizes must be at least 1, got {listed}")
+
+
+def split_sizes(total: int, parts: int, what: str = "rows") -> list[int]:
+    """Cut `total` into `parts` sizes differing by at most one, larger first: 10, 4 -> 3 3 2 2.
+
+    Uneven shards let any width run on any device count; a part must not be empty, so `total`
+    below `parts` is refused.
+    """
+    require_positive(parts=parts)
+    if total < parts:
+        raise ValueError(
+            f"{total} {what} cannot be split into {parts} non-empty parts: choose at least "
+            f"{parts} {what}, or fewer devices"
+        )
+    small, extra = divmod(total, parts)
+    return [small + 1] * extra + [small] * (parts - extra)
+
+
+def offsets(sizes: Sequence[int]) -> list[tuple[int, int]]:
+    """(start, stop) of each part: [3, 3, 2] -> [(0, 3), (3, 6), (6, 8)]."""
+    bounds, start = [], 0
+    for size in sizes:
+        bounds.append((start, start + size))
+        start += size
+    return bounds
+
+
+def place(tensor: tf.Tensor, device: Device | str) -> tf.Tensor:
+    """A copy of `tensor` on `device` (what a device holds is its own, as on a real GPU)."""
+    with tf.device(device_name(device)):
+        return tf.identity(tensor)
+
+
+class MLPWeights(NamedTuple):
+    """A two-layer MLP, y = relu(x W1 + b1) W2 + b2: W1 is width x hidden, W2 hidden x width.
+
+    A NamedTuple, so that tf.function takes it as an argument (a nest of tensors).
+    """
+
+    w1: tf.Tensor
+    b1: tf.Tensor
+    w2: tf.Tensor
+    b2: tf.Tensor
+
+    @property
+    def width(self) -> int:
+        return int(self.w1.shape[0])
+
+    @property
+    def hidden(self) -> int:
+        return int(self.w1.shape[1])
+
+    def to(self, device: Device | str) -> MLPWeights:
+        return MLPWeights(*(place(t, device) for t in self))
+
+
+def mlp_weights(width: int, hidden: int, device: Device | str, seed: int = 0) -> MLPWeights:
+    """Deterministic weights on `device` (stateless random: the same seed, the same model).
+
+    Scaled so activations stay near 1 (He for W1, 1/sqrt(hidden) for W2); biases are not zero, so
+    a scheme that adds a bias once per device instead of once in total is caught by the tests.
+    """
+    require_positive(width=width, hidden=hidden)
+    with tf.device(device_name(device)):
+        w1 = tf.random.stateless_normal((width, hidden), seed=(seed, 1)) * (2 / width) ** 0.5
+        b1 = 0.1 * tf.random.stateless_normal((hidden,), seed=(seed, 2))
+        w2 = tf.random.stateless_normal((hidden, width), seed=(seed, 3)) / hidden**0.5
+        b2 = 0.1 * tf.random.stateless_normal((width,), seed=(seed, 4))
+    return MLPWeights(w1, b1, w2, b2)
+
+
+def input_batch(batch: int, width: int, device: Device | str, seed: int = 7) -> tf.Tensor:
+    """`batch` requests of `width` features each, on `device`."""
+    require_positive(batch=batch, width=width)
+    with tf.device(device_name(device)):
+        return tf.random.stateless_normal((batch, width), seed=(seed, 0))
+
+
+def mlp(x: tf.Tensor, weights: MLPWeights) -> tf.Tensor:
+    """The MLP on whichever device its inputs are: the one-device reference."""
+    hidden = tf.nn.relu(tf.linalg.matmul(x, weights.w1) + weights.b1)
+    return tf.linalg.matmul(hidden, weights.w2) + weights.b2
+
+
+def mlp_flops(batch: int, width: int, hidden: int) -> int:
+    """FLOPs of the MLP's two matmuls on `batch` rows (biases and relu are negligible)."""
+    return 2 * 2 * batch * width * hidden
+
+
+def mlp_bytes(batch: int, width: int, hidden: int) -> int:
+    """Memory of the MLP's weights and of its activations on `batch` rows (x, hidden, y)."""
+    weights = 2 * width * hidden + hidden + width
+    return BYTES_PER_FLOAT * (weights + batch * (2 * width + hidden))
+
+
+def on_one_device(function: Callable, device: Device | str) -> Callable:
+    """`function` as a tf.function with every op on `device`: the reference a scheme must match."""
+    return _on_one_device(function, device_name(device))
+
+
+@functools.lru_cache(maxsize=32)
+def _on_one_device(function: Callable, name: str) -> Callable:
+    @tf.function
+    def run(*args):
+        with tf.device(name):
+            return function(*args)
+
+    return run
+
+
+def max_difference(a: tf.Tensor | Sequence[tf.Tensor], b: tf.Tensor) -> float:
+    """Largest |a - b|, with `a` given whole or as row blocks to be stacked in order."""
+    if not isinstance(a, tf.Tensor):
+        a = tf.concat([place(part, "/CPU:0") for part in a], axis=0)
+    return float(tf.reduce_max(tf.abs(place(a, "/CPU:0") - place(b, "/CPU:0"))))
+
+
+def communication_note(kind: str) -> str:
+    """What handing a tensor from one device to another really is on these devices."""
+    if kind == "logical CPU":
+        return (
+            "Communication here is a memory hand-over inside one process: logical CPU devices "
+            "share the host's memory, so no bytes cross a link and it costs a few µs. Between real "
+            "GPUs the same step is a copy over NVLink or PCIe, and it costs time per byte."
+        )
+    if kind == "virtual GPU":
+        return (
+            "Communication here is a copy inside one GPU's memory: virtual GPUs share one chip, "
+            "so no bytes cross NVLink or PCIe, and they also share its compute."
+        )
+    return (
+        "Communication here is a real copy between GPUs over the link that joins them (NVLink "
+        "or PCIe: `nvidia-smi topo -m` says which)."
+    )
+
+
+@dataclasses.dataclass
+class ParallelRun:
+    """One measured run of a scheme on `devices`, beside the same work on `devices[0]` alone."""
+
+    scheme: str
+    devices: list[str]
+    kind: str
+    samples: int  # rows (requests) that one run processes
+    measurement: Measurement  # the scheme on all its devices
+    reference: Measurement  # the same model and batch on one device
+    ideal_speedup: float  # what the scheme would reach if hand-overs and sharing cost nothing
+    max_error: float  # largest |scheme output - one-device output|
+    communication: str  # what a hand-over between these devices really is
+
+    @property
+    def n_devices(self) -> int:
+        return len(self.devices)
+
+    @property
+    def time(self) -> float:
+        return self.measurement.median
+
+    @property
+    def reference_time(self) -> float:
+        return self.reference.median
+
+    @property
+    def throughput(self) -> float:
+        """Samples per second on all the devices together."""
+        return self.samples / self.time
+
+    @property
+    def reference_throughput(self) -> float:
+        return self.samples / self.reference_time
+
+    @property
+    def speedup(self) -> float:
+        return self.reference_time / self.time
+
+    def lines(self) -> list[str]:
+        plural = "s" if self.n_devices > 1 else ""
+        lines = [
+            f"{self.scheme} on {self.n_devices} {self.kind} device{plural}: "
+            f"{format_seconds(self.time)} per batch of {self.samples}, "
+            f"{self.throughput:,.0f} samples/s",
+            f"one device: {format_seconds(self.reference_time)}, "
+            f"{self.reference_throughput:,.0f} samples/s",
+            f"speedup {self.speedup:.2f}x (ideal {self.ideal_speedup:.2f}x); largest difference "
+            f"from the one-device output {self.max_error:.1e}",
+            compare_to_ideal(self.time, self.reference_time / self.ideal_speedup, "time"),
+        ]
+        cores = os.cpu_count() or 1
+        if self.kind == "logical CPU" and self.n_devices > cores:
+            lines.append(
+                f"  ({self.n_devices} logical devices on {cores} CPU cores: at most {cores} "
+                f"compute at once, so a speedup above {cores}x is out of reach here)"
+            )
+        for m in (self.measurement, self.reference):
+            lines += [f"WARNING ({m.label}): {w}" for w in m.warnings]
+        return lines + [self.communication]
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())

@@ -1,0 +1,139 @@
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from d2lhelpers.parallelism import input_batch, mlp, mlp_weights, place, split_sizes
+from d2lhelpers.tensor_parallel import (
+    all_gather,
+    all_reduce_sum,
+    column_parallel_linear,
+    count_all_reduces,
+    row_parallel_linear,
+    run_tensor_parallel,
+    shard_mlp,
+    split,
+    tensor_parallel_in_one_graph,
+    tensor_parallel_mlp,
+)
+
+FAST = {"min_runs": 3, "max_runs": 3, "budget_s": 0.05}
+CLOSE = {"rtol": 1e-5, "atol": 1e-5}
+
+
+def _linear(devices, d_in, d_out, seed=0):
+    with tf.device(devices[0].name):
+        w = tf.random.stateless_normal((d_in, d_out), seed=(seed, 1))
+        b = tf.random.stateless_normal((d_out,), seed=(seed, 2))
+    return w, b, input_batch(5, d_in, devices[0])
+
+
+def _where(tensors):
+    return ["/device:" + t.device.split("device:")[-1] for t in tensors]
+
+
+def _names(devices):
+    return [d.name for d in devices]
+
+
+def test_split_cuts_columns_and_rows_unevenly(devices):
+    w = tf.reshape(tf.range(30.0), (3, 10))
+    columns = split(w, 1, devices)
+    assert [int(c.shape[1]) for c in columns] == [3, 3, 2, 2]
+    assert _where(columns) == _names(devices)
+    np.testing.assert_array_equal(np.concatenate([c.numpy() for c in columns], 1), w.numpy())
+    rows = split(tf.transpose(w), 0, devices[:3])
+    assert [int(r.shape[0]) for r in rows] == [4, 3, 3]
+    with pytest.raises(ValueError, match="3 rows cannot be split into 4"):
+        split(w, 0, devices)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+@pytest.mark.parametrize("d_out", [8, 10, 7])
+def test_column_parallel_linear_equals_one_device(devices, n, d_out):
+    w, b, x = _linear(devices, 6, d_out, seed=n)
+    chosen = devices[:n]
+    blocks = column_parallel_linear(x, split(w, 1, chosen), split(b, 0, chosen), chosen)
+    assert _where(blocks) == _names(chosen)
+    assert [int(y.shape[1]) for y in blocks] == split_sizes(d_out, n)
+    gathered = all_gather(blocks, devices[:n])
+    assert _where(gathered) == _names(chosen)
+    for y in gathered:
+        np.testing.assert_allclose(y.numpy(), (x @ w + b).numpy(), **CLOSE)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+def test_row_parallel_linear_all_reduces_to_every_device(devices, n):
+    w, b, x = _linear(devices, 9, 4, seed=n)  # 9 input features: uneven rows on 2 and 4
+    x_parts = split(x, 1, devices[:n])
+    outputs = row_parallel_linear(x_parts, split(w, 0, devices[:n]), b, devices[:n])
+    assert _where(outputs) == _names(devices[:n])
+    for y in outputs:
+        np.testing.assert_allclose(y.numpy(), (x @ w + b).numpy(), **CLOSE)
+
+
+def test_all_reduce_adds_parts_and_bias_once(devices):
+    parts = [place(tf.fill((2,), 10.0**k), d) for k, d in enumerate(devices)]
+    totals = all_reduce_sum(parts, devices, bias=tf.constant([0.5, 0.5]))
+    assert _where(totals) == _names(devices)
+    for total in totals:  # the seed's Go example: 1 + 10 + 100 + 1000
+        np.testing.assert_array_equal(total.numpy(), [1111.5, 1111.5])
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+@pytest.mark.parametrize("hidden", [16, 13, 4])
+def test_tensor_parallel_mlp_equals_one_device(devices, n, hidden):
+    weights = mlp_weights(6, hidden, devices[0], seed=n)
+    x = input_batch(5, 6, devices[0])
+    shards = shard_mlp(weights, devices[:n])
+    assert [int(w.shape[1]) for w in shards.w1] == split_sizes(hidden, n)
+    assert [int(w.shape[0]) for w in shards.w2] == split_sizes(hidden, n)
+    outputs = tensor_parallel_in_one_graph(devices[:n])(x, shards)
+    assert len(outputs) == n
+    for y in outputs:
+        np.testing.assert_allclose(y.numpy(), mlp(x, weights).numpy(), **CLOSE)
+
+
+def test_graph_places_slices_and_counts_one_all_reduce(devices):
+    weights = mlp_weights(4, 10, devices[0])
+    x = input_batch(3, 4, devices[0])
+    shards = shard_mlp(weights, devices)
+    graph = tensor_parallel_in_one_graph(devices).get_concrete_function(x, shards).graph
+    matmuls = sorted(op.device for op in graph.get_operations() if op.type == "MatMul")
+    assert matmuls == sorted(d.name for d in devices for _ in range(2))
+    assert count_all_reduces(graph) == 1
+
+    @tf.function
+    def two_blocks(x, shards):
+        hidden = tensor_parallel_mlp(x, shards, devices)[0]
+        return tensor_parallel_mlp(hidden, shards, devices)
+
+    assert count_all_reduces(two_blocks.get_concrete_function(x, shards).graph) == 2
+    column_only = tf.function(lambda x, w, b: column_parallel_linear(x, w, b, devices))
+    graph = column_only.get_concrete_function(x, shards.w1, shards.b1).graph
+    assert count_all_reduces(graph) == 0
+
+
+def test_run_tensor_parallel_small(devices):
+    calls = []
+    run = run_tensor_parallel(
+        8, 6, 3, hidden=10, progress=lambda d, t: calls.append((d, t)), **FAST
+    )
+    assert calls == [(1, 2), (2, 2)]
+    assert run.scheme == "tensor parallel" and run.n_devices == 3
+    assert run.time > 0 and run.reference_time > 0 and run.throughput > 0
+    assert run.shard_widths == [4, 3, 3] and run.ideal_speedup == 10 / 4
+    assert run.all_reduces == 1 and run.max_error < 1e-5
+    text = str(run)
+    assert "cut into [4, 3, 3]" in text and "4 hand-overs each" in text
+    assert "one process" in text
+
+
+def test_run_tensor_parallel_refuses_bad_input(devices):
+    with pytest.raises(ValueError, match="3 hidden columns cannot be split into 4"):
+        run_tensor_parallel(8, 4, 4, hidden=3)
+    with pytest.raises(ValueError, match="choose 1 to 4"):
+        run_tensor_parallel(8, 4, 5)
+    with pytest.raises(ValueError, match="batch=0"):
+        run_tensor_parallel(8, 0, 2)
+    with pytest.raises(ValueError, match="is free"):
+        run_tensor_parallel(2**18, 2**10, 4)  # 2 TiB of weights: refused before allocating
