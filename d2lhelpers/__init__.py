@@ -36,10 +36,16 @@ from d2lhelpers.devices import (
     try_all_gpus,
     try_gpu,
 )
-from d2lhelpers.panels import concurrency_panel, mlp_panel
+from d2lhelpers.panels import (
+    concurrency_panel,
+    mlp_panel,
+    parallelism_panel,
+    speedup_model_panel,
+)
 from d2lhelpers.parallelism import ParallelRun
 from d2lhelpers.peaks import describe_devices, device_peak_rate, machine_baseline_rate
 from d2lhelpers.pipeline_parallel import PipelineRun, measured_bubble, run_pipeline_parallel
+from d2lhelpers.plots import plot_concurrency, plot_three_schemes
 from d2lhelpers.replicas import replica_sweep, run_replicas
 from d2lhelpers.tensor_parallel import TensorParallelRun, all_reduce_sum, run_tensor_parallel
 from d2lhelpers.timeline import (
@@ -109,8 +115,11 @@ __all__ = [
     "num_gpus",
     "op_graph",
     "overlap_seconds",
+    "parallelism_panel",
     "pipeline_bubble_fraction",
+    "plot_concurrency",
     "plot_op_graph",
+    "plot_three_schemes",
     "plot_timeline",
     "random_matrix",
     "replica_sweep",
@@ -120,6 +129,7 @@ __all__ = [
     "run_tensor_parallel",
     "select_devices",
     "setup_devices",
+    "speedup_model_panel",
     "sync_devices",
     "trace",
     "tracing_overhead",

@@ -68,3 +68,87 @@ def mlp_panel() -> Panel:
         return plot_timeline(result.trace, f"one call, {result.branches} branches", ax=ax)
 
     return Panel("The seed's two-layer MLP, split into branches", sliders, experiment, show)
+
+
+def speedup_model_panel() -> Panel:
+    """Notebook 04: "when more GPUs make it slower", the cost model with the seed's rows."""
+    from d2lhelpers.costs import efficiency_table, tensor_parallel_speedup
+    from d2lhelpers.plots import plot_speedup_model
+
+    sliders = {
+        "compute_ms": slider("compute per token on 1 device (ms)", 40, 1, 200),
+        "comm_ms": slider("communication per token (ms)", 6, 0, 100),
+        "max_devices": slider("largest device count", 16, 2, 64),
+    }
+
+    def experiment(compute_ms, comm_ms, max_devices, progress):
+        ns = list(range(1, max_devices + 1))
+        # One device sends nothing; from two devices on, every token pays the communication.
+        speedups = [tensor_parallel_speedup(compute_ms, n, comm_ms if n > 1 else 0) for n in ns]
+        best = max(range(len(ns)), key=speedups.__getitem__)
+        slower = [n for n, s in zip(ns, speedups, strict=True) if s < 1]
+        print(f"best: {ns[best]} devices, {speedups[best]:.2f}x vs one device")
+        print(f"slower than one device from N = {slower[0]}" if slower else "never slower than 1x")
+        progress(1, 1)
+        return {"devices": ns, "speedups": speedups, "compute_ms": compute_ms, "comm_ms": comm_ms}
+
+    return Panel(
+        "When more GPUs make it slower (cost model)",
+        sliders,
+        experiment,
+        lambda curve: plot_speedup_model(curve, efficiency_table()),
+    )
+
+
+def parallelism_panel() -> Panel:
+    """Notebook 04: replicas, tensor parallel and pipeline parallel, run for real, side by side."""
+    from d2lhelpers.pipeline_parallel import run_pipeline_parallel
+    from d2lhelpers.replicas import run_replicas
+    from d2lhelpers.tensor_parallel import run_tensor_parallel
+
+    count = len(setup_devices())
+    width, batch = (4096, 4096) if on_gpu() else (256, 512)
+    sliders = {
+        "width": slider("model width", width, 32, 4 * width, 32),
+        "batch": slider("batch", batch, 16, 4 * batch, 16),
+        "microbatches": slider("pipeline microbatches", 8, 1, 32),
+        "n_devices": slider("devices", min(2, count), 1, count),
+    }
+
+    def experiment(width, batch, microbatches, n_devices, progress):
+        runs = []
+        for done, run in enumerate(
+            [
+                lambda: run_replicas(width, batch, n_devices),
+                lambda: run_tensor_parallel(width, batch, n_devices),
+                lambda: run_pipeline_parallel(width, batch, microbatches, n_devices),
+            ],
+            start=1,
+        ):
+            runs.append(run())
+            print(runs[-1], end="\n\n")
+            progress(done, 3)
+        return runs
+
+    def show(runs):
+        figure, ax = plt.subplots(figsize=(7, 3.2))
+        names = [r.scheme for r in runs]
+        ax.bar(names, [r.speedup for r in runs], color="tab:blue", label="measured speedup")
+        ax.scatter(
+            names,
+            [r.ideal_speedup for r in runs],
+            marker="_",
+            s=900,
+            c="black",
+            label="ideal for this split",
+            zorder=3,
+        )
+        ax.axhline(1, c="tab:red", lw=1, label="one device")
+        ax.set(
+            ylabel="speedup vs one device", title=f"{runs[0].kind} devices: {len(runs[0].devices)}"
+        )
+        ax.legend(fontsize=8)
+        figure.tight_layout()
+        return figure
+
+    return Panel("Three ways to split one model, run for real", sliders, experiment, show)

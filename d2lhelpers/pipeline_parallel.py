@@ -255,3 +255,24 @@ def run_pipeline_parallel(
         hand_overs=count_hand_overs(pipeline.get_concrete_function(x, stages).graph),
         microbatched_reference=timings[1],
     )
+
+
+def trace_pipeline(width: int, batch: int, microbatches: int, n_devices: int, n_layers: int = 8):
+    """One traced call of the pipeline: timeline rows, and the stage devices in order."""
+    from d2lhelpers.timeline import trace
+
+    devices = select_devices(n_devices)
+    layers = stack_weights(width, n_layers, devices[0])
+    x = input_batch(batch, width, devices[0])
+    rows = trace(pipeline_in_one_graph(devices, microbatches), x, split_stages(layers, devices))
+    return rows, devices
+
+
+def bubble_from_trace(rows, devices) -> float:
+    """1 - (time the stages were busy) / (stages x the span from first to last op): idle share."""
+    from d2lhelpers.timeline import busy_intervals, busy_seconds
+
+    start = min(r.start_s for r in rows)
+    span = max(r.end_s for r in rows) - start
+    busy = sum(busy_seconds(busy_intervals(rows, device_name(d))) for d in devices)
+    return 1 - busy / (len(devices) * span)

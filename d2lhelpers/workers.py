@@ -1,0 +1,541 @@
+"""Worker processes on loopback: start K, wait until each is ready, collect results, end them all.
+
+A `WorkerGroup` runs one target function in K fresh Python processes (this interpreter), each told
+its index, every worker's port (free ports on this machine, addressed as 127.0.0.1:PORT) and, for
+`tf.distribute`, its `TF_CONFIG`:
+
+    with WorkerGroup("package.module:function", count=2, ready_timeout=30) as group:  # all ready
+        results = group.results(timeout=60)                                          # one each
+    # here every worker process, and every process a worker started, has ended
+
+The `with` ends them whatever happens: success, an exception, KeyboardInterrupt (the notebook's
+Stop button) or a timeout. Each worker leads its own process group, so ending it reaches its
+children too: SIGTERM to the group, SIGKILL after a grace period. Two last resorts cover what a
+`with` cannot: a finalizer (also run at interpreter exit) and a watchdog in each worker that kills
+it when its parent process dies. A worker that fails raises `WorkerError` naming it (index, pid,
+exit code, its traceback, the last lines of its stderr) as soon as the failure is seen.
+
+For notebook 02, `remote_tf_workers` starts `tf.distribute.Server` workers and connects this
+process to them, so ops placed on '/job:worker/replica:0/task:0/device:CPU:0' run in the worker
+and their results cross a real loopback gRPC link. Caveat: TensorFlow's gRPC servers listen on
+every interface (0.0.0.0:PORT, hard-coded in TF), not on 127.0.0.1 alone, and accept
+unauthenticated work while they live; the workers here live only as long as their `with`.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import dataclasses
+import json
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import weakref
+from collections.abc import Callable, Sequence
+
+from d2lhelpers import worker_main
+from d2lhelpers.worker_main import LOOPBACK
+
+WORKER_MAIN_PATH = os.path.abspath(worker_main.__file__)
+PROJECT_ROOT = os.path.dirname(os.path.dirname(WORKER_MAIN_PATH))
+STDERR_LINES_KEPT = 50
+STDERR_LINES_SHOWN = 15
+POLL_S = 0.1  # how often a wait looks at the clock when no message comes
+REAP_S = 5.0  # how long to wait for a SIGKILLed process to be reaped before giving up on it
+TF_SERVER_JOB = "worker"
+TF_SERVER_TARGET = "d2lhelpers.workers:tf_server"
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` distinct TCP ports that are free right now.
+
+    Each comes from binding port 0 and reading the port the kernel chose; all stay bound until all
+    are chosen, so none is handed out twice. The probe binds the wildcard address, not only
+    127.0.0.1, because TensorFlow's gRPC server will itself bind 0.0.0.0:PORT. The probes are
+    never listened on. Another program can still take a port before a worker binds it:
+    `WorkerGroup` then picks again.
+    """
+    sockets = []
+    try:
+        for _ in range(count):
+            probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sockets.append(probe)
+            probe.bind(("", 0))
+        return [probe.getsockname()[1] for probe in sockets]
+    finally:
+        for probe in sockets:
+            probe.close()
+
+
+def tf_config(ports: Sequence[int], index: int, job: str = TF_SERVER_JOB) -> dict:
+    """The TF_CONFIG of task `index` in a one-job cluster of workers on 127.0.0.1:`ports`."""
+    return {
+        "cluster": {job: [f"{LOOPBACK}:{port}" for port in ports]},
+        "task": {"type": job, "index": index},
+    }
+
+
+class WorkerError(RuntimeError):
+    """A worker raised, exited or was killed, or did not answer in time; the message names it."""
+
+    def __init__(
+        self,
+        message: str,
+        index: int | None = None,
+        pid: int | None = None,
+        exit_code: int | None = None,
+        port_in_use: bool = False,
+    ):
+        super().__init__(message)
+        self.index, self.pid, self.exit_code, self.port_in_use = index, pid, exit_code, port_in_use
+
+
+class WorkerTimeout(WorkerError, TimeoutError):
+    """Some worker did not become ready, or send its result, within the timeout."""
+
+
+class PortInUseError(WorkerError):
+    """Every try to start the workers found one of their ports taken by another program."""
+
+
+@dataclasses.dataclass
+class _Worker:
+    index: int
+    port: int
+    process: subprocess.Popen
+    stderr_tail: collections.deque
+    threads: list[threading.Thread]
+    ready: object = None
+    is_ready: bool = False
+    progress: object = None
+    result: object = None
+    has_result: bool = False
+    error: dict | None = None
+    exit_code: int | None = None
+
+
+class WorkerGroup:
+    """K worker processes running `target` ('module:function' or 'file.py:function').
+
+    The target gets a `worker_main.WorkerContext` (index, ports, addresses, args) and returns a
+    JSON-able result; it may call `context.ready(**info)` once it is up (after binding its port)
+    and `context.progress(**info)` on the way. Entering the `with` starts the workers and waits
+    until all are ready; leaving it ends them all.
+
+    Each worker's environment: this process's, plus TF_ENABLE_ONEDNN_OPTS=0,
+    TF_CPP_MIN_LOG_LEVEL=3, TF_NUM_INTRAOP_THREADS / TF_NUM_INTEROP_THREADS, `TF_CONFIG` when
+    `tf_config_job` names a job, and `env` last. A worker whose port was taken before it bound it
+    (its error says so) makes the group start over on new ports, up to `port_attempts` times.
+    """
+
+    def __init__(
+        self,
+        target: str,
+        count: int = 1,
+        *,
+        args: dict | None = None,
+        env: dict | None = None,
+        tf_config_job: str | None = None,
+        intra_op_threads: int = 1,
+        inter_op_threads: int = 1,
+        ready_timeout: float = 60.0,
+        grace_s: float = 2.0,
+        port_attempts: int = 3,
+        pick_ports: Callable[[int], list[int]] = free_ports,
+    ):
+        if count < 1:
+            raise ValueError(f"count must be at least 1, got {count}")
+        self.target, self.count, self.args = target, count, dict(args or {})
+        self.env, self.tf_config_job = dict(env or {}), tf_config_job
+        self.threads = (intra_op_threads, inter_op_threads)
+        self.ready_timeout, self.grace_s = ready_timeout, grace_s
+        self.port_attempts, self.pick_ports = port_attempts, pick_ports
+        self.ports: list[int] = []
+        self.attempts = 0  # starts made, port retries included
+        self._workers: list[_Worker] = []
+        self._events: queue.Queue = queue.Queue()
+        # Shared with the finalizer, which must not hold `self`: whatever is in it gets ended.
+        self._processes: list[subprocess.Popen] = []
+        self._finalizer = weakref.finalize(self, end_processes, self._processes, grace_s)
+
+    # --- life cycle -------------------------------------------------------------------------
+
+    def __enter__(self) -> WorkerGroup:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def start(self) -> WorkerGroup:
+        """Start the workers and wait until every one is ready (or raise, having ended them)."""
+        try:
+            last_error = None
+            for attempt in range(1, self.port_attempts + 1):
+                self.attempts = attempt
+                self.ports = list(self.pick_ports(self.count))
+                self._spawn()
+                try:
+                    self._wait_for("ready", self.ready_timeout)
+                    return self
+                except WorkerError as error:
+                    if not error.port_in_use:
+                        raise
+                    last_error = error
+                    self._end_workers()
+            raise PortInUseError(
+                f"could not start {self.count} worker(s): a port was taken by another program "
+                f"each time, in {self.port_attempts} tries. Last failure:\n{last_error}",
+                port_in_use=True,
+            )
+        except BaseException:  # KeyboardInterrupt included: `with` never reaches __exit__ here
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """End every worker and every process it started; safe to call more than once."""
+        self._end_workers()
+        self._finalizer.detach()
+
+    def _spawn(self) -> None:
+        self._events = queue.Queue()  # events of an earlier try must not leak into this one
+        for index in range(self.count):
+            process = subprocess.Popen(
+                [sys.executable, WORKER_MAIN_PATH, self.target],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=self._environment(index),
+                encoding="utf-8",
+                errors="replace",
+                start_new_session=True,  # its own process group: killpg reaches its children
+            )
+            self._processes.append(process)
+            worker = _Worker(index, self.ports[index], process, _tail(), [])
+            worker.threads = [
+                _daemon(_read_messages, worker, self._events),
+                _daemon(_read_stderr, worker),
+            ]
+            self._workers.append(worker)
+
+    def _environment(self, index: int) -> dict:
+        environment = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
+        python_path = [PROJECT_ROOT] + [p for p in [environment.get("PYTHONPATH")] if p]
+        environment.update(
+            TF_ENABLE_ONEDNN_OPTS="0",
+            TF_CPP_MIN_LOG_LEVEL="3",
+            TF_NUM_INTRAOP_THREADS=str(self.threads[0]),
+            TF_NUM_INTEROP_THREADS=str(self.threads[1]),
+            PYTHONPATH=os.pathsep.join(python_path),
+        )
+        environment[worker_main.INDEX_VAR] = str(index)
+        environment[worker_main.PORTS_VAR] = json.dumps(self.ports)
+        environment[worker_main.ARGS_VAR] = json.dumps(self.args)
+        environment[worker_main.PARENT_VAR] = str(os.getpid())
+        if self.tf_config_job:
+            environment["TF_CONFIG"] = json.dumps(tf_config(self.ports, index, self.tf_config_job))
+        environment.update(self.env)
+        return environment
+
+    def _end_workers(self) -> None:
+        try:
+            end_processes([worker.process for worker in self._workers], self.grace_s)
+        finally:
+            for worker in self._workers:
+                for thread in worker.threads:
+                    thread.join(timeout=1.0)
+                for stream in (worker.process.stdout, worker.process.stderr):
+                    with contextlib.suppress(OSError, ValueError):
+                        stream.close()
+            # Interrupted half-way (a second Stop), the finalizer still holds the rest.
+            ended = [w.process for w in self._workers if w.process.returncode is not None]
+            self._processes[:] = [p for p in self._processes if p not in ended]
+            self._workers = [w for w in self._workers if w.process not in ended]
+
+    # --- talking to the workers -----------------------------------------------------------------
+
+    @property
+    def addresses(self) -> list[str]:
+        """'127.0.0.1:PORT' of every worker, in index order."""
+        return [f"{LOOPBACK}:{port}" for port in self.ports]
+
+    @property
+    def pids(self) -> list[int]:
+        return [worker.process.pid for worker in self._workers]
+
+    @property
+    def ready_info(self) -> list:
+        """What each worker sent with its ready signal."""
+        return [worker.ready for worker in self._workers]
+
+    def results(
+        self, timeout: float = 120.0, on_progress: Callable[[int, object], None] | None = None
+    ) -> list:
+        """Every worker's result, in index order; `on_progress(index, info)` sees progress reports.
+
+        Raises `WorkerError` naming the first worker that fails, or `WorkerTimeout` naming those
+        still missing after `timeout` seconds. Either way the workers keep running until the
+        group is closed (the `with` does it).
+        """
+        self._wait_for("result", timeout, on_progress)
+        return [worker.result for worker in self._workers]
+
+    def check_alive(self) -> None:
+        """Raise `WorkerError` if any worker has failed or ended without a result; else return."""
+        self._wait_for(None, 0.0)
+
+    def kill_worker(self, index: int, sig: int = signal.SIGKILL) -> None:
+        """Send `sig` to worker `index` and its children (failure demos and tests)."""
+        _signal_group(self._workers[index].process.pid, sig)
+
+    def _wait_for(self, wanted: str | None, timeout: float, on_progress=None) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            while True:  # take in everything already said before looking at the clock
+                try:
+                    index, kind, payload = self._events.get_nowait()
+                except queue.Empty:
+                    break
+                self._record(self._workers[index], kind, payload, on_progress)
+            missing = [worker for worker in self._workers if not _has(worker, wanted)]
+            if not missing:
+                return
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise self._timeout(missing, wanted, timeout)
+            try:
+                index, kind, payload = self._events.get(timeout=min(remaining, POLL_S))
+            except queue.Empty:
+                continue
+            self._record(self._workers[index], kind, payload, on_progress)
+
+    def _record(self, worker: _Worker, kind: str, payload, on_progress) -> None:
+        if kind == "ready":
+            worker.ready, worker.is_ready = payload, True
+        elif kind == "progress":
+            worker.progress = payload
+            if on_progress is not None:
+                on_progress(worker.index, payload)
+        elif kind == "result":
+            worker.result, worker.has_result = payload, True
+        elif kind == "error":
+            worker.error = payload
+            raise self._failure(worker)
+        elif kind == "exit":
+            worker.exit_code = payload
+            if not worker.has_result:
+                raise self._failure(worker)
+
+    def _failure(self, worker: _Worker) -> WorkerError:
+        # Let the process finish dying and its stderr drain, so the message can show both.
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            worker.process.wait(timeout=1.0)
+        worker.threads[1].join(timeout=1.0)
+        code = worker.process.returncode
+        when = "before sending its result" if worker.is_ready else "before it was ready"
+        lines = [f"{_name(worker, self.count)} {_how_it_ended(code)} {when}"]
+        if worker.error:
+            lines += ["Its error:", _indent(worker.error["text"].rstrip())]
+        tail = list(worker.stderr_tail)[-STDERR_LINES_SHOWN:]
+        if tail:
+            lines += ["Last lines of its stderr:", _indent("\n".join(tail))]
+        port_in_use = bool(worker.error and worker.error.get("port_in_use"))
+        message = "\n".join(line.rstrip() for line in lines)
+        return WorkerError(message, worker.index, worker.process.pid, code, port_in_use)
+
+    def _timeout(self, missing: list[_Worker], wanted: str | None, timeout: float) -> WorkerTimeout:
+        what = {"ready": "become ready", "result": "send its result"}.get(wanted, wanted)
+        names = ", ".join(_name(worker, self.count) for worker in missing)
+        lines = [f"timed out after {timeout:g} s waiting for {names} to {what}"]
+        first = missing[0]
+        tail = list(first.stderr_tail)[-STDERR_LINES_SHOWN:]
+        if tail:
+            lines += [f"Last lines of worker {first.index}'s stderr:", _indent("\n".join(tail))]
+        return WorkerTimeout("\n".join(lines), first.index, first.process.pid)
+
+
+def end_processes(processes: Sequence[subprocess.Popen], grace_s: float = 2.0) -> None:
+    """End each process and everything in its process group: SIGTERM, then SIGKILL after
+    `grace_s`, then reap. Groups whose leader already exited are signalled too, for stragglers.
+    """
+    processes = list(processes)
+    for process in processes:
+        _signal_group(process.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    for process in processes:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=max(0.0, deadline - time.monotonic()))
+    for process in processes:
+        _signal_group(process.pid, signal.SIGKILL)
+    for process in processes:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=REAP_S)
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    # The kernel keeps a group id from being reused as a pid while the group has members, so this
+    # reaches only our worker's own (possibly orphaned) children, or nobody.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def _read_messages(worker: _Worker, events: queue.Queue) -> None:
+    for line in worker.process.stdout:
+        try:
+            ((kind, payload),) = json.loads(line).items()
+        except (ValueError, AttributeError):
+            worker.stderr_tail.append(line.rstrip("\n"))  # not protocol: keep it as output
+            continue
+        events.put((worker.index, kind, payload))
+    events.put((worker.index, "exit", worker.process.wait()))
+
+
+def _read_stderr(worker: _Worker) -> None:
+    # Reading it also keeps a chatty worker from blocking on a full pipe.
+    for line in worker.process.stderr:
+        worker.stderr_tail.append(line.rstrip("\n"))
+
+
+def _daemon(function, *args) -> threading.Thread:
+    thread = threading.Thread(target=function, args=args, daemon=True)
+    thread.start()
+    return thread
+
+
+def _tail() -> collections.deque:
+    return collections.deque(maxlen=STDERR_LINES_KEPT)
+
+
+def _has(worker: _Worker, wanted: str | None) -> bool:
+    return {"ready": worker.is_ready, "result": worker.has_result}.get(wanted, True)
+
+
+def _name(worker: _Worker, count: int) -> str:
+    return f"worker {worker.index} of {count} (pid {worker.process.pid}, port {worker.port})"
+
+
+def _how_it_ended(code: int | None) -> str:
+    if code is None:
+        return "reported an error (still running)"
+    if code < 0:
+        return f"was killed by {signal.Signals(-code).name} (exit code {code})"
+    return f"exited with code {code}"
+
+
+def _indent(text: str) -> str:
+    return "\n".join("    " + line for line in text.splitlines())
+
+
+# --- notebook 02: a second TensorFlow process as a device at the end of a real link ---------------
+
+
+def tf_server(context: worker_main.WorkerContext) -> None:
+    """Worker target: a `tf.distribute.Server`, task `index` of job 'worker', up until ended.
+
+    TensorFlow servers have no `stop()`; ending the process is the only way to end one.
+    """
+    import tensorflow as tf
+
+    config = tf.compat.v1.ConfigProto(
+        intra_op_parallelism_threads=int(os.environ["TF_NUM_INTRAOP_THREADS"]),
+        inter_op_parallelism_threads=int(os.environ["TF_NUM_INTEROP_THREADS"]),
+    )
+    server = tf.distribute.Server(
+        tf.train.ClusterSpec({TF_SERVER_JOB: context.addresses}),
+        job_name=TF_SERVER_JOB,
+        task_index=context.index,
+        protocol="grpc",
+        config=config,
+        start=True,
+    )
+    context.ready(target=server.target)
+    context.wait_until_ended()
+
+
+def tf_worker_device(task: int, job: str = TF_SERVER_JOB) -> str:
+    """The name of task `task`'s CPU, for `tf.device(...)` once connected."""
+    return f"/job:{job}/replica:0/task:{task}/device:CPU:0"
+
+
+def connect_tf_workers(addresses: Sequence[str], job: str = TF_SERVER_JOB) -> list[str]:
+    """Make the workers' CPUs usable from this process; returns their device names.
+
+    Connecting starts this process's TensorFlow runtime, after which its own devices can no
+    longer be set up, so `setup_devices()` runs first: the logical CPU devices stay, beside the
+    remote ones. (Connecting first, then setting up, raises: the runtime has started.)
+    """
+    import tensorflow as tf
+
+    from d2lhelpers.devices import setup_devices
+
+    setup_devices()
+    tf.config.experimental_connect_to_host(list(addresses), job_name=job)
+    return [tf_worker_device(task, job) for task in range(len(addresses))]
+
+
+def disconnect_tf_workers() -> None:
+    """Drop the remote workers from this process's TensorFlow context, keeping its own devices.
+
+    Needed before the workers end: with a dead worker still in the context,
+    `tf.test.experimental.sync_devices()` (and so every `Benchmark`) waits forever. Connecting to
+    a cluster of this process alone does it; tensors on local devices stay valid, tensors still
+    held on a worker do not. TensorFlow keeps a local gRPC server (on a free port) afterwards.
+    """
+    import tensorflow as tf
+
+    local = tf.train.ClusterSpec({"localhost": [f"localhost:{free_ports(1)[0]}"]})
+    tf.config.experimental_connect_to_cluster(local)
+
+
+@dataclasses.dataclass
+class RemoteTFWorkers:
+    """Connected `tf.distribute.Server` workers: `devices[i]` names task i's CPU."""
+
+    group: WorkerGroup
+    devices: list[str]
+
+    @property
+    def device(self) -> str:
+        """The first worker's CPU: '/job:worker/replica:0/task:0/device:CPU:0'."""
+        return self.devices[0]
+
+    @property
+    def addresses(self) -> list[str]:
+        return self.group.addresses
+
+
+@contextlib.contextmanager
+def remote_tf_workers(
+    count: int = 1,
+    *,
+    intra_op_threads: int = 1,
+    inter_op_threads: int = 1,
+    ready_timeout: float = 60.0,
+    grace_s: float = 2.0,
+    pick_ports: Callable[[int], list[int]] = free_ports,
+):
+    """Start `count` TF server workers on loopback, connect this process to them, yield them as
+    `RemoteTFWorkers`; on leaving, disconnect this process, then end the workers.
+
+    Remote ops return before they finish: wait for them with `d2l.sync_devices()` (it syncs the
+    remote devices too while they are connected) or by fetching a result (`.numpy()`).
+    """
+    with WorkerGroup(
+        TF_SERVER_TARGET,
+        count,
+        intra_op_threads=intra_op_threads,
+        inter_op_threads=inter_op_threads,
+        ready_timeout=ready_timeout,
+        grace_s=grace_s,
+        pick_ports=pick_ports,
+    ) as group:
+        devices = connect_tf_workers(group.addresses)
+        try:
+            yield RemoteTFWorkers(group, devices)
+        finally:
+            disconnect_tf_workers()
