@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 READY := $(VENV)/.installed
 
-.PHONY: lab test bench lint clean
+.PHONY: lab test bench lint clean screenshots
 
 $(READY): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -25,6 +25,9 @@ test: lint
 
 bench: $(READY)
 	$(PY) benchmarks/run_all.py
+
+screenshots: $(READY)
+	BROWSER_SCREENSHOTS=docs/screenshots $(PY) -m pytest -q tests/test_browser.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -62,16 +62,16 @@ class Panel:
         self.output.clear_output(wait=True)
         try:
             with self.output:
-                self.result = self.experiment(progress=self._progress, **self.values())
-                figure = self.show(self.result)
-                if figure is not None:
-                    display(figure)
-                    plt.close(figure)
-        except Exception as error:  # shown in the panel; the kernel and the panel live on
-            self.error = error
-            with self.output:
-                print(f"Error: {type(error).__name__}: {error}")
-                print("".join(traceback.format_exception(error)[-3:]).rstrip())
+                try:
+                    self.result = self.experiment(progress=self._progress, **self.values())
+                    figure = self.show(self.result)
+                    if figure is not None:
+                        display(figure)
+                        plt.close(figure)
+                except Exception as error:  # caught inside: in a kernel Output.__exit__ eats it
+                    self.error = error
+                    print(f"Error: {type(error).__name__}: {error}")
+                    print("".join(traceback.format_exception(error)[-3:]).rstrip())
         finally:
             self.button.disabled = False
         return self.result
