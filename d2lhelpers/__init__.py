@@ -37,6 +37,7 @@ from d2lhelpers.devices import (
     try_gpu,
 )
 from d2lhelpers.panels import (
+    allreduce_panel,
     concurrency_panel,
     mlp_panel,
     parallelism_panel,
@@ -48,6 +49,12 @@ from d2lhelpers.pipeline_parallel import PipelineRun, measured_bubble, run_pipel
 from d2lhelpers.plots import plot_concurrency, plot_three_schemes
 from d2lhelpers.replicas import replica_sweep, run_replicas
 from d2lhelpers.tensor_parallel import TensorParallelRun, all_reduce_sum, run_tensor_parallel
+from d2lhelpers.tf_allreduce import (
+    allreduce_in_one_graph,
+    allreduce_sweep,
+    overlap_experiment,
+    plot_allreduce_sweep,
+)
 from d2lhelpers.timeline import (
     EmptyTraceError,
     OpEvent,
@@ -83,6 +90,9 @@ __all__ = [
     "PipelineRun",
     "TensorParallelRun",
     "all_reduce_sum",
+    "allreduce_in_one_graph",
+    "allreduce_panel",
+    "allreduce_sweep",
     "branch_weights",
     "break_even_comm_ms",
     "busy_intervals",
@@ -114,9 +124,11 @@ __all__ = [
     "mlp_panel",
     "num_gpus",
     "op_graph",
+    "overlap_experiment",
     "overlap_seconds",
     "parallelism_panel",
     "pipeline_bubble_fraction",
+    "plot_allreduce_sweep",
     "plot_concurrency",
     "plot_op_graph",
     "plot_three_schemes",
