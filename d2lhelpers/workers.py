@@ -47,6 +47,7 @@ PROJECT_ROOT = os.path.dirname(os.path.dirname(WORKER_MAIN_PATH))
 STDERR_LINES_KEPT = 50
 STDERR_LINES_SHOWN = 15
 POLL_S = 0.1  # how often a wait looks at the clock when no message comes
+CAUSE_WINDOW_S = 1.0  # after a worker's error, how long to look for a peer's death that caused it
 REAP_S = 5.0  # how long to wait for a SIGKILLed process to be reaped before giving up on it
 TF_SERVER_JOB = "worker"
 TF_SERVER_TARGET = "d2lhelpers.workers:tf_server"
@@ -118,6 +119,8 @@ class _Worker:
     has_result: bool = False
     error: dict | None = None
     exit_code: int | None = None
+    failed_at: float | None = None  # when its error or its early exit came in
+    reported: bool = False  # a WorkerError about it has been raised
 
 
 class WorkerGroup:
@@ -160,9 +163,10 @@ class WorkerGroup:
         self.attempts = 0  # starts made, port retries included
         self._workers: list[_Worker] = []
         self._events: queue.Queue = queue.Queue()
+        self._unheard_progress: collections.deque = collections.deque()
         # Shared with the finalizer, which must not hold `self`: whatever is in it gets ended.
         self._processes: list[subprocess.Popen] = []
-        self._finalizer = weakref.finalize(self, end_processes, self._processes, grace_s)
+        self._finalizer: weakref.finalize | None = None
 
     # --- life cycle -------------------------------------------------------------------------
 
@@ -174,6 +178,9 @@ class WorkerGroup:
 
     def start(self) -> WorkerGroup:
         """Start the workers and wait until every one is ready (or raise, having ended them)."""
+        if self._workers:
+            raise RuntimeError("this worker group is already running")
+        self._finalizer = weakref.finalize(self, end_processes, self._processes, self.grace_s)
         try:
             last_error = None
             for attempt in range(1, self.port_attempts + 1):
@@ -200,10 +207,12 @@ class WorkerGroup:
     def close(self) -> None:
         """End every worker and every process it started; safe to call more than once."""
         self._end_workers()
-        self._finalizer.detach()
+        if self._finalizer is not None and not self._processes:
+            self._finalizer.detach()
 
     def _spawn(self) -> None:
-        self._events = queue.Queue()  # events of an earlier try must not leak into this one
+        # Nothing from an earlier try may leak into this one.
+        self._events, self._unheard_progress = queue.Queue(), collections.deque()
         for index in range(self.count):
             process = subprocess.Popen(
                 [sys.executable, WORKER_MAIN_PATH, self.target],
@@ -247,11 +256,14 @@ class WorkerGroup:
             end_processes([worker.process for worker in self._workers], self.grace_s)
         finally:
             for worker in self._workers:
-                for thread in worker.threads:
+                streams = (worker.process.stdout, worker.process.stderr)
+                for thread, stream in zip(worker.threads, streams, strict=True):
                     thread.join(timeout=1.0)
-                for stream in (worker.process.stdout, worker.process.stderr):
-                    with contextlib.suppress(OSError, ValueError):
-                        stream.close()
+                    # A process that escaped its group may still hold the pipe; closing a stream
+                    # under a blocked reader would block here for good, so leave that one open.
+                    if not thread.is_alive():
+                        with contextlib.suppress(OSError, ValueError):
+                            stream.close()
             # Interrupted half-way (a second Stop), the finalizer still holds the rest.
             ended = [w.process for w in self._workers if w.process.returncode is not None]
             self._processes[:] = [p for p in self._processes if p not in ended]
@@ -285,6 +297,14 @@ class WorkerGroup:
         self._wait_for("result", timeout, on_progress)
         return [worker.result for worker in self._workers]
 
+    def wait_for_progress(
+        self, timeout: float, on_progress: Callable[[int, object], None] | None = None
+    ) -> list:
+        """Wait until every worker has reported progress (or its result); return the latest
+        progress of each, in index order. Raises like `results`."""
+        self._wait_for("progress", timeout, on_progress)
+        return [worker.progress for worker in self._workers]
+
     def check_alive(self) -> None:
         """Raise `WorkerError` if any worker has failed or ended without a result; else return."""
         self._wait_for(None, 0.0)
@@ -294,7 +314,12 @@ class WorkerGroup:
         _signal_group(self._workers[index].process.pid, sig)
 
     def _wait_for(self, wanted: str | None, timeout: float, on_progress=None) -> None:
+        if not self._workers:
+            raise RuntimeError("the workers are not running: enter the group's `with` first")
         deadline = time.monotonic() + timeout
+        if on_progress is not None:  # reports that came while nobody was listening come first
+            while self._unheard_progress:
+                on_progress(*self._unheard_progress.popleft())
         while True:
             while True:  # take in everything already said before looking at the clock
                 try:
@@ -303,13 +328,16 @@ class WorkerGroup:
                     break
                 self._record(self._workers[index], kind, payload, on_progress)
             missing = [worker for worker in self._workers if not _has(worker, wanted)]
+            past_deadline = time.monotonic() >= deadline
+            failure = self._failure_to_report(force=past_deadline or not missing)
+            if failure is not None:
+                raise failure
             if not missing:
                 return
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
+            if past_deadline:
                 raise self._timeout(missing, wanted, timeout)
             try:
-                index, kind, payload = self._events.get(timeout=min(remaining, POLL_S))
+                index, kind, payload = self._events.get(timeout=POLL_S)
             except queue.Empty:
                 continue
             self._record(self._workers[index], kind, payload, on_progress)
@@ -319,19 +347,44 @@ class WorkerGroup:
             worker.ready, worker.is_ready = payload, True
         elif kind == "progress":
             worker.progress = payload
-            if on_progress is not None:
+            if on_progress is None:
+                self._unheard_progress.append((worker.index, payload))
+            else:
                 on_progress(worker.index, payload)
         elif kind == "result":
             worker.result, worker.has_result = payload, True
         elif kind == "error":
             worker.error = payload
-            raise self._failure(worker)
+            worker.failed_at = worker.failed_at or time.monotonic()
         elif kind == "exit":
             worker.exit_code = payload
             if not worker.has_result:
-                raise self._failure(worker)
+                worker.failed_at = worker.failed_at or time.monotonic()
 
-    def _failure(self, worker: _Worker) -> WorkerError:
+    def _failure_to_report(self, force: bool) -> WorkerError | None:
+        failed = [w for w in self._workers if w.failed_at is not None and not w.reported]
+        if not failed:
+            return None
+        # A worker that dies takes its peers' collectives down with it, and a peer's error can
+        # come in before the dead worker's end of output does: look at the processes, wait a
+        # moment for news, then name the dead one, the cause.
+        peers = [w for w in self._workers if w.failed_at is None and not w.has_result]
+        for peer in peers:
+            code = peer.process.poll()
+            if code is not None and code < 0:  # killed by a signal: it will send no error
+                peer.failed_at = time.monotonic()
+                failed.append(peer)
+        peers = [w for w in peers if w.failed_at is None]
+        failed.sort(key=lambda w: w.failed_at)
+        died = [w for w in failed if w.error is None]
+        recent = time.monotonic() - failed[0].failed_at < CAUSE_WINDOW_S
+        if not died and peers and recent and not force:
+            return None
+        cause = (died or failed)[0]
+        cause.reported = True
+        return self._failure(cause, [w for w in failed if w is not cause])
+
+    def _failure(self, worker: _Worker, also_failed: Sequence[_Worker] = ()) -> WorkerError:
         # Let the process finish dying and its stderr drain, so the message can show both.
         with contextlib.suppress(subprocess.TimeoutExpired):
             worker.process.wait(timeout=1.0)
@@ -344,12 +397,16 @@ class WorkerGroup:
         tail = list(worker.stderr_tail)[-STDERR_LINES_SHOWN:]
         if tail:
             lines += ["Last lines of its stderr:", _indent("\n".join(tail))]
+        for other in also_failed:
+            last = (other.error or {}).get("text", "").strip().splitlines()[-1:]
+            lines += [f"Then {_name(other, self.count)} failed too: {' '.join(last)}"]
         port_in_use = bool(worker.error and worker.error.get("port_in_use"))
         message = "\n".join(line.rstrip() for line in lines)
         return WorkerError(message, worker.index, worker.process.pid, code, port_in_use)
 
     def _timeout(self, missing: list[_Worker], wanted: str | None, timeout: float) -> WorkerTimeout:
-        what = {"ready": "become ready", "result": "send its result"}.get(wanted, wanted)
+        what = {"ready": "become ready", "progress": "report progress", "result": "send a result"}
+        what = what.get(wanted, wanted)
         names = ", ".join(_name(worker, self.count) for worker in missing)
         lines = [f"timed out after {timeout:g} s waiting for {names} to {what}"]
         first = missing[0]
@@ -398,7 +455,8 @@ def _read_messages(worker: _Worker, events: queue.Queue) -> None:
 def _read_stderr(worker: _Worker) -> None:
     # Reading it also keeps a chatty worker from blocking on a full pipe.
     for line in worker.process.stderr:
-        worker.stderr_tail.append(line.rstrip("\n"))
+        if line.strip():
+            worker.stderr_tail.append(line.rstrip())
 
 
 def _daemon(function, *args) -> threading.Thread:
@@ -412,7 +470,12 @@ def _tail() -> collections.deque:
 
 
 def _has(worker: _Worker, wanted: str | None) -> bool:
-    return {"ready": worker.is_ready, "result": worker.has_result}.get(wanted, True)
+    reached = {
+        "ready": worker.is_ready,
+        "progress": worker.progress is not None or worker.has_result,
+        "result": worker.has_result,
+    }
+    return reached.get(wanted, True)
 
 
 def _name(worker: _Worker, count: int) -> str:
@@ -470,26 +533,47 @@ def connect_tf_workers(addresses: Sequence[str], job: str = TF_SERVER_JOB) -> li
     remote ones. (Connecting first, then setting up, raises: the runtime has started.)
     """
     import tensorflow as tf
+    from tensorflow.python.eager import context
 
     from d2lhelpers.devices import setup_devices
 
     setup_devices()
-    tf.config.experimental_connect_to_host(list(addresses), job_name=job)
+    server_def = context.get_server_def()
+    if server_def is None:
+        tf.config.experimental_connect_to_host(list(addresses), job_name=job)
+    else:
+        _update_job(server_def, job, addresses)
     return [tf_worker_device(task, job) for task in range(len(addresses))]
 
 
-def disconnect_tf_workers() -> None:
-    """Drop the remote workers from this process's TensorFlow context, keeping its own devices.
+def disconnect_tf_workers(job: str = TF_SERVER_JOB) -> None:
+    """Drop job `job` from this process's TensorFlow context, keeping its own devices.
 
     Needed before the workers end: with a dead worker still in the context,
-    `tf.test.experimental.sync_devices()` (and so every `Benchmark`) waits forever. Connecting to
-    a cluster of this process alone does it; tensors on local devices stay valid, tensors still
-    held on a worker do not. TensorFlow keeps a local gRPC server (on a free port) afterwards.
+    `tf.test.experimental.sync_devices()` (and so every `Benchmark`) waits forever. Tensors on
+    local devices stay valid; tensors still held on a worker do not.
     """
-    import tensorflow as tf
+    from tensorflow.python.eager import context
 
-    local = tf.train.ClusterSpec({"localhost": [f"localhost:{free_ports(1)[0]}"]})
-    tf.config.experimental_connect_to_cluster(local)
+    server_def = context.get_server_def()
+    if server_def is not None:
+        _update_job(server_def, job, [])
+
+
+def _update_job(server_def, job: str, addresses: Sequence[str]) -> None:
+    # The public tf.config.experimental_connect_to_* would start a new local gRPC server on
+    # each call and never stop the old one (measured: +2 servers and ~180 threads per
+    # connect-disconnect); updating the server def reuses the one local server.
+    from tensorflow.python.eager import context
+
+    for i in reversed(range(len(server_def.cluster.job))):
+        if server_def.cluster.job[i].name == job:
+            del server_def.cluster.job[i]
+    if addresses:
+        job_def = server_def.cluster.job.add(name=job)
+        for task, address in enumerate(addresses):
+            job_def.tasks[task] = address
+    context.context().update_server_def(server_def)
 
 
 @dataclasses.dataclass
