@@ -66,6 +66,7 @@ from d2lhelpers.timeline import (
     tracing_overhead,
 )
 from d2lhelpers.widgets import Panel
+from d2lhelpers.workers import WorkerError, WorkerGroup, remote_tf_workers
 from d2lhelpers.workloads import (
     branch_weights,
     chain_flops,
@@ -89,6 +90,8 @@ __all__ = [
     "ParallelRun",
     "PipelineRun",
     "TensorParallelRun",
+    "WorkerError",
+    "WorkerGroup",
     "all_reduce_sum",
     "allreduce_in_one_graph",
     "allreduce_panel",
@@ -134,6 +137,7 @@ __all__ = [
     "plot_three_schemes",
     "plot_timeline",
     "random_matrix",
+    "remote_tf_workers",
     "replica_sweep",
     "replicas_vs_one_group",
     "run_pipeline_parallel",
