@@ -107,6 +107,85 @@ def overhead_row(size: int, n: int, devices) -> Row:
     )
 
 
+def split_model_rows(devices) -> list[Row]:
+    """Notebooks 03-04: split runs / one device, next to what the cost models predict."""
+    from d2lhelpers.tf_allreduce import allreduce_in_one_graph, allreduce_inputs
+
+    n = min(2, len(devices))
+    usable = min(n, os.cpu_count() or 1) if devices[0].kind == "logical CPU" else n
+    rows = []
+    mlp = d2l.mlp_branch_experiment(256, 512, 2048, n)
+    rows.append(
+        Row(
+            f"MLP, one branch per device / one device ({n} branches)",
+            mlp.split.median / mlp.one_device.median,
+            "report",
+            f"ideal {1 / usable:.2f} (no overlap cost)",
+        )
+    )
+    tensor = d2l.run_tensor_parallel(256, 512, n, hidden=1024)
+    xs = allreduce_inputs(512 * 256 * 4, tensor.devices)
+    reduce = allreduce_in_one_graph(tensor.devices)
+    comm = d2l.measure(lambda: reduce(*xs), "all-reduce").median
+    predicted = 1 / usable + comm / tensor.reference_time
+    rows.append(
+        Row(
+            f"tensor parallel step / one device ({n} devices)",
+            tensor.time / tensor.reference_time,
+            "report",
+            f"model 1/{usable} + all-reduce/one device = {predicted:.2f}",
+        )
+    )
+    m = 8
+    pipe = d2l.run_pipeline_parallel(256, 512, m, n)
+    model = (m + n - 1) / (m * usable)
+    rows.append(
+        Row(
+            f"pipeline step / one device ({n} stages, {m} microbatches)",
+            pipe.time / pipe.reference_time,
+            "report",
+            f"GPipe model (m+p-1)/(m*p) = {model:.2f}; measured bubble "
+            f"{pipe.measured_bubble:.0%} vs (p-1)/(m+p-1) = {pipe.model_bubble:.0%}",
+        )
+    )
+    return rows
+
+
+def allreduce_rows(devices) -> list[Row]:
+    """Notebook 05: TF's all-reduce / the alpha-beta prediction, on sizes the model did not see."""
+    sweep = d2l.allreduce_sweep(n_devices=min(2, len(devices)))
+    rows = []
+    for r in sweep.held_out_residuals:
+        rows.append(
+            Row(
+                f"all-reduce {r.nbytes / 1024:.0f} KiB / alpha-beta prediction",
+                r.measured_s / r.predicted_s,
+                "report",
+                f"least squares on {len(sweep.fit_sizes)} other sizes",
+            )
+        )
+    overlap = d2l.overlap_experiment(n_devices=min(2, len(devices)), overlap=True)
+    longest = max(overlap.allreduce.median, overlap.compute.median)
+    both = overlap.allreduce.median + overlap.compute.median
+    rows.append(
+        Row(
+            "all-reduce overlapped with compute / max(all-reduce, compute)",
+            overlap.combined.median / longest,
+            "<= 1.10",
+            "shared cores: the 'link' is memcpy on the cores the matmuls use",
+        )
+    )
+    rows.append(
+        Row(
+            "all-reduce overlapped with compute / (all-reduce + compute)",
+            overlap.combined.median / both,
+            "<= 1.0",
+            "",
+        )
+    )
+    return rows
+
+
 def notebook_rows() -> list[Row]:
     """Wall time and peak memory of each notebook run top to bottom in a fresh kernel."""
     rows = []
@@ -165,6 +244,8 @@ def main() -> None:
     rows = concurrency_rows(devices, size, n)
     rows += rate_rows(devices, size, n)
     rows.append(overhead_row(64, 1, devices))
+    rows += split_model_rows(devices)
+    rows += allreduce_rows(devices)
     if args.notebooks:
         rows += notebook_rows()
     if args.make_test:

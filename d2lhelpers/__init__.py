@@ -47,6 +47,7 @@ from d2lhelpers.parallelism import ParallelRun
 from d2lhelpers.peaks import describe_devices, device_peak_rate, machine_baseline_rate
 from d2lhelpers.pipeline_parallel import PipelineRun, measured_bubble, run_pipeline_parallel
 from d2lhelpers.plots import plot_concurrency, plot_three_schemes
+from d2lhelpers.references import SEED_000, reference_table
 from d2lhelpers.replicas import replica_sweep, run_replicas
 from d2lhelpers.tensor_parallel import TensorParallelRun, all_reduce_sum, run_tensor_parallel
 from d2lhelpers.tf_allreduce import (
@@ -89,6 +90,7 @@ __all__ = [
     "Panel",
     "ParallelRun",
     "PipelineRun",
+    "SEED_000",
     "TensorParallelRun",
     "WorkerError",
     "WorkerGroup",
@@ -137,6 +139,7 @@ __all__ = [
     "plot_three_schemes",
     "plot_timeline",
     "random_matrix",
+    "reference_table",
     "remote_tf_workers",
     "replica_sweep",
     "replicas_vs_one_group",

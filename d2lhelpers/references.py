@@ -1,0 +1,61 @@
+"""Reference results beside the learner's own: committed runs on other machines, and the seeds'.
+
+`results/*.json` holds runs of `make bench` (TensorFlow, CPU) and of the H200 script (PyTorch);
+each is labelled by machine and framework. The seeds' published numbers are kept here verbatim,
+so a notebook can show all three side by side.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
+
+SEED_000 = {  # d2l "Automatic Parallelism", TensorFlow tab; 2 GPUs, model not stated
+    "GPU1 time": 0.0629,
+    "GPU2 time": 0.0668,
+    "GPU1 & GPU2": 0.0869,
+    "Run on GPU1": 0.0557,
+    "Copy to CPU": 2.1474,
+    "Run on GPU1 and copy to CPU": 2.5692,
+}
+
+# Which rows of each results file belong to a notebook's topic (substrings of row names).
+TOPICS = {
+    "concurrency": ("concurrent", "two_streams", "workload rate", "chain_vs_best"),
+    "copy": ("compute_then_copy", "compute_while_copy", "copy_pinned", "run and copy", "copy"),
+    "allreduce": ("all-reduce",),
+    "split": ("tensor parallel", "pipeline", "MLP"),
+}
+
+
+def load_results(directory: Path = RESULTS_DIR) -> list[dict]:
+    """Every results file, oldest name first; none when the package is installed without them."""
+    return [json.loads(p.read_text()) for p in sorted(directory.glob("*.json"))]
+
+
+def machine_label(result: dict) -> str:
+    machine = result.get("machine", {})
+    if "label" in machine:
+        return machine["label"]
+    return (
+        f"{machine.get('summary', 'unknown machine')} · TensorFlow {machine.get('tensorflow', '?')}"
+    )
+
+
+def reference_lines(topic: str, results: list[dict] | None = None) -> list[str]:
+    """One line per matching row of every results file: machine, row, ratio and detail."""
+    keys = TOPICS[topic]
+    lines = []
+    for result in load_results() if results is None else results:
+        label = machine_label(result)
+        for row in result.get("rows", []):
+            if any(k in row["name"] for k in keys):
+                detail = row.get("detail") or row.get("notes", "")
+                lines.append(f"[{label}] {row['name']}: {row['ratio']:.2f}  {detail}".rstrip())
+    return lines or [f"no reference results for '{topic}' in {RESULTS_DIR} yet"]
+
+
+def reference_table(topic: str) -> str:
+    return "\n".join(reference_lines(topic))
