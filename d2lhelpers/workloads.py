@@ -173,11 +173,16 @@ def branch_weights(width: int, hidden: int, branches: int, seed: int = 0) -> lis
     return weights
 
 
-def mlp_branches_in_one_graph(devices: Sequence[Device | str], join: Device | str) -> Callable:
+def mlp_branches_in_one_graph(
+    devices: Sequence[Device | str], join: Device | str, one_at_a_time: bool = False
+) -> Callable:
     """The seed's picture: y = sum_b relu(x W1_b) W2_b, branch b on device b, the sum on `join`.
 
     Call it as `run(x, weights)`. The branches share only their input, so the dependency tracker
-    runs them at once; the join waits for all of them.
+    runs them at once; the join waits for all of them. With `one_at_a_time`, each branch waits
+    for the one before (a control dependency): what one device running one stream of work does.
+    Logical CPU devices share one pool of op threads, so without it independent branches placed
+    on the *same* logical device would still run at once, and "one device" would use every core.
     """
     names, join_name = tuple(_name(d) for d in devices), _name(join)
 
@@ -185,7 +190,7 @@ def mlp_branches_in_one_graph(devices: Sequence[Device | str], join: Device | st
     def run(x, weights):
         parts = []
         for name, (w1, w2) in zip(names, weights, strict=True):
-            with tf.device(name):
+            with tf.device(name), tf.control_dependencies(parts[-1:] if one_at_a_time else []):
                 parts.append(tf.linalg.matmul(tf.nn.relu(tf.linalg.matmul(x, w1)), w2))
         with tf.device(join_name):
             return tf.add_n(parts)
@@ -220,6 +225,7 @@ def mlp_branch_experiment(
     The join runs on the CPU (`d2l.cpu()`); the branches on the other set-up devices.
     """
     from d2lhelpers.devices import cpu, setup_devices
+    from d2lhelpers.peaks import device_peak_rate
     from d2lhelpers.timeline import trace
 
     join = cpu()
@@ -237,10 +243,15 @@ def mlp_branch_experiment(
     x = tf.random.stateless_normal((batch, width), seed=(0, 1))
     weights = branch_weights(width, hidden, branches)
     flops = 4 * batch * width * hidden
-    together = mlp_branches_in_one_graph([devices[0]] * branches, join)
+    together = mlp_branches_in_one_graph([devices[0]] * branches, join, one_at_a_time=True)
     split = mlp_branches_in_one_graph(devices, join)
+    peak = device_peak_rate(devices[0])
     one = measure(
-        lambda: together(x, weights), "all branches on one device", flops=flops, **measure_options
+        lambda: together(x, weights),
+        "all branches on one device, one after another",
+        flops=flops,
+        peak=peak,
+        **measure_options,
     )
     if progress:
         progress(1, 3)
@@ -248,6 +259,7 @@ def mlp_branch_experiment(
         lambda: split(x, weights),
         f"one branch per device ({branches})",
         flops=flops,
+        peak=branches * peak,
         **measure_options,
     )
     if progress:

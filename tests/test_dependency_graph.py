@@ -58,3 +58,16 @@ def test_plot_op_graph_draws_every_op_and_a_legend_per_device(devices):
     assert len(arrows) == sum(len(n.inputs) for n in nodes)
     assert {t.get_text() for t in ax.get_legend().get_texts()} >= {"CPU:0", "CPU:1", "CPU:2"}
     assert d2l.setup_devices() == devices
+
+
+def test_one_at_a_time_orders_the_branches_and_keeps_the_result(devices):
+    x = tf.random.stateless_normal((4, 8), seed=(3, 4))
+    weights = branch_weights(8, 9, 3)
+    free = mlp_branches_in_one_graph([devices[0]] * 3, devices[1])
+    serial = mlp_branches_in_one_graph([devices[0]] * 3, devices[1], one_at_a_time=True)
+    np.testing.assert_allclose(serial(x, weights).numpy(), free(x, weights).numpy(), rtol=1e-6)
+    graph = serial.get_concrete_function(x, weights).graph
+    ordered = [op for op in graph.get_operations() if op.type == "MatMul" and op.control_inputs]
+    assert len(ordered) == 2  # branches 2 and 3 each wait for the branch before
+    free_graph = free.get_concrete_function(x, weights).graph
+    assert not any(op.control_inputs for op in free_graph.get_operations() if op.type == "MatMul")
