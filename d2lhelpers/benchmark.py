@@ -138,11 +138,12 @@ def measure(
             break
     work, unit = (nbytes, "B/s") if nbytes is not None else (flops, "FLOP/s")
     result = Measurement(label, times, work, unit, peak)
-    result.warnings = _warnings(result)
+    result.warnings = measurement_warnings(result)
     return result
 
 
-def _warnings(m: Measurement) -> list[str]:
+def measurement_warnings(m: Measurement) -> list[str]:
+    """What makes `m` untrustworthy: no time, noise above 10%, or a rate above the peak."""
     found = []
     if m.median <= 0:
         found.append("the clock measured no time at all: the run was not timed")
