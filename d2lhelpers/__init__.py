@@ -48,6 +48,7 @@ from d2lhelpers.devices import (
 )
 from d2lhelpers.panels import (
     allreduce_panel,
+    compute_copy_panel,
     concurrency_panel,
     mlp_panel,
     parallelism_panel,
@@ -118,6 +119,7 @@ __all__ = [
     "check_fits",
     "compare_to_ideal",
     "compute_copy_experiment",
+    "compute_copy_panel",
     "concurrency_panel",
     "concurrency_sweep",
     "cpu",
