@@ -48,8 +48,10 @@ from d2lhelpers.devices import (
 )
 from d2lhelpers.panels import (
     allreduce_panel,
+    cluster_panel,
     compute_copy_panel,
     concurrency_panel,
+    failure_panel,
     mlp_panel,
     parallelism_panel,
     speedup_model_panel,
@@ -117,6 +119,7 @@ __all__ = [
     "chain_flops",
     "chains_in_one_graph",
     "check_fits",
+    "cluster_panel",
     "compare_to_ideal",
     "compute_copy_experiment",
     "compute_copy_panel",
@@ -129,6 +132,7 @@ __all__ = [
     "device_summary",
     "efficiency_table",
     "failure_demo",
+    "failure_panel",
     "fit_alpha_beta",
     "format_efficiency_table",
     "format_rate",

@@ -262,3 +262,75 @@ def compute_copy_panel() -> Panel:
         return figure
 
     return Panel("Compute in the worker, copy here", sliders, experiment, show)
+
+
+def cluster_panel() -> Panel:
+    """Notebook 06: K worker processes: all-reduce sweep and data-parallel training vs models."""
+    from d2lhelpers.cluster import (
+        allreduce_job,
+        plot_allreduce_job,
+        plot_training_sweep,
+        training_sweep,
+    )
+    from d2lhelpers.tf_allreduce import sizes_up_to
+
+    sliders = {
+        "n_workers": slider("worker processes", 2, 1, 4),
+        "largest_kib": slider("largest message (KiB)", 4096, 64, 16 * 1024, 64),
+        "width": slider("model width", 256, 32, 1024, 32),
+    }
+
+    def experiment(n_workers, largest_kib, width, progress):
+        counts = [k for k in (1, 2, 4) if k <= n_workers] or [1]
+        total = n_workers + sum(counts)
+        done = set()
+
+        def report(index, info, stage):
+            done.add((stage, info.get("workers", n_workers), index))
+            progress(min(len(done), total), total)
+
+        job = allreduce_job(
+            max(n_workers, 2),
+            sizes_up_to(largest_kib * 1024),
+            progress=lambda i, info: report(i, info, "allreduce"),
+        )
+        print("\n".join(job.lines()), end="\n\n")
+        sweep = training_sweep(
+            counts, link=job.link, width=width, progress=lambda i, info: report(i, info, "training")
+        )
+        print("\n".join(sweep.lines()))
+        return job, sweep
+
+    def show(result):
+        job, sweep = result
+        figure, (left, right) = plt.subplots(1, 2, figsize=(11, 3.8))
+        plot_allreduce_job(job, ax=left)
+        plot_training_sweep(sweep, ax=right)
+        figure.tight_layout()
+        return figure
+
+    return Panel(
+        "Worker processes: all-reduce and data-parallel training", sliders, experiment, show
+    )
+
+
+def failure_panel() -> Panel:
+    """Notebook 06: kill one worker of a replica set, or of one big group, and see what is lost."""
+    import ipywidgets as widgets
+
+    from d2lhelpers.cluster import failure_demo
+
+    sliders = {
+        "n_workers": slider("worker processes", 2, 2, 4),
+        "layout": widgets.ToggleButtons(
+            options=["replicas", "group"], value="replicas", description="layout"
+        ),
+    }
+
+    def experiment(n_workers, layout, progress):
+        result = failure_demo(layout, n_workers=n_workers)
+        print("\n".join(result.lines()))
+        progress(1, 1)
+        return result
+
+    return Panel("Kill one worker", sliders, experiment, lambda result: None)
