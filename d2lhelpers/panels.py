@@ -333,4 +333,17 @@ def failure_panel() -> Panel:
         progress(1, 1)
         return result
 
-    return Panel("Kill one worker", sliders, experiment, lambda result: None)
+    def show(result):
+        # Capacity still working after the kill: the survivors' share of the workers.
+        kept = len(result.survivors) / result.n_workers if result.layout == "replicas" else 0.0
+        figure, ax = plt.subplots(figsize=(6, 2.6))
+        ax.barh(["still working", "lost"], [kept, 1 - kept], color=["tab:green", "tab:red"])
+        ax.set(
+            xlim=(0, 1),
+            xlabel=f"share of {result.n_workers} workers' capacity",
+            title=f"{result.layout}: one worker killed at step {result.killed_at_step}",
+        )
+        figure.tight_layout()
+        return figure
+
+    return Panel("Kill one worker", sliders, experiment, show)
