@@ -283,11 +283,18 @@ def cluster_panel() -> Panel:
     def experiment(n_workers, largest_kib, width, progress):
         counts = [k for k in (1, 2, 4) if k <= n_workers] or [1]
         total = n_workers + sum(counts)
-        done = set()
+        done, latest = set(), {}
 
         def report(index, info, stage):
-            done.add((stage, info.get("workers", n_workers), index))
-            progress(min(len(done), total), total)
+            workers = info.get("workers", max(n_workers, 2))
+            done.add((stage, workers, index))
+            step = (
+                f"{info['done']}/{info['of']} sizes"
+                if "done" in info
+                else (f"step {info['step']}/{info['of']}")
+            )
+            latest[index] = f"worker {index}: {stage} ({workers} workers) {step}"
+            progress(min(len(done), total), total, "<br>".join(latest[i] for i in sorted(latest)))
 
         job = allreduce_job(
             max(n_workers, 2),

@@ -40,6 +40,7 @@ class Panel:
         self.sliders, self.experiment, self.show = sliders, experiment, show
         self.button = widgets.Button(description="Run", button_style="primary", icon="play")
         self.progress = widgets.IntProgress(value=0, min=0, max=1, description="progress")
+        self.status = widgets.HTML()  # e.g. one line per worker process
         self.output = widgets.Output()
         self.result = self.error = None
         self.button.on_click(lambda _: self.run())
@@ -59,6 +60,7 @@ class Panel:
         """Run the experiment with the current slider values and redraw the output."""
         self.button.disabled = True
         self.progress.value, self.result, self.error = 0, None, None
+        self.status.value = ""
         self.output.clear_output(wait=True)
         try:
             with self.output:
@@ -76,8 +78,10 @@ class Panel:
             self.button.disabled = False
         return self.result
 
-    def _progress(self, done: int, total: int):
+    def _progress(self, done: int, total: int, status: str | None = None):
         self.progress.max, self.progress.value = total, done
+        if status is not None:
+            self.status.value = status
 
     def _ipython_display_(self):
         display(self.widget)

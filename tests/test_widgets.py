@@ -18,7 +18,8 @@ def test_panel_runs_with_slider_values_and_reports_progress():
     seen = []
 
     def experiment(a, b, progress):
-        progress(1, 2)
+        progress(1, 2, "worker 0: step 1/2")
+        seen.append(panel.status.value)
         seen.append(panel.button.disabled)
         progress(2, 2)
         return a * b
@@ -29,7 +30,8 @@ def test_panel_runs_with_slider_values_and_reports_progress():
     assert sliders["a"].continuous_update is False  # dragging runs nothing
     sliders["b"].value = 5
     panel.button.click()
-    assert panel.result == 15 and seen == [True] and not panel.button.disabled
+    assert panel.result == 15 and seen == ["worker 0: step 1/2", True]
+    assert not panel.button.disabled
     assert (panel.progress.value, panel.progress.max) == (2, 2)
 
 
