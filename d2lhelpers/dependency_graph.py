@@ -42,8 +42,9 @@ def op_graph(fn: Callable, *args) -> list[OpNode]:
         if op.type in PASS_THROUGH:
             continue
         inputs: list[str] = []
-        for tensor in op.inputs:
-            inputs += [s for s in sources(tensor.op.name) if s not in inputs]
+        # Control inputs order work just as data does: they are dependencies too.
+        for name in [t.op.name for t in op.inputs] + [c.name for c in op.control_inputs]:
+            inputs += [s for s in sources(name) if s not in inputs]
         device = op.device.split("device:")[-1] if op.device else ""
         nodes.append(OpNode(op.name, op.type, device, tuple(inputs)))
     return nodes

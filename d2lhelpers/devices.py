@@ -93,9 +93,9 @@ def setup_devices(count: int | None = None) -> list[Device]:
     devices; asking for a different one raises, because TensorFlow cannot change it afterwards.
     """
     global _plan, _devices
-    gpus = tf.config.list_physical_devices("GPU")
     if _plan is not None and count in (None, _plan.count):
         return _devices
+    gpus = tf.config.list_physical_devices("GPU")
     plan = plan_devices(len(gpus), count, _gpu_memory_mb() if len(gpus) == 1 else None)
     if _plan is not None:
         raise RuntimeError(_restart_message(_plan, plan))

@@ -13,7 +13,7 @@ import ipywidgets as widgets
 import matplotlib.pyplot as plt
 from IPython.display import display
 
-from d2lhelpers.devices import free_memory_bytes
+from d2lhelpers.devices import check_fits
 
 
 def slider(description: str, value: int, low: int, high: int, step: int = 1) -> widgets.IntSlider:
@@ -48,7 +48,7 @@ class Panel:
             [
                 widgets.HTML(f"<b>{title}</b>"),
                 *sliders.values(),
-                widgets.HBox([self.button, self.progress]),
+                widgets.HBox([self.button, self.progress, self.status]),
                 self.output,
             ]
         )
@@ -88,10 +88,12 @@ class Panel:
 
 
 def largest_size_that_fits(bytes_for_size: Callable[[int], int], devices, cap: int) -> int:
-    """The largest matrix size up to `cap` whose buffers fit the devices' free memory."""
-    shared = sum(d.memory_bytes is None for d in devices)
-    free = min(free_memory_bytes(d) for d in devices)
+    """The largest matrix size up to `cap`, halving, that `check_fits` accepts on `devices`."""
     size = cap
-    while size > 64 and bytes_for_size(size) * max(shared, 1) > 0.8 * free:
-        size //= 2
+    while size > 64:
+        try:
+            check_fits(bytes_for_size(size), devices)
+            break
+        except ValueError:
+            size //= 2
     return size

@@ -71,3 +71,6 @@ def test_one_at_a_time_orders_the_branches_and_keeps_the_result(devices):
     assert len(ordered) == 2  # branches 2 and 3 each wait for the branch before
     free_graph = free.get_concrete_function(x, weights).graph
     assert not any(op.control_inputs for op in free_graph.get_operations() if op.type == "MatMul")
+    # The drawn graph shows the order too: each later branch's first MatMul waits for a branch.
+    waits = [n for n in op_graph(serial, x, weights) if n.type == "MatMul" and len(n.inputs) == 3]
+    assert len(waits) == 2

@@ -32,6 +32,7 @@ def test_panel_runs_with_slider_values_and_reports_progress():
     panel.button.click()
     assert panel.result == 15 and seen == ["worker 0: step 1/2", True]
     assert not panel.button.disabled
+    assert panel.status in panel.widget.children[-2].children  # shown beside Run
     assert (panel.progress.value, panel.progress.max) == (2, 2)
 
 
