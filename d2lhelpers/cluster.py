@@ -570,6 +570,11 @@ class FailureDemo:
     survivors: list[TrainingJob]  # replicas that finished
     wall_s: float
 
+    @property
+    def lost_share(self) -> float:
+        """Share of the workers whose work did not finish: measured, from who survived."""
+        return 1 - len(self.survivors) / self.n_workers
+
     def lines(self) -> list[str]:
         replicas = self.layout == "replicas"
         out = [
@@ -581,19 +586,23 @@ class FailureDemo:
         out += [
             f"  {t:.2f} s later: {e}" for e, t in zip(self.errors, self.error_after_s, strict=True)
         ]
+        # What the model says one failure costs, beside what this run lost.
         model = replicas_vs_one_group(
             self.n_workers, 1, compute_ms=1.0, comm_ms_group=0.0, comm_ms_all=0.0
         )
+        expected = model.replicas if replicas else model.one_group
         if replicas:
             rate = format_rate(sum(job.throughput for job in self.survivors), "samples/s")
             out.append(
                 f"  the other {len(self.survivors)} replica(s) finished every step ({rate}): "
-                f"lost {model.replicas.lost_on_failure:.0%} of the throughput, the killed one's"
+                f"lost {self.lost_share:.0%} of the workers' capacity "
+                f"(model: {expected.lost_on_failure:.0%})"
             )
         else:
             out.append(
-                f"  the job failed as a whole: lost {model.one_group.lost_on_failure:.0%} of the "
-                "throughput; every step since the last checkpoint must run again"
+                f"  the job failed as a whole: lost {self.lost_share:.0%} of the workers' capacity "
+                f"(model: {expected.lost_on_failure:.0%}); every step since the last checkpoint "
+                "must run again"
             )
         return out + [f"  demo took {self.wall_s:.1f} s; every process has ended"]
 

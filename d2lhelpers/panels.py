@@ -342,7 +342,7 @@ def failure_panel() -> Panel:
 
     def show(result):
         # Capacity still working after the kill: the survivors' share of the workers.
-        kept = len(result.survivors) / result.n_workers if result.layout == "replicas" else 0.0
+        kept = 1 - result.lost_share
         figure, ax = plt.subplots(figsize=(6, 2.6))
         ax.barh(["still working", "lost"], [kept, 1 - kept], color=["tab:green", "tab:red"])
         ax.set(

@@ -274,5 +274,6 @@ def bubble_from_trace(rows, devices) -> float:
 
     start = min(r.start_s for r in rows)
     span = max(r.end_s for r in rows) - start
-    busy = sum(busy_seconds(busy_intervals(rows, device_name(d))) for d in devices)
-    return 1 - busy / (len(devices) * span)
+    own = [r for r in rows if r.lane == "" and r.kind != "copy"]  # the stages' own work only
+    busy = sum(busy_seconds(busy_intervals(own, device_name(d))) for d in devices)
+    return measured_bubble(span, busy, len(devices))

@@ -108,7 +108,7 @@ def replica_sweep(
     `counts` chooses device counts other than 1 .. `max_devices`.
     """
     require_positive(width=width, batch=batch, max_devices=max_devices)
-    hidden = hidden or 4 * width
+    hidden = 4 * width if hidden is None else hidden
     require_positive(hidden=hidden)
     devices = select_devices(max_devices)
     counts = list(counts or range(1, max_devices + 1))
@@ -117,7 +117,8 @@ def replica_sweep(
     split_sizes(batch, max(counts), "requests")  # refuse before allocating
     check_fits(mlp_bytes(batch, width, hidden), devices[:1], "the one-device reference")
     what = f"a {width}x{hidden} MLP replica on each of {max_devices} devices"
-    check_fits(_replica_bytes(width, hidden, batch, max(counts)), devices, what)
+    fewest = min((k for k in counts if k > 1), default=1)  # the most rows on each device
+    check_fits(_replica_bytes(width, hidden, batch, fewest), devices, what)
 
     weights = mlp_weights(width, hidden, devices[0])
     x = input_batch(batch, width, devices[0])

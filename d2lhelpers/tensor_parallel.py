@@ -203,7 +203,7 @@ def run_tensor_parallel(
     Sizes that do not fit are refused before anything is allocated.
     """
     require_positive(width=width, batch=batch, n_devices=n_devices)
-    hidden = hidden or 4 * width
+    hidden = 4 * width if hidden is None else hidden
     devices = select_devices(n_devices)
     shard_widths = split_sizes(hidden, n_devices, "hidden columns")
     check_fits(mlp_bytes(batch, width, hidden), devices[:1], "the one-device reference")

@@ -143,6 +143,7 @@ def test_group_failure_names_the_dead_worker_and_fails_the_whole_job():
     assert demo.errors[1].startswith("worker 0 of 2")  # its peer fails too, never hangs
     assert demo.error_after_s[0] < 3 and demo.error_after_s[1] < 5 + 3
     assert any("failed as a whole: lost 100%" in line for line in demo.lines())
+    assert demo.lost_share == 1.0 and "(model: 100%)" in "\n".join(demo.lines())
     assert demo.wall_s < 30
 
 
@@ -153,7 +154,8 @@ def test_replica_failure_loses_only_that_replica():
     (survivor,) = demo.survivors
     assert len(survivor.workers[0]["losses"]) == 200  # it finished every step
     assert survivor.throughput > 0
-    assert any("lost 50% of the throughput" in line for line in demo.lines())
+    assert any("lost 50% of the workers' capacity" in line for line in demo.lines())
+    assert demo.lost_share == 0.5 and "(model: 50%)" in "\n".join(demo.lines())
     assert demo.wall_s < 30
 
 

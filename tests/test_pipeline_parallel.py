@@ -99,3 +99,17 @@ def test_run_pipeline_parallel_refuses_bad_input(devices):
         run_pipeline_parallel(8, 8, 2, 5)
     with pytest.raises(ValueError, match="is free"):
         run_pipeline_parallel(2**18, 2**10, 2, 4)  # 2 TiB of weights: refused before allocating
+
+
+def test_bubble_from_trace_counts_each_stage_device_own_work_only():
+    from d2lhelpers.pipeline_parallel import bubble_from_trace
+    from d2lhelpers.timeline import OpEvent
+
+    rows = [
+        OpEvent("/device:CPU:0", "MatMul", "matmul", 0.0, 2.0),
+        OpEvent("/device:CPU:1", "MatMul", "matmul", 1.0, 3.0),
+        # a hand-over is not a stage's work, even though it lands on the stage's device
+        OpEvent("/device:CPU:1", "x", "copy", 2.0, 2.5, lane="copy from /device:CPU:0"),
+    ]
+    # span 3 s, busy 2 + 2 s on 2 stages: idle 1 - 4 / 6
+    assert bubble_from_trace(rows, ["/device:CPU:0", "/device:CPU:1"]) == pytest.approx(1 / 3)
