@@ -211,7 +211,7 @@ def compute_copy_rows() -> list[Row]:
             "",
         ),
         Row(
-            "hidden fraction (run + copy - overlapped) / min(run, copy)",
+            "hidden fraction (run + copy - launch - overlapped) / min(run, copy)",
             result.hidden_fraction,
             ">= 0.7",
             "2 cores shared by the worker's matmuls and both processes' gRPC threads",

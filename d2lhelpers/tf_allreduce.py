@@ -39,8 +39,8 @@ there is 2-3x too slow for the sizes below.
 Overlap (`overlap_experiment`): an all-reduce and independent matmuls in one function run at
 the same time, which the trace shows; whether that saves time depends on what the link is.
 On logical CPUs the ring's copies and adds need the cores the matmuls use, so on 2 cores the
-overlap hides only part of the all-reduce: results/logical-cpu-2cores.json has overlapped at
-1.14x max(all-reduce, compute) and 0.72x their sum; single runs vary with what else runs.
+overlap hides little of the all-reduce, and unreliably: in `make bench` runs on a 2-core
+machine the overlapped run took 1.1-2.2x max(all-reduce, compute) and 0.7-1.1x their sum.
 """
 
 from __future__ import annotations
