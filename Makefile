@@ -19,6 +19,7 @@ lab: $(READY)
 lint: $(READY)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	$(VENV)/bin/lint-imports
 
 test: lint
 	$(PY) -m pytest --nbval-lax --durations=10 tests notebooks

@@ -13,7 +13,6 @@ import dataclasses
 import datetime
 import importlib.metadata
 import json
-import os
 import platform
 import resource
 import subprocess
@@ -23,6 +22,7 @@ from pathlib import Path
 
 import d2lhelpers as d2l
 from d2lhelpers.benchmark import MIN_BLOCK_S
+from d2lhelpers.units import usable_cores
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -45,7 +45,7 @@ class Row:
 
 def concurrency_rows(devices, size: int, n: int) -> list[Row]:
     """Concurrent k chains on k devices / one chain on one device (ideal 1.0)."""
-    cores = os.cpu_count() or 1
+    cores = usable_cores()
     result = d2l.concurrency_sweep(size, n, len(devices), min_runs=7, budget_s=3.0)
     rows = []
     for k, slowdown, m in zip(
@@ -80,7 +80,7 @@ def rate_rows(devices, size: int, n: int) -> list[Row]:
     ]
     if device.kind == "logical CPU":
         baseline = d2l.machine_baseline_rate(refresh=True)["flops_per_s"]
-        sharing = min(len(devices), os.cpu_count() or 1)
+        sharing = min(len(devices), usable_cores())
         fair = baseline / sharing
         rows.append(
             Row(
@@ -118,7 +118,7 @@ def split_model_rows(devices) -> list[Row]:
     from d2lhelpers.tf_allreduce import allreduce_in_one_graph, allreduce_inputs
 
     n = min(2, len(devices))
-    usable = min(n, os.cpu_count() or 1) if devices[0].kind == "logical CPU" else n
+    usable = min(n, usable_cores()) if devices[0].kind == "logical CPU" else n
     rows = []
     mlp = d2l.mlp_branch_experiment(256, 512, 2048, n)
     rows.append(
@@ -276,7 +276,7 @@ def machine_description(devices) -> dict:
     return {
         "devices": [str(d) for d in devices],
         "summary": d2l.device_summary(),
-        "cpu_cores": os.cpu_count(),
+        "cpu_cores": usable_cores(),
         "processor": platform.processor() or platform.machine(),
         "tensorflow": importlib.metadata.version("tensorflow"),
         "python": platform.python_version(),
@@ -295,7 +295,7 @@ def main() -> None:
     on_gpu = devices[0].kind != "logical CPU"
     size, n = (4096, 50) if on_gpu else (512, 20)
     kind = devices[0].kind.replace(" ", "-").lower()
-    out = args.out or ROOT / "results" / f"{kind}-{os.cpu_count()}cores.json"
+    out = args.out or ROOT / "results" / f"{kind}-{usable_cores()}cores.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     steps = [
         lambda: concurrency_rows(devices, size, n),

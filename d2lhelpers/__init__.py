@@ -8,8 +8,6 @@ from d2lhelpers.benchmark import (
     Benchmark,
     Measurement,
     compare_to_ideal,
-    format_rate,
-    format_seconds,
     measure,
     sync_devices,
 )
@@ -46,20 +44,20 @@ from d2lhelpers.devices import (
     try_all_gpus,
     try_gpu,
 )
-from d2lhelpers.panels import (
-    allreduce_panel,
-    cluster_panel,
-    compute_copy_panel,
-    concurrency_panel,
-    failure_panel,
-    mlp_panel,
+from d2lhelpers.lessons.l01_two_devices import concurrency_panel, plot_concurrency
+from d2lhelpers.lessons.l02_compute_copy import compute_copy_panel
+from d2lhelpers.lessons.l03_mlp_across_devices import mlp_branch_experiment, mlp_panel
+from d2lhelpers.lessons.l04_splitting_work import (
     parallelism_panel,
+    plot_three_schemes,
     speedup_model_panel,
 )
+from d2lhelpers.lessons.l05_collectives import allreduce_panel
+from d2lhelpers.lessons.l06_multi_process import cluster_panel, failure_panel
+from d2lhelpers.panel import Panel
 from d2lhelpers.parallelism import ParallelRun
 from d2lhelpers.peaks import describe_devices, device_peak_rate, machine_baseline_rate
 from d2lhelpers.pipeline_parallel import PipelineRun, measured_bubble, run_pipeline_parallel
-from d2lhelpers.plots import plot_concurrency, plot_three_schemes
 from d2lhelpers.references import SEED_000, reference_table
 from d2lhelpers.replicas import replica_sweep, run_replicas
 from d2lhelpers.tensor_parallel import TensorParallelRun, all_reduce_sum, run_tensor_parallel
@@ -79,7 +77,7 @@ from d2lhelpers.timeline import (
     trace,
     tracing_overhead,
 )
-from d2lhelpers.widgets import Panel
+from d2lhelpers.units import format_bytes, format_rate, format_seconds, usable_cores
 from d2lhelpers.workers import WorkerError, WorkerGroup, remote_tf_workers
 from d2lhelpers.workloads import (
     branch_weights,
@@ -88,7 +86,6 @@ from d2lhelpers.workloads import (
     concurrency_sweep,
     identical_matmuls,
     matmul_chain,
-    mlp_branch_experiment,
     mlp_branches_in_one_graph,
     random_matrix,
 )
@@ -134,6 +131,7 @@ __all__ = [
     "failure_demo",
     "failure_panel",
     "fit_alpha_beta",
+    "format_bytes",
     "format_efficiency_table",
     "format_rate",
     "format_seconds",
@@ -179,4 +177,5 @@ __all__ = [
     "training_sweep",
     "try_all_gpus",
     "try_gpu",
+    "usable_cores",
 ]

@@ -14,6 +14,8 @@ import statistics
 import time
 from collections.abc import Callable
 
+from d2lhelpers.units import format_rate, format_seconds
+
 NOISY_IQR = 0.1  # IQR / median above this: too noisy to trust (pyperf, torch.utils.benchmark)
 PEAK_TOLERANCE = 1.2  # a rate this far above the peak is impossible, not noise
 MIN_BLOCK_S = 0.01  # a timed block at least this long keeps the ~40 µs sync+clock cost below 1%
@@ -171,18 +173,3 @@ def compare_to_ideal(measured: float, ideal: float, label: str) -> str:
     if ratio < 0.9:
         line += "  WARNING: faster than the ideal, so something was not timed; do not trust it"
     return line
-
-
-def format_seconds(seconds: float) -> str:
-    if seconds >= 1:
-        return f"{seconds:.3f} s"
-    if seconds >= 1e-3:
-        return f"{seconds * 1e3:.2f} ms"
-    return f"{seconds * 1e6:.1f} µs"
-
-
-def format_rate(rate: float, unit: str = "FLOP/s") -> str:
-    for prefix, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if rate >= scale:
-            return f"{rate / scale:.1f} {prefix}{unit}"
-    return f"{rate:.1f} {unit}"

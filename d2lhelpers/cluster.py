@@ -41,10 +41,9 @@ import sys
 import tempfile
 import time
 
-from d2lhelpers.benchmark import format_rate, format_seconds
 from d2lhelpers.collectives import allreduce_time_s
 from d2lhelpers.costs import AlphaBeta, fit_alpha_beta, replicas_vs_one_group
-from d2lhelpers.devices import format_bytes
+from d2lhelpers.units import format_bytes, format_rate, format_seconds, usable_cores
 from d2lhelpers.worker_main import WorkerContext
 from d2lhelpers.workers import WorkerError, WorkerGroup
 
@@ -55,7 +54,7 @@ DEFAULT_SIZES = (4 * KiB, 256 * KiB, 4 * MiB, 16 * MiB)
 COLLECTIVE_TIMEOUT_S = 10.0  # one collective waiting longer than this fails: a dead peer
 GRACE_S = 0.3  # MWMS ignores SIGTERM: SIGKILL follows soon
 FEATURES = 64
-CORES = len(os.sched_getaffinity(0))
+CORES = usable_cores()
 ALLREDUCE_ARGS = {"sizes": list(DEFAULT_SIZES), "repeats": 10, "warmup": 2}
 TRAINING_ARGS = {
     "width": 256,

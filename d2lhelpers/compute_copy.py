@@ -49,15 +49,8 @@ import numpy as np
 import tensorflow as tf
 
 from d2lhelpers import benchmark
-from d2lhelpers.benchmark import (
-    Measurement,
-    compare_to_ideal,
-    format_rate,
-    format_seconds,
-    measure,
-    sync_devices,
-)
-from d2lhelpers.devices import Device, check_fits, format_bytes, select_devices
+from d2lhelpers.benchmark import Measurement, compare_to_ideal, measure, sync_devices
+from d2lhelpers.devices import Device, check_fits, select_devices
 from d2lhelpers.timeline import (
     OpEvent,
     TracingOverhead,
@@ -72,6 +65,7 @@ from d2lhelpers.timeline import (
     trace,
     tracing_overhead,
 )
+from d2lhelpers.units import format_bytes, format_rate, format_seconds
 from d2lhelpers.workers import remote_tf_workers
 from d2lhelpers.workloads import BYTES_PER_FLOAT, chain_flops, random_matrix
 

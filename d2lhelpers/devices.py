@@ -15,6 +15,8 @@ import subprocess
 
 import tensorflow as tf
 
+from d2lhelpers.units import format_bytes, usable_cores
+
 DEFAULT_COUNT = 4  # sliders go from 1 to this on CPU-only machines and on one GPU
 MAX_CPU_COUNT = 8
 UNKNOWN_GPU_MB = 8 * 1024  # assumed chip memory when nvidia-smi cannot tell us
@@ -52,7 +54,7 @@ def plan_devices(
         chip_mb = gpu_memory_mb or UNKNOWN_GPU_MB
         # Leave a tenth of the chip for the CUDA context and the allocator's own needs.
         return Plan("virtual GPU", count, memory_limit_mb=int(chip_mb * 0.9) // count)
-    cores = cpu_cores or os.cpu_count() or 1
+    cores = cpu_cores or usable_cores()
     return Plan("logical CPU", count or max(DEFAULT_COUNT, min(cores, MAX_CPU_COUNT)))
 
 
@@ -143,7 +145,7 @@ def _configure(plan: Plan, gpus: list) -> None:
 
 
 def _describe(plan: Plan) -> list[Device]:
-    cores = os.cpu_count() or 1
+    cores = usable_cores()
     devices = []
     if plan.kind == "logical CPU":
         for i, logical in enumerate(tf.config.list_logical_devices("CPU")):
@@ -222,7 +224,7 @@ def cpu() -> Device:
     if devices[0].kind == "logical CPU":
         return devices[0]
     name = tf.config.list_logical_devices("CPU")[0].name
-    return Device(name, "CPU", 0, f"the host CPU ({os.cpu_count()} cores)")
+    return Device(name, "CPU", 0, f"the host CPU ({usable_cores()} cores)")
 
 
 def try_gpu(i: int = 0) -> Device:
@@ -244,7 +246,7 @@ def select_devices(count: int) -> list[Device]:
 def device_summary() -> str:
     """One line: how many devices this kernel has and what they really are."""
     devices = setup_devices()
-    kind, count, cores = devices[0].kind, len(devices), os.cpu_count()
+    kind, count, cores = devices[0].kind, len(devices), usable_cores()
     if kind == "logical CPU":
         return (
             f"{count} logical CPU devices sharing {cores} CPU cores (no GPU): each runs one op "
@@ -290,9 +292,6 @@ def check_fits(bytes_per_device: int, devices: list[Device], what: str = "this r
             )
 
 
-def format_bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    raise AssertionError("unreachable")
+def on_gpu() -> bool:
+    """Whether the set-up devices are GPUs (real or virtual): panels then pick larger defaults."""
+    return setup_devices()[0].kind != "logical CPU"

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import tensorflow as tf
 
-from d2lhelpers.benchmark import Measurement, compare_to_ideal, format_seconds
+from d2lhelpers.benchmark import Measurement, compare_to_ideal
 from d2lhelpers.devices import Device
+from d2lhelpers.units import format_seconds, usable_cores
 
 BYTES_PER_FLOAT = 4
 
@@ -219,7 +219,7 @@ class ParallelRun:
             f"from the one-device output {self.max_error:.1e}",
             compare_to_ideal(self.time, self.reference_time / self.ideal_speedup, "time"),
         ]
-        cores = os.cpu_count() or 1
+        cores = usable_cores()
         if self.kind == "logical CPU" and self.n_devices > cores:
             lines.append(
                 f"  ({self.n_devices} logical devices on {cores} CPU cores: at most {cores} "

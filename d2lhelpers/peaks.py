@@ -18,8 +18,9 @@ from pathlib import Path
 
 import tensorflow as tf
 
-from d2lhelpers.benchmark import format_rate, measure
-from d2lhelpers.devices import Device, format_bytes, setup_devices
+from d2lhelpers.benchmark import measure
+from d2lhelpers.devices import Device, setup_devices
+from d2lhelpers.units import format_bytes, format_rate, usable_cores
 from d2lhelpers.workloads import chain_flops, chains_in_one_graph, random_matrix
 
 CPU_SIZES, GPU_SIZES = (256, 512, 1024), (2048, 4096, 8192)
@@ -70,7 +71,7 @@ def machine_baseline_rate(refresh: bool = False) -> dict:
 
     Cached per machine in `cache_dir()`; returns {'device', 'size', 'flops_per_s', 'measured_at'}.
     """
-    key = f"{platform.node()}-{os.cpu_count()}cores-tf{tf.__version__}".replace("/", "_")
+    key = f"{platform.node()}-{usable_cores()}cores-tf{tf.__version__}".replace("/", "_")
     path = cache_dir() / f"baseline-{key}.json"
     if path.exists() and not refresh:
         return json.loads(path.read_text())

@@ -22,13 +22,12 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-import os
 import re
 from collections.abc import Callable, Sequence
 
 import tensorflow as tf
 
-from d2lhelpers.benchmark import Measurement, format_seconds, measure
+from d2lhelpers.benchmark import Measurement, measure
 from d2lhelpers.costs import pipeline_bubble_fraction
 from d2lhelpers.devices import Device, check_fits, select_devices
 from d2lhelpers.parallelism import (
@@ -44,6 +43,7 @@ from d2lhelpers.parallelism import (
     require_positive,
     split_sizes,
 )
+from d2lhelpers.units import format_seconds, usable_cores
 
 HAND_OVER = "hand_over"
 
@@ -179,7 +179,7 @@ class PipelineRun(ParallelRun):
             f"measured bubble {self.measured_bubble:.0%} of the devices' time; "
             f"GPipe model (p-1)/(m+p-1) = {self.model_bubble:.0%}",
         ]
-        cores = os.cpu_count() or 1
+        cores = usable_cores()
         if self.kind == "logical CPU" and p > cores:
             lines.append(
                 f"  ({p} stages on {cores} cores: at most {cores} stages compute at once, so the "

@@ -54,15 +54,9 @@ from collections.abc import Callable, Sequence
 import matplotlib.pyplot as plt
 import tensorflow as tf
 
-from d2lhelpers.benchmark import (
-    Measurement,
-    compare_to_ideal,
-    format_rate,
-    format_seconds,
-    measure,
-)
+from d2lhelpers.benchmark import Measurement, compare_to_ideal, measure
 from d2lhelpers.costs import AlphaBeta, Residual, bus_bandwidth_bound_s, fit_alpha_beta
-from d2lhelpers.devices import Device, check_fits, format_bytes, select_devices, setup_devices
+from d2lhelpers.devices import Device, check_fits, select_devices, setup_devices
 from d2lhelpers.timeline import (
     OpEvent,
     busy_intervals,
@@ -71,6 +65,7 @@ from d2lhelpers.timeline import (
     overlap_seconds,
     trace,
 )
+from d2lhelpers.units import format_bytes, format_rate, format_seconds
 from d2lhelpers.workloads import (
     chain_bytes,
     chain_flops,

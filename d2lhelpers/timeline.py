@@ -52,7 +52,8 @@ import tensorflow as tf
 from matplotlib.patches import Patch
 from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
-from d2lhelpers.benchmark import Measurement, format_seconds, measure, sync_devices
+from d2lhelpers.benchmark import Measurement, measure, sync_devices
+from d2lhelpers.units import format_seconds
 
 KINDS = ("matmul", "copy", "other")
 KIND_COLORS = {"matmul": "tab:blue", "copy": "tab:orange", "other": "tab:gray"}

@@ -3,7 +3,8 @@ import tensorflow as tf
 
 import d2lhelpers as d2l
 from d2lhelpers import devices as devices_module
-from d2lhelpers.devices import Plan, check_fits, format_bytes, plan_devices
+from d2lhelpers.devices import Plan, check_fits, plan_devices
+from d2lhelpers.units import format_bytes
 from tests.conftest import run_python
 
 

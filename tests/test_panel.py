@@ -2,9 +2,8 @@ import ipywidgets as widgets
 import matplotlib
 import pytest
 
-from d2lhelpers import widgets as panels
-from d2lhelpers.panels import concurrency_panel
-from d2lhelpers.plots import plot_concurrency
+from d2lhelpers import panel as panels
+from d2lhelpers.lessons.l01_two_devices import concurrency_panel, plot_concurrency
 from d2lhelpers.workloads import ConcurrencyResult, Measurement, chain_bytes
 
 matplotlib.use("Agg")

@@ -1,0 +1,77 @@
+"""How every result shows itself: `print(result)` gives text, JupyterLab renders an HTML table.
+
+A result class returns one or more `Table`s from `tables()`; `Reported` turns them into `__str__`
+and `_repr_html_`, so a notebook writes `result` (or `print(result)`) and never joins lines.
+A table carries its verdicts (computed sentences) and its flags (why a number is not to be trusted)
+beside the numbers, so a flagged number is never shown without its flag.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+from collections.abc import Sequence
+
+
+@dataclasses.dataclass
+class Table:
+    """Named columns of rows, then verdict lines, then flags (shown as warnings)."""
+
+    title: str
+    columns: Sequence[str]
+    rows: Sequence[Sequence] = ()
+    verdicts: Sequence[str] = ()
+    flags: Sequence[str] = ()
+
+    def __post_init__(self):
+        for row in self.rows:
+            if len(row) != len(self.columns):
+                raise ValueError(f"{self.title!r}: row {row!r} has not {len(self.columns)} cells")
+
+    def __str__(self) -> str:
+        cells = [[str(c) for c in self.columns]] + [[_text(c) for c in r] for r in self.rows]
+        widths = [max(len(row[i]) for row in cells) for i in range(len(self.columns))]
+        lines = [self.title] if self.title else []
+        if self.rows:
+            for n, row in enumerate(cells):
+                lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)))
+                if n == 0:
+                    lines.append("  ".join("-" * w for w in widths))
+        lines += list(self.verdicts)
+        lines += [f"WARNING: {flag}" for flag in self.flags]
+        return "\n".join(line.rstrip() for line in lines)
+
+    def _repr_html_(self) -> str:
+        parts = [f"<p><b>{html.escape(self.title)}</b></p>"] if self.title else []
+        if self.rows:
+            head = "".join(f"<th>{html.escape(str(c))}</th>" for c in self.columns)
+            body = "".join(
+                "<tr>" + "".join(f"<td>{html.escape(_text(c))}</td>" for c in row) + "</tr>"
+                for row in self.rows
+            )
+            parts.append(f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+        parts += [f"<p>{html.escape(v)}</p>" for v in self.verdicts]
+        parts += [
+            f'<p style="color:#b00020"><b>WARNING:</b> {html.escape(flag)}</p>'
+            for flag in self.flags
+        ]
+        return "\n".join(parts)
+
+
+def _text(cell) -> str:
+    if isinstance(cell, float):
+        return f"{cell:.3g}"
+    return str(cell)
+
+
+class Reported:
+    """Mixin: define `tables()`; get `print(result)` and an HTML table in JupyterLab."""
+
+    def tables(self) -> list[Table]:
+        raise NotImplementedError
+
+    def __str__(self) -> str:
+        return "\n\n".join(str(t) for t in self.tables())
+
+    def _repr_html_(self) -> str:
+        return "\n".join(t._repr_html_() for t in self.tables())

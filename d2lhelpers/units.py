@@ -1,0 +1,75 @@
+"""One home for what every module needs: the cores this process may use, units, formatting.
+
+`usable_cores()` asks the operating system which cores *this process* may run on
+(`os.sched_getaffinity`), not how many the machine has: under `taskset -c 0`, in a container
+with a CPU limit or on a class server the two differ, and every sentence about cores uses the first.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+KiB, MiB, GiB = 1024, 1024**2, 1024**3
+GB = 1e9  # link rates are quoted in decimal gigabytes per second
+BYTES_PER_FLOAT = 4  # float32, the only dtype the lessons use
+
+
+def usable_cores() -> int:
+    """How many CPU cores this process may run on (its affinity mask), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # macOS and Windows have no affinity call
+        return os.cpu_count() or 1
+
+
+def cores_phrase(n: int | None = None) -> str:
+    """'1 usable CPU core' / '2 usable CPU cores': the words every notebook uses for the count."""
+    n = usable_cores() if n is None else n
+    return f"{n} usable CPU core{'s' if n != 1 else ''}"
+
+
+def format_seconds(seconds: float) -> str:
+    if seconds >= 1:
+        return f"{seconds:.3f} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.2f} ms"
+    return f"{seconds * 1e6:.1f} µs"
+
+
+def format_rate(rate: float, unit: str = "FLOP/s") -> str:
+    if math.isinf(rate):
+        return f"unbounded {unit} (the time did not grow with the work)"
+    for prefix, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if rate >= scale:
+            return f"{rate / scale:.1f} {prefix}{unit}"
+    return f"{rate:.1f} {unit}"
+
+
+def format_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+def device_name(device) -> str:
+    """The full TensorFlow name of a `Device` or of a name string."""
+    return device if isinstance(device, str) else device.name
+
+
+def device_names(devices) -> tuple[str, ...]:
+    return tuple(device_name(d) for d in devices)
+
+
+def short_device_name(name: str) -> str:
+    """'CPU:1' for this process's devices, 'worker:0 CPU:0' for task 0 of job 'worker'."""
+    name = device_name(name)
+    if not name.startswith("/job:"):
+        return name.removeprefix("/device:")
+    parts = dict(p.split(":", 1) for p in name.strip("/").split("/") if ":" in p)
+    device = parts.get("device", "")
+    if parts.get("job") == "localhost" and parts.get("task", "0") == "0":
+        return device
+    return f"{parts.get('job')}:{parts.get('task', '0')} {device}".strip()
