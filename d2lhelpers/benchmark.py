@@ -101,6 +101,7 @@ def measure(
     max_runs: int = 50,
     budget_s: float = 2.0,
     number: int | None = None,
+    on_repeat: Callable[[int], None] | None = None,
     clock: Callable[[], float] = time.perf_counter,
     sync: Callable[[], None] = sync_devices,
 ) -> Measurement:
@@ -112,7 +113,8 @@ def measure(
     torch.utils.benchmark and timeit do). Times are per call.
 
     Pass `flops` (or `nbytes`) done by one run to get a rate, and the device's `peak` in the same
-    unit to have impossible rates flagged.
+    unit to have impossible rates flagged. `on_repeat(n)` is called after each timed block, so a
+    panel can say "repeat 7" while a long measurement runs (and stop it by raising).
     """
     if flops is not None and nbytes is not None:
         raise ValueError("give flops or nbytes, not both")
@@ -133,6 +135,8 @@ def measure(
         sync()
         end = clock()
         times.append((end - start) / number)
+        if on_repeat is not None:
+            on_repeat(len(times))
         so_far = Measurement(label, times)
         if len(times) >= min_runs and so_far.iqr <= NOISY_IQR * so_far.median:
             break

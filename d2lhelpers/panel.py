@@ -32,12 +32,29 @@ def slider(description: str, value: int, low: int, high: int, step: int = 1) -> 
 class Panel:
     """Sliders + Run: `experiment(progress=..., **values)` returns a result; `show` draws it.
 
-    The Run button is disabled while running; an error is printed in the panel's own output area
+    The protocol every lesson's panel follows:
+    - `experiment(progress, **values)` runs and returns a result object; it prints nothing.
+      It calls `progress(done, total, status)` at least every few seconds ("measuring 3 of 4
+      devices, repeat 7").
+    - `show(result)` returns a matplotlib Figure (or None).
+    - The panel shows, in order: the result's `verdict` (one computed sentence, if it has one),
+      the figure, then the result itself (its HTML table).
+    - `estimate(**values)`, if given, returns the expected seconds for those values, so the
+      panel can warn before a long run.
+    The Run button is disabled while running; an error is shown in the panel's own output area
     and the panel stays usable.
     """
 
-    def __init__(self, title: str, sliders: dict, experiment: Callable, show: Callable):
+    def __init__(
+        self,
+        title: str,
+        sliders: dict,
+        experiment: Callable,
+        show: Callable,
+        estimate: Callable[..., float] | None = None,
+    ):
         self.sliders, self.experiment, self.show = sliders, experiment, show
+        self.estimate = estimate
         self.button = widgets.Button(description="Run", button_style="primary", icon="play")
         self.progress = widgets.IntProgress(value=0, min=0, max=1, description="progress")
         self.status = widgets.HTML()  # e.g. one line per worker process
@@ -66,10 +83,15 @@ class Panel:
             with self.output:
                 try:
                     self.result = self.experiment(progress=self._progress, **self.values())
+                    verdict = getattr(self.result, "verdict", None)
+                    if verdict:
+                        print(verdict)
                     figure = self.show(self.result)
                     if figure is not None:
                         display(figure)
                         plt.close(figure)
+                    if hasattr(self.result, "_repr_html_"):
+                        display(self.result)
                 except Exception as error:  # caught inside: in a kernel Output.__exit__ eats it
                     self.error = error
                     print(f"Error: {type(error).__name__}: {error}")
@@ -78,7 +100,7 @@ class Panel:
             self.button.disabled = False
         return self.result
 
-    def _progress(self, done: int, total: int, status: str | None = None):
+    def _progress(self, done: int, total: int, status: str | None = None):  # progress protocol
         self.progress.max, self.progress.value = total, done
         if status is not None:
             self.status.value = status
