@@ -1,0 +1,83 @@
+"""The layout rules, checked: the import contract can fail, modules stay small, one core count."""
+
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "d2lhelpers"
+LINT_IMPORTS = pathlib.Path(sys.executable).parent / "lint-imports"
+MAX_LINES = 400
+
+
+def lint_imports(tree: pathlib.Path) -> subprocess.CompletedProcess:
+    """Run the project's import contract (pyproject.toml) over the package copied to `tree`."""
+    shutil.copy(ROOT / "pyproject.toml", tree / "pyproject.toml")
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--no-cache"],
+        cwd=tree,
+        env={"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.fixture
+def package_copy(tmp_path):
+    shutil.copytree(PACKAGE, tmp_path / "d2lhelpers", ignore=shutil.ignore_patterns("__pycache__"))
+    return tmp_path
+
+
+@pytest.mark.skipif(not LINT_IMPORTS.exists(), reason="import-linter is not installed")
+def test_the_contract_holds_for_the_package(package_copy):
+    result = lint_imports(package_copy)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.skipif(not LINT_IMPORTS.exists(), reason="import-linter is not installed")
+def test_a_mechanism_importing_a_lesson_breaks_the_contract(package_copy):
+    mechanism = package_copy / "d2lhelpers" / "benchmark.py"
+    lesson = sorted((PACKAGE / "lessons").glob("l0*.py"))[0].stem
+    mechanism.write_text(
+        mechanism.read_text() + f"\n\ndef _late():\n    from d2lhelpers.lessons import {lesson}\n"
+    )
+    result = lint_imports(package_copy)
+    assert result.returncode == 1
+    assert "Mechanisms import no lesson" in result.stdout and "BROKEN" in result.stdout
+
+
+@pytest.mark.skipif(not LINT_IMPORTS.exists(), reason="import-linter is not installed")
+def test_an_import_cycle_inside_a_function_breaks_the_contract(package_copy):
+    costs = package_copy / "d2lhelpers" / "costs.py"
+    costs.write_text(
+        costs.read_text() + "\n\ndef _late():\n    from d2lhelpers import collectives\n"
+    )
+    assert "import collectives" not in (PACKAGE / "costs.py").read_text()
+    assert "d2lhelpers.costs import" in (PACKAGE / "collectives.py").read_text()
+    result = lint_imports(package_copy)
+    assert result.returncode == 1
+    assert "No import cycle" in result.stdout and "BROKEN" in result.stdout
+
+
+def test_no_module_is_over_the_size_limit():
+    sizes = {
+        str(p.relative_to(ROOT)): len(p.read_text().splitlines()) for p in PACKAGE.rglob("*.py")
+    }
+    assert {p: n for p, n in sizes.items() if n > MAX_LINES} == {}
+
+
+def test_the_usable_core_count_has_one_home():
+    asks = re.compile(r"os\.cpu_count\(|os\.sched_getaffinity\(")
+    found = [
+        f"{p.relative_to(ROOT)}:{i}"
+        for p in [*PACKAGE.rglob("*.py"), *(ROOT / "benchmarks").glob("run_all.py")]
+        if p.name != "units.py"
+        for i, line in enumerate(p.read_text().splitlines(), start=1)
+        if asks.search(line)
+    ]
+    assert found == []
