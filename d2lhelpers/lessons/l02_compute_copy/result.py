@@ -225,11 +225,12 @@ class ComputeCopyResult(Reported):
     def which_ideal(self) -> str:
         """Try it 2, checked against this run: the sentence saying which ideal it matched."""
         matched = self.closest_ideal()
-        said = (
-            "as the worked answer says"
-            if matched == "run + copy - launch"
-            else ("not what the worked answer says; this run's noise (see its warnings) may be why")
-        )
+        if matched == "run + copy - launch":
+            said = "as the worked answer says"
+        elif matched.startswith("both"):
+            said = "so this run cannot check the worked answer; try more matmuls or a larger size"
+        else:
+            said = "not what the worked answer says; this run's noise (see its warnings) may be why"
         return (
             f"One after the other took {format_seconds(self.sequential.median)} "
             f"(run + copy - launch {format_seconds(self.ideal_sequential_one_function)}, "
