@@ -41,6 +41,7 @@ import tensorflow as tf
 from tensorflow.python.eager import context as eager_context
 
 from d2lhelpers import worker_main
+from d2lhelpers.admission import require_count, require_processes
 from d2lhelpers.benchmark import sync_devices
 from d2lhelpers.devices import setup_devices
 from d2lhelpers.timeline import (
@@ -55,7 +56,7 @@ from d2lhelpers.timeline import (
     read_xspace,
     trace,
 )
-from d2lhelpers.units import MiB
+from d2lhelpers.units import GiB, MiB
 from d2lhelpers.workers import WorkerError, WorkerGroup, free_ports
 
 TF_SERVER_JOB = "worker"
@@ -64,6 +65,7 @@ HOST = "/job:localhost/replica:0/task:0/device:CPU:0"  # this process's CPU once
 TCP_PROBE_BYTES = 256 * MiB
 TCP_CHUNK_BYTES = 4 * MiB
 TCP_TIMEOUT_S = 10.0
+TCP_MAX_CHUNK_BYTES, TCP_MAX_PROBE_BYTES = 64 * MiB, 4 * GiB
 TRACE_START_WAIT_S = 0.05  # measured: the worker's profiler is recording ~20 ms after the request
 TRACE_MARGIN_S = 0.25
 TRACE_JOIN_EXTRA_S = 30.0  # the profiler client's answer may come this long after its window
@@ -175,6 +177,7 @@ def remote_tf_workers(
     Remote ops return before they finish: wait for them with `d2l.sync_devices()` (it syncs the
     remote devices too while they are connected) or by fetching a result (`.numpy()`).
     """
+    count = require_processes("remote_tf_workers", count)
     with WorkerGroup(
         TF_SERVER_TARGET,
         count,
@@ -230,10 +233,9 @@ def loopback_tcp_bandwidth(
     the kernel calls): the most the link under gRPC can carry on this machine. Every socket
     operation and the receiver's join time out after `TCP_TIMEOUT_S`.
     """
-    if nbytes < chunk or chunk < 1 or repeats < 1:
-        raise ValueError(
-            f"need nbytes >= chunk >= 1 and repeats >= 1, got {nbytes}, {chunk}, {repeats}"
-        )
+    chunk = require_count("chunk (bytes)", chunk, 1, TCP_MAX_CHUNK_BYTES)
+    nbytes = require_count("nbytes", nbytes, chunk, TCP_MAX_PROBE_BYTES)
+    repeats = require_count("repeats", repeats, 1, 100)
     return max(_tcp_send_once(nbytes, chunk) for _ in range(repeats))
 
 

@@ -277,8 +277,12 @@ def test_a_real_overlap_is_reported_with_its_hidden_share():
     result = fake_result(run=0.030, copy=0.010, sequential=0.038, overlapped=0.031)
     assert result.hidden_fraction == pytest.approx((0.040 - 0.002 - 0.031) / 0.010)
     assert result.flags() == []
-    assert result.verdict.startswith("Overlap saved time: 31.00 ms overlapped vs 38.00 ms")
-    assert "70% ±" in result.verdict
+    assert result.verdict.startswith(
+        "Overlapped ran faster than one after the other (31.00 ms vs 38.00 ms); hidden: 70% ±"
+    )
+    assert result.verdict.endswith("copies during matmuls for 100% of the shorter part.")
+    untraced = dataclasses.replace(result, rows=[OpEvent(WORKER, "mm", "matmul", 0.0, 0.03)])
+    assert "does not show overlap as the cause" in untraced.verdict
     assert result.traced_overlap == pytest.approx(0.5 * 0.030 / 0.015)  # copy all during matmul
     text = str(result)
     assert "1.05 GB/s" in text and "26% of loopback TCP (4.00 GB/s" in text
@@ -404,6 +408,8 @@ def test_panel_draws_the_bars_and_the_timeline_and_estimates(monkeypatch):
     assert p.estimate(**p.values()) < guess
     big = experiment.estimate_compute_copy_s(2048, 50)
     assert big > experiment.estimate_compute_copy_s(512, 10) > experiment.START_S
+    with pytest.raises(ValueError, match="'number of matmuls' slider"):
+        experiment.estimate_compute_copy_s(512, 0)
     assert experiment.estimate_compute_copy_s(512, 10, flops_per_s=1e12, link_bytes_per_s=1e10) < (
         experiment.estimate_compute_copy_s(512, 10)
     )

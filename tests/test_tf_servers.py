@@ -212,6 +212,21 @@ def test_loopback_tcp_bandwidth_is_measured_and_bounded():
         tf_servers.loopback_tcp_bandwidth(1 << 20, 4 << 20)
     with pytest.raises(ValueError):
         tf_servers.loopback_tcp_bandwidth(1 << 20, 1 << 20, repeats=0)
+    with pytest.raises(TypeError):
+        tf_servers.loopback_tcp_bandwidth(1.5e6, 1 << 20)
+    with pytest.raises(ValueError):
+        tf_servers.loopback_tcp_bandwidth(1 << 40)
+
+
+@pytest.mark.parametrize("count", [0, -1, 1.5, 10**4])
+def test_remote_tf_workers_refuses_bad_counts_before_starting(monkeypatch, count):
+    def must_not_start(*args, **kwargs):
+        raise AssertionError("started workers for a count that should have been refused")
+
+    monkeypatch.setattr(tf_servers, "WorkerGroup", must_not_start)
+    with pytest.raises((TypeError, ValueError)):
+        with tf_servers.remote_tf_workers(count):
+            pass
 
 
 def row(device, kind, start, end):

@@ -349,6 +349,11 @@ def estimate_compute_copy_s(
 
     Rates default to conservative guesses; pass a previous run's measured rates for a better one.
     """
+    size = require_count("size (the 'matrix size' slider)", size, 1, MAX_SIZE)
+    n_matmuls = require_count(
+        "n_matmuls (the 'number of matmuls' slider)", n_matmuls, 1, MAX_MATMULS
+    )
+    rounds = require_count("rounds", rounds, 1, MAX_ROUNDS)
     run = chain_flops(size, n_matmuls) / (flops_per_s or ASSUMED_FLOPS)
     copy = n_matmuls * size * size * BYTES_PER_FLOAT / (link_bytes_per_s or ASSUMED_LINK)
     calls = [run, copy, 2e-3, run + copy, max(run, copy)]
