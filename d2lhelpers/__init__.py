@@ -20,7 +20,6 @@ from d2lhelpers.cluster import (
     training_job,
     training_sweep,
 )
-from d2lhelpers.compute_copy import compute_copy_experiment, local_copy_cost
 from d2lhelpers.costs import (
     AlphaBeta,
     break_even_comm_ms,
@@ -45,7 +44,13 @@ from d2lhelpers.devices import (
     try_gpu,
 )
 from d2lhelpers.lessons.l01_two_devices import concurrency_panel, plot_concurrency
-from d2lhelpers.lessons.l02_compute_copy import compute_copy_panel
+from d2lhelpers.lessons.l02_compute_copy import (
+    compute_copy_panel,
+    local_copy_cost,
+    plot_compute_copy,
+    run_compute_copy,
+    seed_reading,
+)
 from d2lhelpers.lessons.l03_mlp_across_devices import mlp_branch_experiment, mlp_panel
 from d2lhelpers.lessons.l04_splitting_work import (
     parallelism_panel,
@@ -67,6 +72,7 @@ from d2lhelpers.tf_allreduce import (
     overlap_experiment,
     plot_allreduce_sweep,
 )
+from d2lhelpers.tf_servers import remote_tf_workers
 from d2lhelpers.timeline import (
     EmptyTraceError,
     OpEvent,
@@ -78,7 +84,7 @@ from d2lhelpers.timeline import (
     tracing_overhead,
 )
 from d2lhelpers.units import format_bytes, format_rate, format_seconds, usable_cores
-from d2lhelpers.workers import WorkerError, WorkerGroup, remote_tf_workers
+from d2lhelpers.workers import WorkerError, WorkerGroup
 from d2lhelpers.workloads import (
     branch_weights,
     chain_flops,
@@ -89,6 +95,8 @@ from d2lhelpers.workloads import (
     mlp_branches_in_one_graph,
     random_matrix,
 )
+
+compute_copy_experiment = run_compute_copy  # the old name, kept for old notebooks
 
 __all__ = [
     "AlphaBeta",
@@ -153,6 +161,7 @@ __all__ = [
     "pipeline_bubble_fraction",
     "plot_allreduce_job",
     "plot_allreduce_sweep",
+    "plot_compute_copy",
     "plot_concurrency",
     "plot_op_graph",
     "plot_three_schemes",
@@ -164,9 +173,11 @@ __all__ = [
     "remote_tf_workers",
     "replica_sweep",
     "replicas_vs_one_group",
+    "run_compute_copy",
     "run_pipeline_parallel",
     "run_replicas",
     "run_tensor_parallel",
+    "seed_reading",
     "select_devices",
     "setup_devices",
     "speedup_model_panel",

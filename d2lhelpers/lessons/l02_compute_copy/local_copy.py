@@ -1,0 +1,111 @@
+"""Why notebook 02 needs a real link: a "copy" between logical devices of one process.
+
+`tf.identity` from one logical CPU device to another hands the receiver the sender's buffer:
+its time does not grow with the size. A real copy of the same bytes in this machine's memory
+(NumPy) is timed beside it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from d2lhelpers.admission import require_sweep
+from d2lhelpers.benchmark import Measurement, measure
+from d2lhelpers.devices import check_fits, select_devices
+from d2lhelpers.report import Reported, Table
+from d2lhelpers.timeline import device_label
+from d2lhelpers.units import BYTES_PER_FLOAT, GiB, MiB, format_bytes, format_rate, format_seconds
+
+MAX_LOCAL_COPY_BYTES = 4 * GiB
+
+
+@dataclasses.dataclass
+class LocalCopyResult(Reported):
+    """`tf.identity` from one logical device to another of this process, at several sizes."""
+
+    source: str
+    destination: str
+    sizes: list[int]  # bytes
+    copies: list[Measurement]
+    memcpy: Measurement  # a real copy of the largest size in this machine's memory (NumPy)
+
+    @property
+    def size_ratio(self) -> float:
+        return self.sizes[-1] / self.sizes[0]
+
+    @property
+    def time_ratio(self) -> float:
+        """Time of the largest over the smallest: about 1 when no bytes move."""
+        return self.copies[-1].median / self.copies[0].median
+
+    @property
+    def moved_no_bytes(self) -> bool:
+        """The time hardly grew with the size, and stayed below a real copy of the bytes."""
+        return (
+            self.time_ratio < self.size_ratio**0.5 and self.copies[-1].median < self.memcpy.median
+        )
+
+    @property
+    def verdict(self) -> str:
+        what = (
+            "no bytes moved (the receiver got the sender's buffer)"
+            if self.moved_no_bytes
+            else "the time grew with the bytes: this copy really moves them"
+        )
+        return f"{self.size_ratio:.0f}x the bytes took {self.time_ratio:.2f}x the time: {what}"
+
+    def tables(self) -> list[Table]:
+        src, dst = device_label(self.source), device_label(self.destination)
+        rows = [
+            [f"'copy' {src} -> {dst}", format_bytes(size), format_seconds(m.median), ""]
+            for size, m in zip(self.sizes, self.copies, strict=True)
+        ]
+        rows.append(
+            [
+                "real copy in memory (NumPy)",
+                format_bytes(self.sizes[-1]),
+                format_seconds(self.memcpy.median),
+                format_rate(self.memcpy.rate, "B/s"),
+            ]
+        )
+        flags = [f"{m.label}: {w}" for m in [*self.copies, self.memcpy] for w in m.warnings]
+        columns = ["what", "bytes", "time", "rate"]
+        return [Table("A copy inside one process", columns, rows, [self.verdict], flags)]
+
+
+def local_copy_cost(
+    sizes: Sequence[int] = (1 * MiB, 64 * MiB), **measure_options
+) -> LocalCopyResult:
+    """Time `tf.identity` of a tensor of each size (bytes) from set-up device 0 to device 1,
+    inside one tf.function, and a real memory copy of the largest size for comparison."""
+    sizes = sorted(require_sweep("sizes (bytes)", sizes, BYTES_PER_FLOAT, MAX_LOCAL_COPY_BYTES))
+    source, destination = select_devices(2)
+    check_fits(2 * sizes[-1], [source], "the local copy probe")
+    measure_options = {"min_runs": 5, "budget_s": 0.5, **measure_options}
+
+    @tf.function
+    def copy(x):
+        with tf.device(destination.name):
+            return tf.identity(x)
+
+    copies = []
+    for size in sizes:
+        with tf.device(source.name):
+            x = tf.zeros([size // BYTES_PER_FLOAT])
+        copies.append(
+            measure(lambda x=x: copy(x), f"identity of {format_bytes(size)}", **measure_options)
+        )
+    array = np.ones(sizes[-1] // BYTES_PER_FLOAT, np.float32)
+    target = np.empty_like(array)
+    memcpy = measure(
+        lambda: np.copyto(target, array),
+        f"NumPy copy of {format_bytes(sizes[-1])}",
+        nbytes=array.nbytes,
+        sync=lambda: None,
+        **measure_options,
+    )
+    return LocalCopyResult(source.name, destination.name, list(sizes), copies, memcpy)

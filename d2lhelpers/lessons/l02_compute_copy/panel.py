@@ -1,0 +1,79 @@
+"""Notebook 02's plot and panel: the times beside both ideals, and the two-process timeline."""
+
+from __future__ import annotations
+
+import ipywidgets as widgets
+import matplotlib.pyplot as plt
+
+from d2lhelpers.lessons.l02_compute_copy.experiment import (
+    estimate_compute_copy_s,
+    run_compute_copy,
+)
+from d2lhelpers.lessons.l02_compute_copy.result import BOTH_TRACED, ComputeCopyResult
+from d2lhelpers.panel import Panel, slider
+from d2lhelpers.timeline import plot_timeline
+
+
+def plot_compute_copy(result: ComputeCopyResult):
+    """Bars: each time beside run + copy and max(run, copy); below, one traced call's timeline."""
+    figure, (bars, gantt) = plt.subplots(
+        2, 1, figsize=(10, 6), gridspec_kw={"height_ratios": [1, 1.2]}
+    )
+    names = ["run", "copy", "launch", "one after the other"]
+    parts = [result.run, result.copy, result.launch, result.sequential]
+    if result.overlapped is not None:
+        names.append("overlapped")
+        parts.append(result.overlapped)
+    bars.barh(
+        names, [m.median * 1e3 for m in parts], xerr=[m.iqr * 1e3 for m in parts], color="tab:blue"
+    )
+    bars.axvline(
+        result.ideal_sequential_one_function * 1e3,
+        c="gray",
+        ls="--",
+        label="ideal one after the other: run + copy - launch",
+    )
+    bars.axvline(
+        result.ideal_overlapped * 1e3,
+        c="tab:green",
+        ls=":",
+        label="ideal overlapped: max(run, copy)",
+    )
+    bars.set(xlabel="time (ms), error bar = IQR")
+    bars.invert_yaxis()
+    bars.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    where = (
+        "worker and driver, one clock"
+        if result.trace_source == BOTH_TRACED
+        else ("driver only: the worker's trace could not be taken")
+    )
+    what = "overlapped" if result.overlapped is not None else "one after the other"
+    plot_timeline(result.rows, f"one traced call, {what} ({where})", ax=gantt)
+    figure.tight_layout()
+    return figure
+
+
+def compute_copy_panel() -> Panel:
+    """Notebook 02: compute in a worker process, copy each result to a driver; overlap on or off."""
+    sliders = {
+        "size": slider("matrix size", 512, 64, 2048, 64),
+        "n_matmuls": slider("number of matmuls", 10, 1, 50),
+        "overlap": widgets.Checkbox(value=True, description="overlap run and copy"),
+    }
+    measured = {}  # the last run's rates make the next estimate better than the guesses
+
+    def experiment(progress, size, n_matmuls, overlap):
+        result = run_compute_copy(size, n_matmuls, overlap, progress, trace_overhead=False)
+        measured.update(flops_per_s=result.run.rate, link_bytes_per_s=result.copy_rate)
+        return result
+
+    def estimate(size, n_matmuls, overlap):
+        return estimate_compute_copy_s(size, n_matmuls, **measured)
+
+    return Panel(
+        "Compute in the worker, copy to the driver",
+        sliders,
+        experiment,
+        plot_compute_copy,
+        estimate,
+    )

@@ -1,0 +1,111 @@
+"""The seed's compute-and-copy numbers, read carefully: what its own timings allow us to infer.
+
+The seed (d2l "Automatic Parallelism", TensorFlow tab) times 50 products of 4000² float32 on
+"GPU1", then copies all 50 to the CPU, then does both in one timed block:
+
+    'Run on GPU1'                  run(x) then y[-1].numpy()         0.0557 s
+    'Copy to CPU'                  50 eager tf.identity to /CPU:0    2.1474 s
+    'Run on GPU1 and copy to CPU'  both, then a CPU tensor's numpy   2.5692 s
+
+'Run on GPU1' ends with `.numpy()` of one 4000² float32 result: a 64 MB device-to-host copy,
+which at the seed's own copy rate (50 results in 2.1474 s = 1.49 GB/s) costs about 43 ms, most
+of the 55.7 ms. It is taken off before any rate is inferred. The seed names neither its GPU nor
+its link; TensorFlow runs float32 matmuls as TF32 on NVIDIA Ampere and newer GPUs by default.
+"""
+
+from __future__ import annotations
+
+from d2lhelpers.references import SEED_000
+from d2lhelpers.report import Reported, Table
+from d2lhelpers.units import BYTES_PER_FLOAT, GB, format_seconds
+from d2lhelpers.workloads import chain_flops
+
+SEED_SIZE, SEED_PRODUCTS = 4000, 50
+SEED_RUN_S = SEED_000["Run on GPU1"]
+SEED_COPY_S = SEED_000["Copy to CPU"]
+SEED_BOTH_S = SEED_000["Run on GPU1 and copy to CPU"]
+SEED_RESULT_BYTES = SEED_SIZE * SEED_SIZE * BYTES_PER_FLOAT  # one result, fetched by .numpy()
+SEED_COPY_BYTES = SEED_PRODUCTS * SEED_RESULT_BYTES
+# Published dense TF32 tensor-core peak of an NVIDIA A100 (no sparsity): a yardstick only, the
+# seed's GPU is not named.
+A100_TF32_PEAK = 156e12
+PCIE4_X16_PRACTICAL = 25e9  # what a PCIe 4.0 x16 link carries in practice (32 GB/s raw), B/s
+CAUSES_OF_A_TOO_HIGH_RATE = (
+    "the 50 identical products were merged and fewer ran (notebook 01 measures this happening)",
+    "the single result's .numpy() copy was faster than the seed's bulk copy rate, so less than "
+    "43 ms should be taken off",
+)
+
+
+class SeedReading(Reported):
+    """The seed's three timings, with the `.numpy()` copy inside 'Run on GPU1' taken off."""
+
+    copy_rate = SEED_COPY_BYTES / SEED_COPY_S
+    numpy_copy_s = SEED_RESULT_BYTES / copy_rate
+    run_s = SEED_RUN_S - numpy_copy_s  # the matmuls alone, if the copy ran at the bulk rate
+    matmul_rate = chain_flops(SEED_SIZE, SEED_PRODUCTS) / run_s
+    ideal_sequential_s = run_s + SEED_COPY_S
+    ideal_overlapped_s = max(run_s, SEED_COPY_S)
+
+    @property
+    def verdict(self) -> str:
+        return (
+            f"The seed's 'run and copy' took {SEED_BOTH_S / self.ideal_sequential_s:.2f}x run + "
+            "copy: no overlap at all (its copies were separate eager calls, made after the run)."
+        )
+
+    def tables(self) -> list[Table]:
+        rows = [
+            ["'Copy to CPU'", f"{SEED_COPY_S} s", "50 results of 4000² float32 (3.2 GB)"],
+            ["copy rate", f"{self.copy_rate / GB:.2f} GB/s", "3.2 GB / 2.1474 s"],
+            [
+                "'Run on GPU1'",
+                f"{SEED_RUN_S} s",
+                "includes y[-1].numpy(): one 64 MB result copied to the host",
+            ],
+            [
+                "that .numpy() copy",
+                format_seconds(self.numpy_copy_s),
+                "64 MB at the seed's own copy rate",
+            ],
+            ["run without it", format_seconds(self.run_s), "0.0557 s minus the copy"],
+            [
+                "ideal one after the other",
+                f"{self.ideal_sequential_s:.4f} s",
+                "run without the copy + 'Copy to CPU'",
+            ],
+            ["ideal overlapped", f"{self.ideal_overlapped_s:.4f} s", "max(run, copy)"],
+            [
+                "'Run on GPU1 and copy to CPU'",
+                f"{SEED_BOTH_S} s",
+                f"{SEED_BOTH_S / self.ideal_sequential_s:.2f}x one after the other, "
+                f"{SEED_BOTH_S / self.ideal_overlapped_s:.2f}x overlapped",
+            ],
+        ]
+        verdicts = [
+            self.verdict,
+            "Unknown: the seed names neither its GPU nor its link. If the link were PCIe 4.0 x16 "
+            f"(about {PCIE4_X16_PRACTICAL / GB:.0f} GB/s in practice), "
+            f"{self.copy_rate / GB:.2f} GB/s would be {self.copy_rate / PCIE4_X16_PRACTICAL:.0%} "
+            "of it; why it is so slow (e.g. pageable host memory, one tensor per call) is a "
+            "hypothesis the seed does not test.",
+            "TensorFlow runs float32 matmuls as TF32 on NVIDIA Ampere and newer GPUs by default "
+            "(tf.config.experimental.enable_tensor_float_32_execution), so a rate from the "
+            "seed's GPU would be a TF32 rate, not a float32 one.",
+        ]
+        flags = []
+        if self.matmul_rate > A100_TF32_PEAK:
+            causes = "; ".join(f"({i}) {c}" for i, c in enumerate(CAUSES_OF_A_TOO_HIGH_RATE, 1))
+            flags.append(
+                f"50 products of 4000² in {format_seconds(self.run_s)} would be "
+                f"{self.matmul_rate / 1e12:.0f} TFLOP/s, {self.matmul_rate / A100_TF32_PEAK:.1f}x "
+                f"an A100's dense TF32 peak of {A100_TF32_PEAK / 1e12:.0f} TFLOP/s: not credible "
+                f"as a rate. Likely causes, in order: {causes}"
+            )
+        columns = ["timing", "value", "what"]
+        return [Table("The seed's numbers, read carefully", columns, rows, verdicts, flags)]
+
+
+def seed_reading() -> SeedReading:
+    """The seed's compute-and-copy timings and what they allow us to infer (no measurement)."""
+    return SeedReading()

@@ -1,0 +1,65 @@
+"""Timing in turns, with a fake clock: the order of calls, the pooled times, the callbacks."""
+
+import pytest
+
+from d2lhelpers.interleaved import measure_interleaved
+
+
+def fake_options(now):
+    return {"warmup": 0, "number": 1, "clock": lambda: now[0], "sync": lambda: None}
+
+
+def test_measure_interleaved_takes_turns_and_pools_every_rounds_times():
+    now, calls = [0.0], []
+
+    def work(name, seconds):
+        def run():
+            calls.append(name)
+            now[0] += seconds
+
+        return run
+
+    runs = [(work("a", 0.02), "a", {}), (work("b", 0.03), "b", {"nbytes": 3e6})]
+    rounds_seen, repeats = [], []
+    a, b = measure_interleaved(
+        runs,
+        3,
+        on_round=lambda: rounds_seen.append(len(calls)),
+        on_repeat=lambda *seen: repeats.append(seen),
+        min_runs=2,
+        max_runs=2,
+        **fake_options(now),
+    )
+    assert calls == ["a", "a", "b", "b"] * 3  # in turns, round after round
+    assert rounds_seen == [4, 8, 12]
+    assert repeats[:4] == [(1, "a", 1), (1, "a", 2), (1, "b", 1), (1, "b", 2)]
+    assert repeats[-1] == (3, "b", 2) and len(repeats) == 12
+    assert a.times == pytest.approx([0.02] * 6) and b.times == pytest.approx([0.03] * 6)
+    assert b.rate == pytest.approx(1e8) and a.rate is None
+    assert a.warnings == [] and b.warnings == []
+
+
+@pytest.mark.parametrize("rounds", [0, -1, 2.5, True])
+def test_rounds_must_be_a_positive_whole_number(rounds):
+    with pytest.raises(ValueError, match="rounds"):
+        measure_interleaved([(lambda: None, "x", {})], rounds)
+
+
+def test_pooled_times_that_disagree_are_flagged_noisy():
+    now, cost = [0.0], [0.01]
+
+    def run():
+        now[0] += cost[0]
+
+    def slower_each_round():
+        cost[0] *= 3
+
+    (m,) = measure_interleaved(
+        [(run, "drifting", {})],
+        3,
+        on_round=slower_each_round,
+        min_runs=2,
+        max_runs=2,
+        **fake_options(now),
+    )
+    assert len(m.times) == 6 and any("noisy" in w for w in m.warnings)

@@ -1,0 +1,415 @@
+"""Notebook 02: compute in a worker, copy to a driver; values, timings' arithmetic, verdicts, flags.
+
+`run_compute_copy` runs its TensorFlow work in a driver process, so this test process never
+connects to a worker and can call it directly. The graph builders are checked in a fresh Python
+that connects itself.
+"""
+
+import dataclasses
+import json
+import os
+import statistics
+import time
+
+import matplotlib
+import pytest
+
+from d2lhelpers import worker_main
+from d2lhelpers.benchmark import Measurement
+from d2lhelpers.lessons.l02_compute_copy import experiment, local_copy, panel, seed
+from d2lhelpers.lessons.l02_compute_copy.result import BOTH_TRACED, ComputeCopyResult
+from d2lhelpers.timeline import OpEvent
+from tests.conftest import run_python
+
+matplotlib.use("Agg")
+WORKER = "/job:worker/replica:0/task:0/device:CPU:0"
+HERE = "/device:CPU:0"
+
+
+def processes_started_by(pids) -> list[int]:
+    """Live processes whose WorkerGroup parent is one of `pids`."""
+    markers = {f"{worker_main.PARENT_VAR}={pid}".encode() for pid in pids}
+    found = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as environ:
+                if markers & set(environ.read().split(b"\0")):
+                    with open(f"/proc/{entry}/stat") as stat:
+                        if stat.read().split(")")[-1].split()[0] != "Z":
+                            found.append(int(entry))
+        except OSError:
+            pass
+    return found
+
+
+@pytest.fixture(scope="module")
+def runs():
+    drivers, steps = set(), []
+
+    def progress(done, total, status):
+        steps.append((time.monotonic(), done, total, status))
+        drivers.update(processes_started_by([os.getpid()]))
+
+    began = time.monotonic()
+    overlapped = experiment.run_compute_copy(256, 6, True, progress, min_runs=3, budget_s=0.2)
+    seconds = time.monotonic() - began
+    forced = experiment.run_compute_copy(256, 6, False, trace_overhead=False, min_runs=3)
+    time.sleep(1.0)  # a worker's watchdog needs up to 0.5 s to see its driver gone
+    left = processes_started_by([os.getpid(), *drivers])
+    return {
+        "overlapped": overlapped,
+        "forced": forced,
+        "steps": steps,
+        "seconds": seconds,
+        "drivers": drivers,
+        "left": left,
+    }
+
+
+# --- the experiment, end to end -------------------------------------------------------------------
+
+
+def test_experiment_times_ideals_and_rates_are_positive_and_consistent(runs):
+    result = runs["overlapped"]
+    run, copy, launch = result.run.median, result.copy.median, result.launch.median
+    both = result.overlapped.median
+    assert min(run, copy, both, launch, result.sequential.median) > 0
+    assert result.nbytes == 6 * 256 * 256 * 4
+    assert result.ideal_sequential_one_function == pytest.approx(run + copy - launch)
+    assert result.ideal_overlapped == pytest.approx(max(run, copy))
+    assert result.hidden_fraction == pytest.approx((run + copy - launch - both) / min(run, copy))
+    assert result.copy_rate == pytest.approx(result.nbytes / copy)
+    assert result.run.rate == pytest.approx(2 * 256**3 * 6 / run)
+    assert result.link_peak > 0 and result.copy.peak == result.link_peak
+    for m in (result.run, result.copy, result.launch, result.sequential, result.overlapped):
+        assert len(m.times) >= 3 * 3  # three rounds of at least three runs
+        assert m.median == statistics.median(m.times)
+    assert result.overhead is not None
+    assert result.trace_source in (BOTH_TRACED, "driver only")
+    if result.trace_source == BOTH_TRACED:
+        assert {r.device for r in result.rows if r.kind == "matmul"} == {WORKER}
+    text = str(result)
+    assert "max(run, copy)" in text and "run + copy - launch" in text and "loopback TCP" in text
+    assert result.verdict in text
+
+
+def test_experiment_reports_progress_with_a_status_every_few_seconds(runs):
+    steps = runs["steps"]
+    assert steps[0][1:] == (0, 1, "starting the driver process (it imports TensorFlow)")
+    assert steps[-1][1] == steps[-1][2] == 7  # link, worker, 3 rounds, trace, overhead
+    assert all(status for *_, status in steps)
+    assert any("round 2 of 3: timing copy" in status for *_, status in steps)
+    times = [t for t, *_ in steps]
+    # The driver reports every 2 s even during a long step; the first gap is its import.
+    assert max(b - a for a, b in zip(times[1:], times[2:], strict=False)) < 5.0
+
+
+def test_experiment_without_overlap_runs_only_one_after_the_other(runs):
+    result = runs["forced"]
+    assert result.overlapped is None and result.overhead is None
+    run, copy = result.run.median, result.copy.median
+    sequential, launch = result.sequential.median, result.launch.median
+    assert result.hidden_fraction == pytest.approx(
+        (run + copy - launch - sequential) / min(run, copy)
+    )
+    assert "overlapped (one function)" not in str(result)
+    assert result.verdict.startswith("One after the other took") or "Not a result" in result.verdict
+    if result.trace_source == BOTH_TRACED:
+        assert result.traced_overlap < 0.05  # the traced call is the forced-sequential one
+
+
+def test_no_driver_or_worker_is_left_after_any_run(runs):
+    assert runs["drivers"], "the driver process was never seen"
+    assert runs["left"] == []
+
+
+def test_a_wait_past_its_limit_ends_both_processes_with_a_clear_error():
+    began = time.monotonic()
+    with pytest.raises(TimeoutError, match="sent no result within 1 s"):
+        experiment.run_compute_copy(64, 2, timeout_s=1.0)
+    assert time.monotonic() - began < experiment.READY_TIMEOUT_S
+    time.sleep(1.0)
+    assert processes_started_by([os.getpid()]) == []
+
+
+def test_the_driver_target_string_resolves():
+    assert worker_main.load_target(experiment.DRIVER_TARGET) is experiment.drive_compute_copy
+
+
+# --- the graphs: values, placement, and the order of copies -------------------------------------
+
+GRAPHS = r"""
+import dataclasses
+import json
+import numpy as np
+import d2lhelpers as d2l
+from d2lhelpers.lessons.l02_compute_copy import experiment as ex
+from d2lhelpers.tf_servers import HOST, remote_tf_workers, trace_with_worker
+
+d2l.setup_devices()
+report, size, n = {}, 256, 6
+with remote_tf_workers(1, inter_op_threads=ex.WORKER_INTER_OP_THREADS) as remote:
+    x = d2l.random_matrix(size, remote.device)
+    x_here = x.numpy().astype(np.float64)
+    expected, y = [], x_here
+    for _ in range(n):
+        y = y @ x_here
+        expected.append(y)
+    results = ex.chain_on(remote.device, n)(x)
+    report["run_devices"] = sorted({t.device for t in results})
+    copies = ex.copy_to(HOST)(results)
+    report["copy_devices"] = sorted({t.device for t in copies})
+    close = lambda out: all(np.allclose(o.numpy(), e, rtol=1e-4, atol=1e-5)
+                            for o, e in zip(out, expected))
+    report["copy_close"] = close(copies)
+    for overlap in (True, False):
+        fn = ex.run_and_copy(remote.device, HOST, n, overlap=overlap)
+        out = fn(x)
+        rows, source = trace_with_worker(fn, x, worker_address=remote.addresses[0],
+                                         worker_device=remote.device, expected_matmuls=n,
+                                         expected_s=0.05)
+        matmul_ends = [r.end_s for r in rows if r.kind == "matmul"]
+        copy_starts = [r.start_s for r in rows if r.kind == "copy"]
+        report["overlap" if overlap else "forced"] = {
+            "devices": sorted({t.device for t in out}), "close": close(out), "count": len(out),
+            "source": source,
+            "copies_before_last_matmul_end": sum(t < max(matmul_ends) - 50e-6
+                                                 for t in copy_starts),
+        }
+print(json.dumps(report))
+"""
+
+
+@pytest.fixture(scope="module")
+def graphs():
+    finished = run_python(GRAPHS, timeout=240)
+    assert finished.returncode == 0, finished.stderr[-4000:]
+    return json.loads(finished.stdout.strip().splitlines()[-1])
+
+
+def test_copies_land_on_the_driver_and_equal_the_local_computation(graphs):
+    local = "/job:localhost/replica:0/task:0/device:CPU:0"
+    assert graphs["run_devices"] == [WORKER] and graphs["copy_devices"] == [local]
+    assert graphs["copy_close"]
+    for key in ("overlap", "forced"):
+        assert graphs[key]["devices"] == [local] and graphs[key]["count"] == 6
+        assert graphs[key]["close"]
+
+
+def test_forced_order_holds_every_copy_until_the_last_matmul(graphs):
+    if graphs["forced"]["source"] != "worker and notebook":
+        pytest.skip("the worker's trace could not be taken on this run")
+    assert graphs["forced"]["copies_before_last_matmul_end"] == 0
+
+
+# --- refused before anything starts ---------------------------------------------------------------
+
+
+@pytest.fixture
+def nothing_may_start(monkeypatch):
+    def must_not_start(*args, **kwargs):
+        raise AssertionError("started a process for input that should have been refused")
+
+    monkeypatch.setattr(experiment, "WorkerGroup", must_not_start)
+
+
+@pytest.mark.parametrize(
+    "kwargs, error",
+    [
+        ({"size": 0}, ValueError),
+        ({"size": -5}, ValueError),
+        ({"size": 2.5}, TypeError),
+        ({"size": True}, TypeError),
+        ({"size": "512"}, TypeError),
+        ({"n_matmuls": 0}, ValueError),
+        ({"n_matmuls": 10**6}, ValueError),
+        ({"size": 10**6}, ValueError),
+        ({"rounds": 0}, ValueError),
+        ({"rounds": 1.5}, TypeError),
+        ({"overlap": "yes"}, TypeError),
+        ({"min_runs": 0}, ValueError),
+    ],
+)
+def test_bad_input_is_refused_in_well_under_a_second(nothing_may_start, kwargs, error):
+    began = time.monotonic()
+    with pytest.raises(error):
+        experiment.run_compute_copy(**{"size": 64, "n_matmuls": 2, **kwargs})
+    assert time.monotonic() - began < 1.0
+
+
+def test_too_large_for_this_machine_is_refused_and_names_the_slider(nothing_may_start):
+    with pytest.raises(ValueError, match="choose a smaller size|choose smaller values"):
+        experiment.run_compute_copy(8192, 200)  # 54 GB of results, twice
+    with pytest.raises(ValueError, match="'matrix size' slider"):
+        experiment.run_compute_copy(0, 10)
+    assert experiment.check_compute_copy_fits(64, 3) == 3 * 64 * 64 * 4
+
+
+# --- the result's arithmetic, verdicts and flags with known times ---------------------------------
+
+
+def measurement(label, seconds, nbytes=None, spread=0.0):
+    times = [seconds * (1 - spread), seconds, seconds * (1 + spread)]
+    return Measurement(label, times, nbytes, "B/s" if nbytes else "FLOP/s")
+
+
+def fake_result(run, copy, sequential, overlapped, launch=0.002, source=BOTH_TRACED, spread=0.0):
+    rows = [OpEvent(WORKER, "mm", "matmul", 0.0, run), OpEvent(HERE, "c", "copy", run / 2, run)]
+    nbytes = 10 * 512 * 512 * 4
+    return ComputeCopyResult(
+        size=512,
+        n_matmuls=10,
+        overlap=overlapped is not None,
+        nbytes=nbytes,
+        run=dataclasses.replace(measurement("run", run, spread=spread), work=2 * 512**3 * 10),
+        copy=measurement("copy", copy, nbytes, spread=spread),
+        sequential=measurement("sequential", sequential, spread=spread),
+        overlapped=None if overlapped is None else measurement("overlapped", overlapped),
+        link_peak=4e9,
+        rows=rows,
+        trace_source=source,
+        worker_device=WORKER,
+        launch=measurement("launch", launch),
+    )
+
+
+def test_a_real_overlap_is_reported_with_its_hidden_share():
+    result = fake_result(run=0.030, copy=0.010, sequential=0.038, overlapped=0.031)
+    assert result.hidden_fraction == pytest.approx((0.040 - 0.002 - 0.031) / 0.010)
+    assert result.flags() == []
+    assert result.verdict.startswith(
+        "Overlapped ran faster than one after the other (31.00 ms vs 38.00 ms); hidden: 70% ±"
+    )
+    assert result.verdict.endswith("copies during matmuls for 100% of the shorter part.")
+    untraced = dataclasses.replace(result, rows=[OpEvent(WORKER, "mm", "matmul", 0.0, 0.03)])
+    assert "does not show overlap as the cause" in untraced.verdict
+    assert result.traced_overlap == pytest.approx(0.5 * 0.030 / 0.015)  # copy all during matmul
+    text = str(result)
+    assert "1.05 GB/s" in text and "26% of loopback TCP (4.00 GB/s" in text
+    assert "WARNING" not in text
+
+
+def test_a_hidden_share_above_100_percent_is_flagged_never_shown():
+    # Two copies of the notebook at once: run and copy timed slow, the overlapped call fast.
+    result = fake_result(run=0.030, copy=0.030, sequential=0.058, overlapped=0.020)
+    assert result.hidden_fraction > 1.2
+    flags = result.flags()
+    assert any("above 100%" in f and "impossible" in f for f in flags)
+    assert any("its ideal max(run, copy)" in f and "below it" in f for f in flags)
+    assert result.hidden_text() == "not shown: above 100% (flagged)"
+    assert result.verdict.startswith("Not a result")
+    assert f"{result.hidden_fraction:.0%} of min" not in str(result).split("WARNING")[0]
+
+
+def test_a_negative_hidden_share_is_explained_not_shown_as_a_percentage():
+    result = fake_result(run=0.030, copy=0.010, sequential=0.038, overlapped=0.050)
+    assert result.hidden_fraction < -1
+    assert result.hidden_text() == "none: took 12.00 ms longer than run + copy - launch"
+    assert result.verdict.startswith("Overlapped was slower than one after the other")
+    assert "-" not in result.hidden_text().split(":")[0]
+
+
+def test_differences_inside_the_noise_are_no_measurable_difference():
+    result = fake_result(0.030, 0.010, 0.038, 0.036, spread=0.3)
+    assert result.verdict.startswith("No measurable difference between overlapped")
+    assert result.hidden_text().startswith("too noisy to tell")
+    quieter = fake_result(0.030, 0.010, 0.038, 0.0375, spread=0.02)
+    assert quieter.hidden_text() == "none measurable (±40%)"
+
+
+def test_an_impossible_time_is_flagged_even_inside_huge_noise():
+    # Measured once on a busy machine: overlapped at 0.49x max(run, copy), run's IQR ~70%.
+    result = fake_result(run=0.0677, copy=0.0142, sequential=0.120, overlapped=0.0334, spread=0.7)
+    assert not any("by more than the noise" in f for f in result.flags())
+    assert any("0.49x its ideal max(run, copy)" in f and "cannot tell" in f for f in result.flags())
+    assert result.verdict.startswith("Not a result")
+    assert result.hidden_text() == "not shown: above 100% (flagged)"
+
+
+def test_a_one_after_the_other_faster_than_its_ideal_is_flagged():
+    result = fake_result(run=0.030, copy=0.010, sequential=0.020, overlapped=None)
+    assert any(
+        "one after the other took 20.00 ms = 0.53x its ideal" in f and "more than the noise" in f
+        for f in result.flags()
+    )
+    assert result.verdict.startswith("Not a result")
+
+
+def test_try_it_2_the_forced_order_matches_run_plus_copy():
+    forced = fake_result(run=0.030, copy=0.010, sequential=0.0385, overlapped=None)
+    assert forced.closest_ideal() == "run + copy - launch"
+    assert "matches it within the noise" in forced.verdict
+    overlapping = fake_result(run=0.030, copy=0.010, sequential=0.030, overlapped=None)
+    assert overlapping.closest_ideal() == "max(run, copy)"
+    slow = fake_result(run=0.030, copy=0.010, sequential=0.080, overlapped=None)
+    assert slow.closest_ideal() == "neither within the noise; closer to run + copy - launch"
+    assert "is 2.11x it" in slow.verdict
+    assert "matches run + copy - launch, as the worked answer says" in forced.which_ideal()
+    assert "not what the worked answer says" in overlapping.which_ideal()
+
+
+def test_a_fallback_trace_says_so():
+    result = fake_result(0.030, 0.010, 0.038, 0.031, source="driver only")
+    assert "worker's trace missing" in str(result)
+
+
+# --- the seed, the local copy, the panel ----------------------------------------------------------
+
+
+def test_the_seed_reading_takes_the_numpy_copy_off_before_inferring_rates():
+    reading = seed.seed_reading()
+    text = str(reading)
+    assert reading.copy_rate == pytest.approx(3.2e9 / 2.1474)
+    assert reading.numpy_copy_s == pytest.approx(0.04295, abs=1e-4)  # 64 MB at 1.49 GB/s
+    assert reading.run_s == pytest.approx(0.0557 - 0.04295, abs=1e-4)
+    assert "42.95 ms" in text and "12.75 ms" in text and "1.19x one after the other" in text
+    assert "502 TFLOP/s" in text and "not credible as a rate" in text
+    assert "TF32" in text and "names neither its GPU nor its link" in text
+    assert "hypothesis" in text
+
+
+def test_a_copy_between_logical_cpu_devices_moves_no_bytes():
+    result = local_copy.local_copy_cost((1 << 20, 64 << 20), min_runs=5, budget_s=0.3)
+    assert result.size_ratio == 64
+    small, large = (m.median for m in result.copies)
+    assert large < result.memcpy.median / 5 and result.time_ratio < 4 and small > 0
+    assert result.moved_no_bytes and "no bytes moved" in str(result)
+
+
+def test_local_copy_verdict_follows_the_measurement():
+    sizes, memcpy = [1 << 20, 64 << 20], measurement("memcpy", 5e-3, 64 << 20)
+    real = local_copy.LocalCopyResult(
+        "/device:GPU:0", "/device:GPU:1", sizes,
+        [measurement("c", 1e-4), measurement("c", 3e-3)], memcpy,
+    )  # fmt: skip
+    assert not real.moved_no_bytes and "really moves" in real.verdict
+    with pytest.raises(ValueError):
+        local_copy.local_copy_cost((0,))
+
+
+def test_panel_draws_the_bars_and_the_timeline_and_estimates(monkeypatch):
+    fake = fake_result(0.030, 0.010, 0.038, 0.031)
+    seen = {}
+
+    def fake_run(size, n_matmuls, overlap, progress, **kwargs):
+        seen.update(size=size, n_matmuls=n_matmuls, overlap=overlap)
+        return fake
+
+    monkeypatch.setattr(panel, "run_compute_copy", fake_run)
+    p = panel.compute_copy_panel()
+    p.sliders["size"].value, p.sliders["overlap"].value = 128, False
+    guess = p.estimate(**p.values())
+    assert p.run() is fake and p.error is None
+    assert seen == {"size": 128, "n_matmuls": 10, "overlap": False}
+    figure = panel.plot_compute_copy(fake)
+    assert len(figure.axes) == 2
+    assert [t.get_text() for t in figure.axes[0].get_yticklabels()][-1] == "overlapped"
+    # After a run, the estimate uses its measured rates (faster than the guesses here).
+    assert p.estimate(**p.values()) < guess
+    big = experiment.estimate_compute_copy_s(2048, 50)
+    assert big > experiment.estimate_compute_copy_s(512, 10) > experiment.START_S
+    with pytest.raises(ValueError, match="'number of matmuls' slider"):
+        experiment.estimate_compute_copy_s(512, 0)
+    assert experiment.estimate_compute_copy_s(512, 10, flops_per_s=1e12, link_bytes_per_s=1e10) < (
+        experiment.estimate_compute_copy_s(512, 10)
+    )
