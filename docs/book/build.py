@@ -363,6 +363,9 @@ def start_page(runs: list[dict], references: list[dict], plot_alt: str | None) -
     plot = f"![{plot_alt}](_generated/references.png)\n" if plot_alt else ""
     toctree = "\n".join(f"notebooks/{run['name']}" for run in runs)
     replacements = {
+        "{{ count }}": {1: "One", 2: "Two", 3: "Three", 4: "Four", 5: "Five", 6: "Six"}.get(
+            len(runs), str(len(runs))
+        ),
         "{{ built_on }}": built,
         "{{ lessons }}": lessons_table(runs),
         "{{ references_plot }}": plot,
@@ -416,8 +419,11 @@ def set_alt_texts(html_text: str, descriptions: dict[str, str], fallback: str) -
 # --- The whole build ---------------------------------------------------------------------------
 
 
-def build(notebooks: list[Path], source: Path, out: Path, timeout: float) -> int:
-    began = time.monotonic()
+RUN_FACTS = ("name", "title", "summary", "seconds", "machine", "errors")
+
+
+def run_all(notebooks: list[Path], source: Path, timeout: float) -> list[dict]:
+    """Execute every notebook into `source`, add each page's machine box, and keep the facts."""
     shutil.rmtree(source, ignore_errors=True)
     (source / "notebooks").mkdir(parents=True)
     os.environ["D2L_STATIC"] = "1"  # for the kernels: a static page is being made
@@ -438,21 +444,29 @@ def build(notebooks: list[Path], source: Path, out: Path, timeout: float) -> int
     for run in runs:
         add_machine_box(run["notebook"], machine_box(run, references))
         nbformat.write(run["notebook"], source / "notebooks" / f"{run['name']}.ipynb")
+    facts = [{key: run[key] for key in RUN_FACTS} for run in runs]
+    (source / "runs.json").write_text(json.dumps(facts, indent=1))
+    return runs
+
+
+def load_runs(source: Path) -> list[dict]:
+    """The runs of an earlier build in `source` (for --render-only)."""
+    facts = json.loads((source / "runs.json").read_text())
+    for run in facts:
+        run["notebook"] = nbformat.read(source / "notebooks" / f"{run['name']}.ipynb", as_version=4)
+    return facts
+
+
+def build(
+    notebooks: list[Path], source: Path, out: Path, timeout: float, render_only: bool = False
+) -> int:
+    began = time.monotonic()
+    runs = load_runs(source) if render_only else run_all(notebooks, source, timeout)
+    references = load_references(REPO / "results")
     plot_alt = references_plot(references, source / "_generated" / "references.png")
     (source / "index.md").write_text(start_page(runs, references, plot_alt))
     shutil.rmtree(out, ignore_errors=True)
-    sphinx = [
-        sys.executable,
-        "-m",
-        "sphinx",
-        "-b",
-        "html",
-        "-q",
-        "-c",
-        str(BOOK),
-        str(source),
-        str(out),
-    ]
+    sphinx = [sys.executable, "-m", "sphinx", "-b", "html", "-q", "-c", BOOK, source, out]
     print("rendering with Sphinx ...", flush=True)
     subprocess.run(sphinx, check=True)
     for run in runs:
@@ -486,11 +500,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--source", type=Path, default=SOURCE, help="where the run copies go")
     parser.add_argument("--out", type=Path, default=OUT, help="where the HTML goes")
     parser.add_argument("--timeout", type=float, default=600, help="seconds per cell at most")
+    parser.add_argument(
+        "--render-only",
+        action="store_true",
+        help="run no notebook: render the runs already in --source again (after editing the "
+        "start page or conf.py)",
+    )
     args = parser.parse_args(argv)
     notebooks = args.notebooks or sorted((REPO / "notebooks").glob("*.ipynb"))
-    return build(
-        [p.resolve() for p in notebooks], args.source.resolve(), args.out.resolve(), args.timeout
-    )
+    paths = [p.resolve() for p in notebooks]
+    return build(paths, args.source.resolve(), args.out.resolve(), args.timeout, args.render_only)
 
 
 if __name__ == "__main__":
