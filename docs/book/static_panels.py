@@ -88,13 +88,15 @@ def _d2l_book_install():
             parts.append(suptitle)
         for axes in figure.axes:
             bits = [axes.get_title() or axes.get_title(loc="left")]
-            if axes.get_xlabel() or axes.get_ylabel():
-                bits.append(f"x: {axes.get_xlabel() or '-'}, y: {axes.get_ylabel() or '-'}")
+            bits += [
+                f"{axis}: {label}"
+                for axis, label in (("x", axes.get_xlabel()), ("y", axes.get_ylabel()))
+                if label
+            ]
             legend = axes.get_legend()
             if legend is not None:
-                labels = [t.get_text() for t in legend.get_texts()]
-                bits.append("lines: " + ", ".join(labels))
-            parts.append(" ".join(b for b in bits if b))
+                bits.append("lines: " + ", ".join(t.get_text() for t in legend.get_texts()))
+            parts.append(", ".join(b for b in bits if b))
         text = "; ".join(p for p in parts if p) or "a plot"
         printer.text("Figure: " + " ".join(text.split())[:400])
 
