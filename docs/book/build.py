@@ -480,6 +480,7 @@ def build(
             {
                 "built": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
                 "seconds": round(time.monotonic() - began, 1),
+                "render_only": render_only,  # then the notebooks ran in an earlier build
                 "notebooks": {r["name"]: round(r["seconds"], 1) for r in runs},
                 "errors": {r["name"]: r["errors"] for r in runs if r["errors"]},
             },
