@@ -171,6 +171,7 @@ def test_reference_results_table_lists_every_row_of_every_machine():
             "rows": [
                 {"name": "x / y", "ratio": 0.5, "goal": "<= 1", "detail": "d|e", "verdict": "ok"},
                 {"name": "only a", "ratio": 2.0, "goal": "report"},
+                {"name": "overhead", "ratio": 0.0041912, "goal": "<= 0.01"},
             ],
         },
         {
@@ -182,6 +183,7 @@ def test_reference_results_table_lists_every_row_of_every_machine():
     table = build.references_table(references)
     assert "| x / y | <= 1 | 0.50 **ok**<br>d\\|e | 1.25 |" in table
     assert "| only a | report | 2.00 | — |" in table
+    assert "| overhead | <= 0.01 | 0.0042 | — |" in table  # not 0.00
     assert "- `results/a.json`: A (TensorFlow 2.21.0)" in table
     assert "No reference results" in build.references_table([])
 

@@ -290,7 +290,7 @@ def references_table(references: list[dict]) -> str:
             goal = goal or row.get("goal", "")
             verdict = f" **{row['verdict']}**" if row.get("verdict") else ""
             detail = f"<br>{row['detail']}" if row.get("detail") else ""
-            cells.append(f"{row['ratio']:.2f}{verdict}{detail}")
+            cells.append(f"{ratio_text(row['ratio'])}{verdict}{detail}")
         rows.append(
             f"| {cell_text(name)} | {cell_text(goal)} | {' | '.join(map(cell_text, cells))} |"
         )
@@ -300,6 +300,11 @@ def references_table(references: list[dict]) -> str:
         for r in references
     )
     return f"{machines}\n\n" + "\n".join(rows)
+
+
+def ratio_text(ratio: float) -> str:
+    """Two decimals, or two significant digits for a small ratio (0.0042, not 0.00)."""
+    return f"{ratio:.2f}" if abs(ratio) >= 0.1 or ratio == 0 else f"{ratio:.2g}"
 
 
 def machine_facts(machine: dict) -> list[str]:
