@@ -7,7 +7,7 @@ no output shows a traceback or a dead widget, every internal link (and its #anch
 lesson page says where it ran and shows every figure of its run, equations are typeset, the search
 box finds a lesson, and dark mode and print keep working.
 
-The pages come from a real run of every notebook (about 2-3 minutes on 2 idle cores), so the
+The pages come from a real run of every notebook (5-6 minutes on a busy 2-core machine), so the
 browser test builds the book once per session, and only when `build/book/` is missing or older
 than a notebook, the book's sources, the package or the results (under CI=true always, into a
 fresh folder): a skipped browser test would prove nothing, and a stale book would test other
