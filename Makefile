@@ -24,6 +24,13 @@ lint: $(READY)
 test: lint
 	$(PY) -m pytest --nbval-lax --durations=10 tests notebooks
 
+# make book: run every notebook (default sliders) and render the pages into build/book/.
+BOOK := build/book
+.PHONY: book
+book: $(READY)
+	$(PY) docs/book/build.py --out $(BOOK)
+	@echo "open $(BOOK)/index.html"
+
 bench: $(READY)
 	$(PY) benchmarks/run_all.py
 
