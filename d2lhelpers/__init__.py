@@ -52,7 +52,17 @@ from d2lhelpers.lessons.l04_splitting_work import (
     plot_three_schemes,
     speedup_model_panel,
 )
-from d2lhelpers.lessons.l05_collectives import allreduce_panel
+from d2lhelpers.lessons.l05_collectives import (
+    AllreduceModel,
+    AllreduceOverlap,
+    AllreduceSweep,
+    allreduce_panel,
+    plot_allreduce_steps,
+    plot_allreduce_sweep,
+    plot_rounds_and_bytes,
+    run_allreduce_overlap,
+    run_allreduce_sweep,
+)
 from d2lhelpers.lessons.l06_multi_process import cluster_panel, failure_panel
 from d2lhelpers.panel import Panel
 from d2lhelpers.parallelism import ParallelRun
@@ -61,12 +71,7 @@ from d2lhelpers.pipeline_parallel import PipelineRun, measured_bubble, run_pipel
 from d2lhelpers.references import SEED_000, reference_table
 from d2lhelpers.replicas import replica_sweep, run_replicas
 from d2lhelpers.tensor_parallel import TensorParallelRun, all_reduce_sum, run_tensor_parallel
-from d2lhelpers.tf_allreduce import (
-    allreduce_in_one_graph,
-    allreduce_sweep,
-    overlap_experiment,
-    plot_allreduce_sweep,
-)
+from d2lhelpers.tf_collectives import allreduce_in_one_graph
 from d2lhelpers.timeline import (
     EmptyTraceError,
     OpEvent,
@@ -90,7 +95,14 @@ from d2lhelpers.workloads import (
     random_matrix,
 )
 
+# Old names, kept for code written against them (notebook 05 before the lessons/ layout).
+allreduce_sweep = run_allreduce_sweep
+overlap_experiment = run_allreduce_overlap
+
 __all__ = [
+    "AllreduceModel",
+    "AllreduceOverlap",
+    "AllreduceSweep",
     "AlphaBeta",
     "Benchmark",
     "Device",
@@ -152,9 +164,11 @@ __all__ = [
     "parallelism_panel",
     "pipeline_bubble_fraction",
     "plot_allreduce_job",
+    "plot_allreduce_steps",
     "plot_allreduce_sweep",
     "plot_concurrency",
     "plot_op_graph",
+    "plot_rounds_and_bytes",
     "plot_three_schemes",
     "plot_timeline",
     "plot_training_sweep",
@@ -164,6 +178,8 @@ __all__ = [
     "remote_tf_workers",
     "replica_sweep",
     "replicas_vs_one_group",
+    "run_allreduce_overlap",
+    "run_allreduce_sweep",
     "run_pipeline_parallel",
     "run_replicas",
     "run_tensor_parallel",
