@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from IPython.lib.pretty import pretty
 
 import d2lhelpers as d2l
 from d2lhelpers.benchmark import Measurement
@@ -116,6 +117,17 @@ def test_sweep_result_residuals_and_bound_from_known_numbers():
     assert "1.00 ms" in text and "calibrates β" in text and "least squares" in text
     assert "B is 1.50x the rate at which one device copies 7.8 KiB alone, 3.00x" in text
     assert "<table>" in sweep._repr_html_()
+
+
+def test_sweep_verdict_warns_when_beta_comes_from_a_noisy_run():
+    quiet = _sweep([1.1e-3, 1.3e-3, 1.4e-3, 2.0e-3])
+    assert "noisy runs" not in quiet.verdict
+    sizes_times = [1.1e-3, 1.3e-3, 1.4e-3]
+    noisy = Measurement("all-reduce of 7.8 KiB", [1e-3, 2e-3, 2e-3, 3e-3], 8000, "B/s")
+    sweep = _sweep([*sizes_times, noisy.median], measurements=[*map(_fake, sizes_times), noisy])
+    assert "α and β come from noisy runs (all-reduce of 7.8 KiB: IQR 25% of its median)" in (
+        sweep.verdict
+    )
 
 
 def test_sweep_without_growth_says_beta_cannot_be_measured():
@@ -423,3 +435,19 @@ def test_entry_points_refuse_random_bad_values_within_a_second(devices, which, f
     with pytest.raises((TypeError, ValueError)):
         call(**kwargs)
     assert time.perf_counter() - start < 1.0
+
+
+def test_plain_text_view_shows_the_tables():
+    result = l05.AllreduceModel(2, 1024 * KiB, 10e-6, 25e9, set_up=4)
+    assert pretty(result) == str(result) and pretty(result).startswith("all-reduce of 1.0 MiB")
+
+
+def test_sweep_flags_sizes_measured_below_the_bound():
+    # The largest took 5 ms for 8000 B (a slow run): B is low, and 4000 B in 1.4 ms beats it.
+    sweep = _sweep([1.1e-3, 1.3e-3, 1.4e-3, 5e-3])
+    assert sweep.bound_s(4000) > 1.4e-3 * 1.1
+    assert sweep.below_bound() == [4000]
+    flags = str(sweep)
+    assert "3.9 KiB measured faster than the bandwidth bound" in flags and "impossible" in flags
+    assert "β was measured low" in flags
+    assert _sweep([1.1e-3, 1.3e-3, 1.4e-3, 2.0e-3]).below_bound() == []

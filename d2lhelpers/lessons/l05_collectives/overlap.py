@@ -23,11 +23,12 @@ from d2lhelpers.devices import select_devices, setup_devices
 from d2lhelpers.lessons.l05_collectives.runs import (
     ESTIMATE_CALL_S,
     ESTIMATE_RATE_BYTES_PER_S,
+    Shown,
     Steps,
     measure_estimate_s,
     measure_options_checked,
 )
-from d2lhelpers.report import Reported, Table
+from d2lhelpers.report import Table
 from d2lhelpers.tf_collectives import (
     allreduce_and_compute,
     allreduce_consumers,
@@ -56,8 +57,8 @@ TRACED_AT_ONCE = 0.5  # a traced overlap above this, beside little hidden time, 
 MAX_CHAIN_SIZE = 8192  # matrices beyond this take minutes per chain on CPUs
 
 
-@dataclasses.dataclass
-class AllreduceOverlap(Reported):
+@dataclasses.dataclass(repr=False)  # shown by its tables (`Shown`)
+class AllreduceOverlap(Shown):
     """The all-reduce alone, the compute alone, a call's fixed cost, and both in one function.
 
     `launch`: the compute function on 1x1 matrices, a call that does no work: what one function
@@ -222,7 +223,7 @@ class AllreduceOverlap(Reported):
             compared.append(
                 (f"traced at the same time on {short_device_name(device)}", f"{fraction:.0%}", "")
             )
-        columns = ("ideal / quantity", "value", "both / ideal")
+        columns = ("ideal, or what was hidden and traced", "value", "both / ideal")
         return [
             measured,
             Table("against the ideals", columns, compared, [self.verdict], self.flags()),

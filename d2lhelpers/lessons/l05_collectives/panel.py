@@ -16,12 +16,13 @@ from d2lhelpers.devices import select_devices, setup_devices
 from d2lhelpers.lessons.l05_collectives.runs import (
     ESTIMATE_CALL_S,
     ESTIMATE_RATE_BYTES_PER_S,
+    Shown,
     Steps,
     measure_estimate_s,
     measure_options_checked,
 )
 from d2lhelpers.panel import Panel, slider
-from d2lhelpers.report import Reported, Table
+from d2lhelpers.report import Table
 from d2lhelpers.tf_collectives import (
     allreduce_in_one_graph,
     allreduce_inputs,
@@ -48,8 +49,8 @@ def format_time(seconds: float) -> str:
     return format_seconds(seconds)
 
 
-@dataclasses.dataclass
-class AllreduceModel(Reported):
+@dataclasses.dataclass(repr=False)  # shown by its tables (`Shown`)
+class AllreduceModel(Shown):
     """The alpha-beta prediction per algorithm for one size, its bound, and TF's measured time."""
 
     ranks: int

@@ -6,12 +6,21 @@ import numbers
 from collections.abc import Callable
 
 from d2lhelpers.admission import require_count
+from d2lhelpers.report import Reported
 
 MEASURE_COUNTS = ("warmup", "min_runs", "max_runs", "number")
 # A ring of logical CPUs reduces at about 1 GB/s of message (0.9-1.35 GB/s probed on 2 cores):
 # a cautious rate for estimates made before anything is measured.
 ESTIMATE_RATE_BYTES_PER_S = 0.5e9
 ESTIMATE_CALL_S = 2e-3  # a call's start-up on a loaded machine (about 1 ms probed)
+
+
+class Shown(Reported):
+    """`Reported`, and IPython's plain-text view (a console, nbval) shows the tables too, not the
+    dataclass's fields (JupyterLab shows the HTML tables either way)."""
+
+    def _repr_pretty_(self, printer, cycle) -> None:
+        printer.text(str(self))
 
 
 def measure_options_checked(options: dict, budget_s: float = 1.0) -> dict:

@@ -25,17 +25,18 @@ from collections.abc import Callable, Sequence
 import matplotlib.pyplot as plt
 
 from d2lhelpers.admission import require_count
-from d2lhelpers.benchmark import Measurement, measure
+from d2lhelpers.benchmark import NOISY_IQR, Measurement, measure
 from d2lhelpers.costs import AlphaBeta, Residual, bus_bandwidth_bound_s
 from d2lhelpers.devices import select_devices, setup_devices
 from d2lhelpers.lessons.l05_collectives.runs import (
     ESTIMATE_CALL_S,
     ESTIMATE_RATE_BYTES_PER_S,
+    Shown,
     Steps,
     measure_estimate_s,
     measure_options_checked,
 )
-from d2lhelpers.report import Reported, Table
+from d2lhelpers.report import Table
 from d2lhelpers.tf_collectives import (
     DEFAULT_SIZES,
     FRESH_PAGES_BYTES,
@@ -48,11 +49,17 @@ from d2lhelpers.tf_collectives import (
     require_message_fits,
 )
 from d2lhelpers.units import format_bytes, format_rate, format_seconds
-from d2lhelpers.verdicts import noise_of
+from d2lhelpers.verdicts import LIKELY_CAUSES, beats_ideal, impossible, noise_of
+
+BOUND_CAUSES = (
+    "β was measured low: the largest size's run was slow (noise, or fresh pages for a large "
+    "tensor), so B and its bound are too low",
+    *LIKELY_CAUSES,
+)
 
 
-@dataclasses.dataclass
-class AllreduceSweep(Reported):
+@dataclasses.dataclass(repr=False)  # shown by its tables (`Shown`)
+class AllreduceSweep(Shown):
     """TF's all-reduce on `n_devices` timed per message size, beside the alpha-beta predictions.
 
     `model`: alpha from the tiny message alone, beta from the largest size alone; it predicts
@@ -135,6 +142,17 @@ class AllreduceSweep(Reported):
             f"within {abs(worst.relative):.0%} (worst: {format_bytes(worst.nbytes)}, "
             f"{worst.relative:+.0%}); {inside} of {len(self.residuals)} within the "
             "measurement's noise."
+        ) + self._calibration_caveat()
+
+    def _calibration_caveat(self) -> str:
+        """Predictions are no better than the two measurements alpha and beta come from."""
+        noisy = [m for m in (self.tiny, self.measurements[-1]) if m.iqr > NOISY_IQR * m.median]
+        if not noisy:
+            return ""
+        worst = max(noisy, key=lambda m: m.iqr / m.median)
+        return (
+            f" α and β come from noisy runs ({worst.label}: IQR {worst.iqr / worst.median:.0%} of "
+            "its median), so these predictions are no better: run it again on a quieter machine."
         )
 
     def tables(self) -> list[Table]:
@@ -148,7 +166,9 @@ class AllreduceSweep(Reported):
         verdicts, flags = [self.verdict], []
         if self.bus_bandwidth:
             bus = self.bus_bandwidth
-            rows.append(("bus bandwidth B = β·2(n-1)/n", format_rate(bus, "B/s"), "each rank's"))
+            rows.append(
+                ("bus bandwidth B", format_rate(bus, "B/s"), "β·2(n-1)/n: each rank's link")
+            )
             verdicts.append(
                 f"B is {bus / self.copy.rate:.2f}x the rate at which one device copies "
                 f"{largest} alone, {bus / self.add.rate:.2f}x the rate at which it adds."
@@ -161,10 +181,32 @@ class AllreduceSweep(Reported):
                 "for every new tensor: page faults slow them, and a β taken there "
                 "under-predicts the smaller sizes"
             )
+        flags += self._below_bound_flags()
         for m in (self.tiny, *self.measurements, self.copy, self.add):
             flags += [f"{m.label}: {warning}" for warning in m.warnings]
         title = f"TF all-reduce (CollectiveReduceV2, ring) on {self.n_devices} {self.kind} devices"
         return Table(title, ("quantity", "value", "from"), rows, verdicts, flags)
+
+    def below_bound(self) -> list[int]:
+        """Sizes measured faster, beyond their noise, than the bound 2(n-1)/n * S / B."""
+        if self.bus_bandwidth is None:
+            return []
+        return [
+            s
+            for s, m in zip(self.sizes[:-1], self.measurements[:-1], strict=True)
+            if beats_ideal(m, self.bound_s(s))
+        ]
+
+    def _below_bound_flags(self) -> list[str]:
+        below = self.below_bound()
+        if not below:
+            return []
+        sizes = ", ".join(format_bytes(s) for s in below)
+        what = (
+            f"{sizes} measured faster than the bandwidth bound 2(n-1)/n·S/B, whose B comes "
+            f"from the {format_bytes(self.sizes[-1])} run"
+        )
+        return [impossible(what, BOUND_CAUSES)]
 
     def _sizes_table(self) -> Table:
         rows = []
