@@ -19,7 +19,11 @@ from d2lhelpers.lessons import l05_collectives as l05
 from d2lhelpers.lessons.l05_collectives import overlap as overlap_module
 from d2lhelpers.lessons.l05_collectives import panel as panel_module
 from d2lhelpers.lessons.l05_collectives import sweep as sweep_module
-from d2lhelpers.lessons.l05_collectives.runs import Steps, measure_options_checked
+from d2lhelpers.lessons.l05_collectives.runs import (
+    Steps,
+    measure_interleaved,
+    measure_options_checked,
+)
 from d2lhelpers.tf_collectives import alpha_beta_models
 from d2lhelpers.timeline import OpEvent
 from d2lhelpers.units import KiB, MiB
@@ -226,6 +230,21 @@ def test_steps_report_done_total_and_status():
     Steps(None, 1).finished("nothing listens")  # no progress callback: nothing to call
 
 
+def test_measure_interleaved_pools_every_turn_in_order():
+    order = []
+    runs = [(lambda: order.append("a"), "a", {}), (lambda: order.append("b"), "b", {"flops": 2.0})]
+    rounds = []
+    pooled = measure_interleaved(
+        runs, 2, on_round=lambda: rounds.append(len(order)), number=1, warmup=0, min_runs=2,
+        max_runs=2, sync=lambda: None,
+    )  # fmt: skip
+    # Per turn: one calibration-free run per timed block, two blocks: a a b b, then again.
+    assert order == ["a", "a", "b", "b"] * 2 and rounds == [4, 8]
+    assert [len(m.times) for m in pooled] == [4, 4] and pooled[1].work == 2.0
+    with pytest.raises(ValueError, match="rounds"):
+        measure_interleaved(runs, 0)
+
+
 def test_measure_options_checked():
     assert measure_options_checked({"min_runs": 3}) == {"budget_s": 1.0, "min_runs": 3}
     with pytest.raises(ValueError, match="below min_runs"):
@@ -317,8 +336,11 @@ def test_overlap_shows_in_the_trace_only_when_overlapped(devices):
     together = l05.run_allreduce_overlap(2, progress=lambda *a: calls.append(a), **options)
     apart = l05.run_allreduce_overlap(2, overlap=False, **options)
     done = [c for c in calls if c[2].startswith("done") or c[2] == "finished"]
-    assert [c[0] for c in done] == [1, 2, 3, 4, 5] and all(c[1] == 5 for c in calls)
+    assert [c[0] for c in done] == [1, 2, 3, 4] and all(c[1] == 4 for c in calls)  # 3 rounds
     assert any(c[2] == "tracing one call of both in one function" for c in calls)
+    assert any(c[2].startswith("measuring launch: the compute function") for c in calls)
+    assert any("(round 3 of 3), repeat 1" in c[2] for c in calls)
+    assert len(together.launch.times) >= 9  # three turns of at least three runs, pooled
     overlapped, sequential = _traced_fractions(together), _traced_fractions(apart)
     # Probed 60 times: overlapped, each device 0.32 to 1.0 (mostly 1.0); one after the other, 0.
     assert min(overlapped.values()) > 0.15 and np.mean(list(overlapped.values())) > 0.5, overlapped
@@ -343,6 +365,8 @@ def test_overlap_shows_in_the_trace_only_when_overlapped(devices):
         ({"chain_length": 2.5}, TypeError),
         ({"overlap": "yes"}, TypeError),
         ({"max_runs": 0}, ValueError),
+        ({"rounds": 0}, ValueError),
+        ({"rounds": 1.5}, TypeError),
     ],
 )
 def test_overlap_refuses_bad_input_fast_before_allocating(devices, monkeypatch, kwargs, error):

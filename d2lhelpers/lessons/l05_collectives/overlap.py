@@ -18,7 +18,7 @@ import statistics
 from collections.abc import Callable
 
 from d2lhelpers.admission import require_count
-from d2lhelpers.benchmark import Measurement, measure
+from d2lhelpers.benchmark import Measurement
 from d2lhelpers.devices import select_devices, setup_devices
 from d2lhelpers.lessons.l05_collectives.runs import (
     ESTIMATE_CALL_S,
@@ -26,6 +26,7 @@ from d2lhelpers.lessons.l05_collectives.runs import (
     Shown,
     Steps,
     measure_estimate_s,
+    measure_interleaved,
     measure_options_checked,
 )
 from d2lhelpers.report import Table
@@ -55,6 +56,8 @@ from d2lhelpers.workloads import chain_bytes, chain_flops, chains_in_one_graph, 
 
 TRACED_AT_ONCE = 0.5  # a traced overlap above this, beside little hidden time, gets explained
 MAX_CHAIN_SIZE = 8192  # matrices beyond this take minutes per chain on CPUs
+MIN_RUNS_PER_TURN = 3  # each turn of `measure_interleaved` needs a median of its own
+ESTIMATE_FLOP_RATE = 20e9  # per logical CPU, cautious: 2 cores together ran 155 GFLOP/s here
 
 
 @dataclasses.dataclass(repr=False)  # shown by its tables (`Shown`)
@@ -280,16 +283,22 @@ def estimate_allreduce_overlap_s(
     size: int = 8 * MiB,
     chain_size: int = 256,
     chain_length: int = 12,
-    flop_rate: float = 20e9,
+    rounds: int = 3,
+    flop_rate: float = ESTIMATE_FLOP_RATE,
     **measure_options,
 ) -> float:
-    """About how many seconds `run_allreduce_overlap` takes, at `flop_rate` per device."""
+    """About how many seconds `run_allreduce_overlap` takes (a cautious guess, measuring
+    nothing), with the matmuls at `flop_rate` per device."""
     options = measure_options_checked(measure_options)
+    rounds = require_count("rounds", rounds, 1, 20)
     n = require_count("n_devices", n_devices, 2)
+    turn = {**options, "budget_s": options["budget_s"] / rounds}
+    turn.setdefault("min_runs", MIN_RUNS_PER_TURN)
     reduce_s = ESTIMATE_CALL_S + 2 * (n - 1) / n * size / ESTIMATE_RATE_BYTES_PER_S
     compute_s = ESTIMATE_CALL_S + chain_flops(chain_size, chain_length) / flop_rate
     calls = [reduce_s, compute_s, ESTIMATE_CALL_S, reduce_s + compute_s]
-    return sum(measure_estimate_s(call, options) for call in calls) + 3 * (reduce_s + compute_s)
+    timed = rounds * sum(measure_estimate_s(call, turn) for call in calls)
+    return timed + 3 * (reduce_s + compute_s)  # the trace: a warm-up call, one traced, a retry
 
 
 def run_allreduce_overlap(
@@ -299,10 +308,13 @@ def run_allreduce_overlap(
     chain_length: int = 12,
     overlap: bool = True,
     progress: Callable[[int, int, str], None] | None = None,
+    rounds: int = 3,
     **measure_options,
 ) -> AllreduceOverlap:
     """Time an all-reduce of `size` bytes per device and a chain of `chain_length` matmuls of
     `chain_size`² per device: each alone, then together in one function, and trace that one.
+    The four are timed in turns, `rounds` times (`measure_interleaved`), so a machine whose load
+    changes meanwhile slows them alike.
 
     The defaults make the two parts similar (a few ms each on 2 cores), where the two ideals
     differ most. Checked before anything is allocated: at least 2 devices, a size that is a
@@ -310,6 +322,7 @@ def run_allreduce_overlap(
     timed block.
     """
     options = measure_options_checked(measure_options)
+    rounds = require_count("rounds", rounds, 1, 20)
     if not isinstance(overlap, bool):
         raise TypeError(f"overlap must be True or False, got {overlap!r}")
     devices, size, chain_size, chain_length = _overlap_checks(
@@ -323,25 +336,29 @@ def run_allreduce_overlap(
     reduce_only = allreduce_in_one_graph(devices)
     compute_only = chains_in_one_graph(devices, chain_length)
     combined = allreduce_and_compute(devices, chain_length, overlap)
-    steps = Steps(progress, 5)
+    steps = Steps(progress, rounds + 1)
     n = len(devices)
     flops = n * chain_flops(chain_size, chain_length)
+    both = "both, " + ("overlapped" if overlap else "one after the other")
     runs = [
-        ("the all-reduce", lambda: reduce_only(*grads), {"nbytes": size}),
-        ("the matmul chains", lambda: compute_only(*xs), {"flops": flops}),
-        ("the launch", lambda: compute_only(*tiny_xs), {}),
-        ("both in one function", lambda: combined(grads, xs), {}),
+        (lambda: reduce_only(*grads), f"all-reduce of {format_bytes(size)} on {n} devices",
+         {"nbytes": size}),
+        (lambda: compute_only(*xs), f"{chain_length} matmuls of {chain_size}² on each device",
+         {"flops": flops}),
+        (lambda: compute_only(*tiny_xs), "launch: the compute function on 1x1 matrices", {}),
+        (lambda: combined(grads, xs), both, {}),
     ]  # fmt: skip
-    labels = [
-        f"all-reduce of {format_bytes(size)} on {n} devices",
-        f"{chain_length} matmuls of {chain_size}² on each device",
-        "launch: the compute function on 1x1 matrices",
-        "both, " + ("overlapped" if overlap else "one after the other"),
-    ]
-    measured = []
-    for (what, call, work), label in zip(runs, labels, strict=True):
-        measured.append(measure(call, label, on_repeat=steps.repeats(what), **work, **options))
-        steps.finished(what)
+    turn = {**options, "budget_s": options["budget_s"] / rounds}
+    turn.setdefault("min_runs", MIN_RUNS_PER_TURN)
+    measured = measure_interleaved(
+        runs,
+        rounds,
+        on_round=lambda: steps.finished(f"round {steps.done + 1} of {rounds}"),
+        on_repeat=lambda r, label, repeat: steps.report(
+            f"measuring {label} (round {r} of {rounds}), repeat {repeat}"
+        ),
+        **turn,
+    )
     steps.report("tracing one call of both in one function")
     names = device_names(devices)
     traced = trace_with_allreduce(combined, grads, xs, devices=names)
