@@ -154,12 +154,12 @@ def test_sweep_flags_noisy_measurements():
 def test_sweep_measures_tiny_sizes(devices, n):
     calls = []
     result = l05.run_allreduce_sweep(n, [64, 4096, 1024], lambda *a: calls.append(a), **QUICK)
-    # 3 sizes + the tiny one + one device's copy and add: 6 steps, each repeat reported.
-    assert [c[0] for c in calls if c[2].startswith("done") or c[2] == "finished"] == list(
-        range(1, 7)
-    )
-    assert all(len(c) == 3 and c[1] == 6 for c in calls)
-    assert any("repeat 3" in c[2] and "all-reduce of 1.0 KiB" in c[2] for c in calls)
+    # Two rounds, each timing the tiny one, 3 sizes, one device's copy and add in turn.
+    done = [c for c in calls if c[2].startswith("done") or c[2] == "finished"]
+    assert [c[0] for c in done] == [1, 2] and all(len(c) == 3 and c[1] == 2 for c in calls)
+    assert any(c[2].startswith("measuring all-reduce of 1.0 KiB") for c in calls)
+    assert any("(round 2 of 2), repeat 3" in c[2] for c in calls)
+    assert len(result.tiny.times) == len(result.copy.times) == 6  # 3 runs a turn, pooled
     assert result.sizes == [64, 1024, 4096] and result.n_devices == n
     assert len(result.measurements) == len(result.predicted) == 3
     assert all(t > 0 for t in result.times) and result.tiny.median > 0
@@ -190,6 +190,7 @@ def _no_allocation(*args, **kwargs):
         ({"budget_s": -1}, ValueError, "budget_s"),
         ({"min_runs": 0}, ValueError, "min_runs"),
         ({"repeats": 3}, TypeError, "unknown measure option"),
+        ({"rounds": 0}, ValueError, "rounds"),
     ],
 )
 def test_sweep_refuses_bad_input_fast_before_allocating(devices, monkeypatch, kwargs, error, match):
@@ -475,3 +476,12 @@ def test_sweep_flags_sizes_measured_below_the_bound():
     assert "3.9 KiB measured faster than the bandwidth bound" in flags and "impossible" in flags
     assert "β was measured low" in flags
     assert _sweep([1.1e-3, 1.3e-3, 1.4e-3, 2.0e-3]).below_bound() == []
+
+
+def test_sweep_flags_sizes_measured_faster_than_alpha():
+    sweep = _sweep([1.1e-3, 1.3e-3, 1.4e-3, 2.0e-3], tiny=1.2e-3)
+    assert sweep.below_alpha() == []  # 1.1 ms is inside the 5% noise of 1.2 ms
+    sweep = _sweep([0.8e-3, 1.3e-3, 1.4e-3, 2.0e-3], tiny=1.2e-3)
+    assert sweep.below_alpha() == [1000]
+    assert "1000 B measured faster than the 4-byte all-reduce that gives α (1.20 ms)" in str(sweep)
+    assert "α was measured high" in str(sweep)

@@ -28,6 +28,7 @@ from d2lhelpers.lessons.l05_collectives.runs import (
     measure_estimate_s,
     measure_interleaved,
     measure_options_checked,
+    turn_options,
 )
 from d2lhelpers.report import Table
 from d2lhelpers.tf_collectives import (
@@ -56,7 +57,6 @@ from d2lhelpers.workloads import chain_bytes, chain_flops, chains_in_one_graph, 
 
 TRACED_AT_ONCE = 0.5  # a traced overlap above this, beside little hidden time, gets explained
 MAX_CHAIN_SIZE = 8192  # matrices beyond this take minutes per chain on CPUs
-MIN_RUNS_PER_TURN = 3  # each turn of `measure_interleaved` needs a median of its own
 ESTIMATE_FLOP_RATE = 20e9  # per logical CPU, cautious: 2 cores together ran 155 GFLOP/s here
 
 
@@ -292,8 +292,7 @@ def estimate_allreduce_overlap_s(
     options = measure_options_checked(measure_options)
     rounds = require_count("rounds", rounds, 1, 20)
     n = require_count("n_devices", n_devices, 2)
-    turn = {**options, "budget_s": options["budget_s"] / rounds}
-    turn.setdefault("min_runs", MIN_RUNS_PER_TURN)
+    turn = turn_options(options, rounds)
     reduce_s = ESTIMATE_CALL_S + 2 * (n - 1) / n * size / ESTIMATE_RATE_BYTES_PER_S
     compute_s = ESTIMATE_CALL_S + chain_flops(chain_size, chain_length) / flop_rate
     calls = [reduce_s, compute_s, ESTIMATE_CALL_S, reduce_s + compute_s]
@@ -348,8 +347,6 @@ def run_allreduce_overlap(
         (lambda: compute_only(*tiny_xs), "launch: the compute function on 1x1 matrices", {}),
         (lambda: combined(grads, xs), both, {}),
     ]  # fmt: skip
-    turn = {**options, "budget_s": options["budget_s"] / rounds}
-    turn.setdefault("min_runs", MIN_RUNS_PER_TURN)
     measured = measure_interleaved(
         runs,
         rounds,
@@ -357,7 +354,7 @@ def run_allreduce_overlap(
         on_repeat=lambda r, label, repeat: steps.report(
             f"measuring {label} (round {r} of {rounds}), repeat {repeat}"
         ),
-        **turn,
+        **turn_options(options, rounds),
     )
     steps.report("tracing one call of both in one function")
     names = device_names(devices)

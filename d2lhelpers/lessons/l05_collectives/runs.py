@@ -49,6 +49,16 @@ def measure_options_checked(options: dict, budget_s: float = 1.0) -> dict:
     return options
 
 
+MIN_RUNS_PER_TURN = 3  # each turn of `measure_interleaved` needs a median of its own
+
+
+def turn_options(options: dict, rounds: int) -> dict:
+    """`measure` options for one turn of `rounds`: the time budget shared out among the turns."""
+    turn = {**options, "budget_s": options["budget_s"] / rounds}
+    turn.setdefault("min_runs", MIN_RUNS_PER_TURN)
+    return turn
+
+
 def measure_estimate_s(call_s: float, options: dict) -> float:
     """About how long `measure` takes for a call of `call_s` with these options (an upper guess).
 

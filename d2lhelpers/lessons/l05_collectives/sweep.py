@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 import matplotlib.pyplot as plt
 
 from d2lhelpers.admission import require_count
-from d2lhelpers.benchmark import NOISY_IQR, Measurement, measure
+from d2lhelpers.benchmark import NOISY_IQR, Measurement
 from d2lhelpers.costs import AlphaBeta, Residual, bus_bandwidth_bound_s
 from d2lhelpers.devices import select_devices, setup_devices
 from d2lhelpers.lessons.l05_collectives.runs import (
@@ -34,10 +34,13 @@ from d2lhelpers.lessons.l05_collectives.runs import (
     Shown,
     Steps,
     measure_estimate_s,
+    measure_interleaved,
     measure_options_checked,
+    turn_options,
 )
 from d2lhelpers.report import Table
 from d2lhelpers.tf_collectives import (
+    ALLREDUCE_BUFFERS,
     DEFAULT_SIZES,
     FRESH_PAGES_BYTES,
     TINY_BYTES,
@@ -54,6 +57,11 @@ from d2lhelpers.verdicts import LIKELY_CAUSES, beats_ideal, impossible, noise_of
 BOUND_CAUSES = (
     "β was measured low: the largest size's run was slow (noise, or fresh pages for a large "
     "tensor), so B and its bound are too low",
+    *LIKELY_CAUSES,
+)
+ALPHA_CAUSES = (
+    "α was measured high: the 4-byte run was slow (the machine was busier then), so every "
+    "prediction starts too high",
     *LIKELY_CAUSES,
 )
 
@@ -197,16 +205,33 @@ class AllreduceSweep(Shown):
             if beats_ideal(m, self.bound_s(s))
         ]
 
+    def below_alpha(self) -> list[int]:
+        """Sizes measured faster, beyond both noises, than the 4-byte all-reduce (alpha)."""
+        return [
+            s
+            for s, m in zip(self.sizes, self.measurements, strict=True)
+            if beats_ideal(m, self.tiny.median, noise_of(self.tiny))
+        ]
+
     def _below_bound_flags(self) -> list[str]:
+        flags = []
         below = self.below_bound()
-        if not below:
-            return []
-        sizes = ", ".join(format_bytes(s) for s in below)
-        what = (
-            f"{sizes} measured faster than the bandwidth bound 2(n-1)/n·S/B, whose B comes "
-            f"from the {format_bytes(self.sizes[-1])} run"
-        )
-        return [impossible(what, BOUND_CAUSES)]
+        if below:
+            sizes = ", ".join(format_bytes(s) for s in below)
+            what = (
+                f"{sizes} measured faster than the bandwidth bound 2(n-1)/n·S/B, whose B comes "
+                f"from the {format_bytes(self.sizes[-1])} run"
+            )
+            flags.append(impossible(what, BOUND_CAUSES))
+        below = self.below_alpha()
+        if below:
+            sizes = ", ".join(format_bytes(s) for s in below)
+            what = (
+                f"{sizes} measured faster than the {TINY_BYTES}-byte all-reduce that gives α "
+                f"({format_seconds(self.tiny.median)})"
+            )
+            flags.append(impossible(what, ALPHA_CAUSES))
+        return flags
 
     def _sizes_table(self) -> Table:
         rows = []
@@ -265,69 +290,70 @@ def _sweep_devices(n_devices) -> list:
 
 
 def estimate_allreduce_sweep_s(
-    n_devices: int = 2, sizes: Sequence[int] = DEFAULT_SIZES, **measure_options
+    n_devices: int = 2, sizes: Sequence[int] = DEFAULT_SIZES, rounds: int = 2, **measure_options
 ) -> float:
-    """About how many seconds `run_allreduce_sweep` takes (an upper guess, before measuring)."""
+    """About how many seconds `run_allreduce_sweep` takes (a cautious guess, measuring nothing)."""
     options = measure_options_checked(measure_options)
     sizes = allreduce_sizes(sizes)
     n = require_count("n_devices", n_devices, 2)
+    rounds = require_count("rounds", rounds, 1, 20)
+    turn = turn_options(options, rounds)
     per_call = [ESTIMATE_CALL_S + 2 * (n - 1) / n * s / ESTIMATE_RATE_BYTES_PER_S for s in sizes]
     local = sizes[-1] / ESTIMATE_RATE_BYTES_PER_S
     calls = [ESTIMATE_CALL_S, *per_call, local, local]
-    return sum(measure_estimate_s(call, options) for call in calls)
+    return rounds * sum(measure_estimate_s(call, turn) for call in calls)
 
 
 def run_allreduce_sweep(
     n_devices: int | None = None,
     sizes: Sequence[int] = DEFAULT_SIZES,
     progress: Callable[[int, int, str], None] | None = None,
+    rounds: int = 2,
     **measure_options,
 ) -> AllreduceSweep:
     """Time TF's all-reduce of each size (bytes per device) on the first `n_devices` devices.
 
-    Also times a 4-byte all-reduce (alpha) and one device copying and adding the largest size.
-    Everything is checked before anything is allocated: at least 2 devices, at least two sizes,
-    each a multiple of 4 bytes, the largest fitting in memory. `progress(done, total, status)`
-    after every timed block; `measure_options` go to `measure` (min_runs, max_runs, budget_s...).
+    Also a 4-byte all-reduce (alpha) and one device copying and adding the largest size, all
+    timed in turns, `rounds` times (`measure_interleaved`): a load that changes meanwhile slows
+    them alike. Checked before anything is allocated: 2 devices or more, two sizes or more, each
+    a multiple of 4 bytes, all fitting in memory at once. `progress(done, total, status)` after
+    every timed block; `measure_options` go to `measure` (budget_s shared among the rounds).
     """
     options = measure_options_checked(measure_options)
+    rounds = require_count("rounds", rounds, 1, 20)
     devices = _sweep_devices(n_devices)
     sizes = allreduce_sizes(sizes)
     kind = devices[0].kind
     what = f"an all-reduce of {format_bytes(sizes[-1])} on {len(devices)} devices"
-    require_message_fits(sizes[-1], devices, what, "size in sizes")
-    steps = Steps(progress, len(sizes) + 3)
+    # Every size's inputs live at once, and one device copies and adds the largest.
+    extra = sum(sizes[:-1]) + ALLREDUCE_BUFFERS * sizes[-1]
+    require_message_fits(sizes[-1], devices, what, "size in sizes", extra_bytes=extra)
+    steps = Steps(progress, rounds)
     run = allreduce_in_one_graph(devices)
-
-    def timed(nbytes: int) -> Measurement:
-        label = f"all-reduce of {format_bytes(nbytes)}"
+    runs = []
+    for nbytes in (TINY_BYTES, *sizes):
         xs = allreduce_inputs(nbytes, devices)
-        m = measure(
-            lambda: run(*xs),
-            f"{label} on {len(devices)} {kind} devices",
-            nbytes=nbytes,
-            on_repeat=steps.repeats(label),
-            **options,
-        )
-        steps.finished(label)
-        return m
-
-    tiny = timed(TINY_BYTES)
-    measurements = [timed(size) for size in sizes]
-    local = {}
-    for what, call in zip(("copy", "add"), local_copy_and_add(sizes[-1], devices[0]), strict=True):
-        label = f"one device's {what} of {format_bytes(sizes[-1])}"
-        local[what] = measure(
-            call, label, nbytes=sizes[-1], on_repeat=steps.repeats(label), **options
-        )
-        steps.finished(label)
+        label = f"all-reduce of {format_bytes(nbytes)} on {len(devices)} {kind} devices"
+        runs.append((lambda xs=xs: run(*xs), label, {"nbytes": nbytes}))
+    largest = format_bytes(sizes[-1])
+    copy, add = local_copy_and_add(sizes[-1], devices[0])
+    runs.append((copy, f"one device's copy of {largest}", {"nbytes": sizes[-1]}))
+    runs.append((add, f"one device's add of {largest}", {"nbytes": sizes[-1]}))
+    tiny, *measurements, copied, added = measure_interleaved(
+        runs,
+        rounds,
+        on_round=lambda: steps.finished(f"round {steps.done + 1} of {rounds}"),
+        on_repeat=lambda r, label, repeat: steps.report(
+            f"measuring {label} (round {r} of {rounds}), repeat {repeat}"
+        ),
+        **turn_options(options, rounds),
+    )
     model, fitted, fit_sizes = alpha_beta_models(
         sizes, [m.median for m in measurements], tiny.median
     )
     return AllreduceSweep(
-        len(devices), kind, sizes, measurements, tiny, local["copy"], local["add"], model, fitted,
-        fit_sizes,
-    )  # fmt: skip
+        len(devices), kind, sizes, measurements, tiny, copied, added, model, fitted, fit_sizes
+    )
 
 
 def plot_allreduce_sweep(result: AllreduceSweep, ax=None):
