@@ -319,6 +319,10 @@ def test_overlap_traced_fraction_and_its_hypothesis():
     assert "CPU:0 100%" in fully.verdict
     assert "a hypothesis this run does not test" in fully.verdict
     assert "2 usable CPU cores" in fully.verdict
+    assert "taking turns on that core" not in fully.verdict
+    one_core = _overlap(12.5e-3, rows=rows)
+    one_core.cores = 1
+    assert "With 1 usable CPU core, ops at the same time in a trace" in one_core.verdict
     table = str(fully)
     assert "hidden" in table and "traced at the same time on CPU:0" in table
 

@@ -184,6 +184,11 @@ class AllreduceOverlap(Shown):
             f"The trace shows the all-reduce and the matmuls at the same time for {each} of "
             "the shorter part."
         )
+        if self.kind == "logical CPU" and self.cores == 1 and max(fractions.values()) > 0:
+            sentence += (
+                " With 1 usable CPU core, ops at the same time in a trace were both in "
+                "progress, taking turns on that core."
+            )
         traced = statistics.mean(fractions.values())
         hidden = self.hidden_fraction if c.a_faster else 0.0
         if self.overlap and traced >= TRACED_AT_ONCE and traced - hidden > self.hidden_noise:
