@@ -20,7 +20,7 @@ class Shown(Reported):
     """`Reported`, and IPython's plain-text view (a console, nbval) shows the tables too, not the
     dataclass's fields (JupyterLab shows the HTML tables either way)."""
 
-    def _repr_pretty_(self, printer, cycle) -> None:
+    def _repr_pretty_(self, printer, _cycle) -> None:
         printer.text(str(self))
 
 
