@@ -18,6 +18,7 @@ from d2lhelpers.collectives import ALLREDUCE
 from d2lhelpers.lessons import l05_collectives as l05
 from d2lhelpers.lessons.l05_collectives import overlap as overlap_module
 from d2lhelpers.lessons.l05_collectives import panel as panel_module
+from d2lhelpers.lessons.l05_collectives import runs as runs_module
 from d2lhelpers.lessons.l05_collectives import sweep as sweep_module
 from d2lhelpers.lessons.l05_collectives.runs import (
     Steps,
@@ -385,7 +386,7 @@ def test_overlap_refuses_bad_input_fast_before_allocating(devices, monkeypatch, 
 
 
 def test_one_device_is_refused_saying_why(devices):
-    with pytest.raises(ValueError, match="moves nothing to overlap"):
+    with pytest.raises(ValueError, match="moves nothing, so there is nothing to overlap"):
         l05.run_allreduce_overlap(n_devices=1)
 
 
@@ -491,3 +492,9 @@ def test_sweep_flags_sizes_measured_faster_than_alpha():
     assert sweep.below_alpha() == [1000]
     assert "1000 B measured faster than the 4-byte all-reduce that gives α (1.20 ms)" in str(sweep)
     assert "α was measured high" in str(sweep)
+
+
+def test_one_set_up_device_says_how_to_get_two(devices, monkeypatch):
+    monkeypatch.setattr(runs_module, "setup_devices", lambda: devices[:1])
+    with pytest.raises(ValueError, match=r"only 1 device is set up: run d2l.setup_devices\(2\)"):
+        l05.run_allreduce_sweep()  # None: every set-up device, here one

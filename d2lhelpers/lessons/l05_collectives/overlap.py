@@ -19,12 +19,12 @@ from collections.abc import Callable
 
 from d2lhelpers.admission import require_count
 from d2lhelpers.benchmark import Measurement
-from d2lhelpers.devices import select_devices, setup_devices
 from d2lhelpers.lessons.l05_collectives.runs import (
     ESTIMATE_CALL_S,
     ESTIMATE_RATE_BYTES_PER_S,
     Shown,
     Steps,
+    allreduce_devices,
     measure_estimate_s,
     measure_interleaved,
     measure_options_checked,
@@ -277,17 +277,13 @@ class AllreduceOverlap(Shown):
 
 
 def _overlap_checks(n_devices, size, chain_size, chain_length) -> tuple[list, int, int, int]:
-    count = len(setup_devices())
-    n = require_count("n_devices", n_devices, 1)
-    if n == 1:
-        raise ValueError(
-            f"an all-reduce over 1 device moves nothing to overlap: choose n_devices from 2 "
-            f"to {max(count, 2)}"
-        )
+    if n_devices is None:
+        raise TypeError("n_devices must be a whole number of devices, 2 or more, got None")
+    devices = allreduce_devices(n_devices, "there is nothing to overlap")
     message_elements(size, "size")
     chain_size = require_count("chain_size", chain_size, 1, MAX_CHAIN_SIZE)
     chain_length = require_count("chain_length", chain_length, 1, 1000)
-    return select_devices(n), size, chain_size, chain_length
+    return devices, size, chain_size, chain_length
 
 
 def estimate_allreduce_overlap_s(

@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 
 from d2lhelpers.admission import require_count
 from d2lhelpers.benchmark import Measurement, measure, measurement_warnings
+from d2lhelpers.devices import select_devices, setup_devices
 from d2lhelpers.report import Reported
 
 MEASURE_COUNTS = ("warmup", "min_runs", "max_runs", "number")
@@ -22,6 +23,20 @@ class Shown(Reported):
 
     def _repr_pretty_(self, printer, _cycle) -> None:
         printer.text(str(self))
+
+
+def allreduce_devices(n_devices, what: str) -> list:
+    """The first `n_devices` set-up devices (None: all), refused if one: it would move nothing."""
+    count = len(setup_devices())
+    n = count if n_devices is None else require_count("n_devices", n_devices, 1)
+    if n == 1:
+        fix = (
+            f"choose n_devices from 2 to {count}"
+            if count > 1
+            else "only 1 device is set up: run d2l.setup_devices(2) first, in a new kernel"
+        )
+        raise ValueError(f"an all-reduce on one device moves nothing, so {what}: {fix}")
+    return select_devices(n)
 
 
 def measure_options_checked(options: dict, budget_s: float = 1.0) -> dict:

@@ -27,12 +27,12 @@ import matplotlib.pyplot as plt
 from d2lhelpers.admission import require_count
 from d2lhelpers.benchmark import NOISY_IQR, Measurement
 from d2lhelpers.costs import AlphaBeta, Residual, bus_bandwidth_bound_s
-from d2lhelpers.devices import select_devices, setup_devices
 from d2lhelpers.lessons.l05_collectives.runs import (
     ESTIMATE_CALL_S,
     ESTIMATE_RATE_BYTES_PER_S,
     Shown,
     Steps,
+    allreduce_devices,
     measure_estimate_s,
     measure_interleaved,
     measure_options_checked,
@@ -273,22 +273,6 @@ class AllreduceSweep(Shown):
         return [Table(title, ("size per device", "measured", "predicted", "residual"), rows)]
 
 
-def _sweep_devices(n_devices) -> list:
-    count = len(setup_devices())
-    n = count if n_devices is None else require_count("n_devices", n_devices, 1)
-    if n == 1:
-        raise ValueError(
-            "an all-reduce on one device moves nothing, so it has no bandwidth to measure: "
-            f"choose n_devices from 2 to {count}"
-            + (
-                ""
-                if count > 1
-                else " (only 1 device is set up: d2l.setup_devices(2) in a new kernel)"
-            )
-        )
-    return select_devices(n)
-
-
 def estimate_allreduce_sweep_s(
     n_devices: int = 2, sizes: Sequence[int] = DEFAULT_SIZES, rounds: int = 2, **measure_options
 ) -> float:
@@ -321,7 +305,7 @@ def run_allreduce_sweep(
     """
     options = measure_options_checked(measure_options)
     rounds = require_count("rounds", rounds, 1, 20)
-    devices = _sweep_devices(n_devices)
+    devices = allreduce_devices(n_devices, "it has no bandwidth to measure")
     sizes = allreduce_sizes(sizes)
     kind = devices[0].kind
     what = f"an all-reduce of {format_bytes(sizes[-1])} on {len(devices)} devices"
