@@ -57,7 +57,17 @@ from d2lhelpers.lessons.l04_splitting_work import (
     plot_three_schemes,
     speedup_model_panel,
 )
-from d2lhelpers.lessons.l05_collectives import allreduce_panel
+from d2lhelpers.lessons.l05_collectives import (
+    AllreduceModel,
+    AllreduceOverlap,
+    AllreduceSweep,
+    allreduce_panel,
+    plot_allreduce_steps,
+    plot_allreduce_sweep,
+    plot_rounds_and_bytes,
+    run_allreduce_overlap,
+    run_allreduce_sweep,
+)
 from d2lhelpers.lessons.l06_multi_process import cluster_panel, failure_panel
 from d2lhelpers.panel import Panel
 from d2lhelpers.parallelism import ParallelRun
@@ -66,12 +76,7 @@ from d2lhelpers.pipeline_parallel import PipelineRun, measured_bubble, run_pipel
 from d2lhelpers.references import SEED_000, reference_table
 from d2lhelpers.replicas import replica_sweep, run_replicas
 from d2lhelpers.tensor_parallel import TensorParallelRun, all_reduce_sum, run_tensor_parallel
-from d2lhelpers.tf_allreduce import (
-    allreduce_in_one_graph,
-    allreduce_sweep,
-    overlap_experiment,
-    plot_allreduce_sweep,
-)
+from d2lhelpers.tf_collectives import allreduce_in_one_graph
 from d2lhelpers.tf_servers import remote_tf_workers
 from d2lhelpers.timeline import (
     EmptyTraceError,
@@ -96,9 +101,15 @@ from d2lhelpers.workloads import (
     random_matrix,
 )
 
-compute_copy_experiment = run_compute_copy  # the old name, kept for old notebooks
+# Old names, kept for code written against them (README's compatibility list).
+compute_copy_experiment = run_compute_copy
+allreduce_sweep = run_allreduce_sweep
+overlap_experiment = run_allreduce_overlap
 
 __all__ = [
+    "AllreduceModel",
+    "AllreduceOverlap",
+    "AllreduceSweep",
     "AlphaBeta",
     "Benchmark",
     "Device",
@@ -160,10 +171,12 @@ __all__ = [
     "parallelism_panel",
     "pipeline_bubble_fraction",
     "plot_allreduce_job",
+    "plot_allreduce_steps",
     "plot_allreduce_sweep",
     "plot_compute_copy",
     "plot_concurrency",
     "plot_op_graph",
+    "plot_rounds_and_bytes",
     "plot_three_schemes",
     "plot_timeline",
     "plot_training_sweep",
@@ -173,6 +186,8 @@ __all__ = [
     "remote_tf_workers",
     "replica_sweep",
     "replicas_vs_one_group",
+    "run_allreduce_overlap",
+    "run_allreduce_sweep",
     "run_compute_copy",
     "run_pipeline_parallel",
     "run_replicas",

@@ -22,7 +22,9 @@ import math
 from dataclasses import dataclass
 from decimal import Decimal
 
+from d2lhelpers.admission import require_count, require_sweep
 from d2lhelpers.costs import alpha_beta_time_s, efficiency_table, format_efficiency_table
+from d2lhelpers.units import BYTES_PER_FLOAT
 
 
 def _check_vectors(vectors) -> list[list]:
@@ -48,7 +50,7 @@ def _elementwise_sum(data: list[list]) -> list:
 # --- The seed's program, ported line for line -------------------------------------------------
 
 
-def seed_all_reduce(local: list[list[float]]) -> int:
+def seed_allreduce(local: list[list[float]]) -> int:
     """The seed's Go `allReduce`: every list becomes the element-wise sum (in place); hops.
 
     What it really is: a *reduce* to one rank (the running sum passes 0 -> 1 -> ... -> n-1,
@@ -104,7 +106,7 @@ def go_format_float(x: float) -> str:
 def seed_program_output() -> str:
     """What the seed's Go `main` prints, character for character (table from costs.py)."""
     gpus = [[1.0, 2.0], [10.0, 20.0], [100.0, 200.0], [1000.0, 2000.0]]
-    hops = seed_all_reduce(gpus)
+    hops = seed_allreduce(gpus)
     held = "[" + " ".join(go_format_float(v) for v in gpus[0]) + "]"
     first = f"every GPU now holds {held} after {hops} hops\n"
     return first + "\n" + format_efficiency_table(efficiency_table())
@@ -115,8 +117,8 @@ def seed_program_output() -> str:
 
 def chunk_bounds(length: int, n: int) -> list[tuple[int, int]]:
     """(start, stop) of n chunks covering `length` elements; the first length % n get one more."""
-    if n < 1:
-        raise ValueError(f"need n >= 1 chunks, got {n}")
+    length = require_count("length", length, 0)
+    n = require_count("n (chunks)", n, 1)
     size, extra = divmod(length, n)
     return [(c * size + min(c, extra), (c + 1) * size + min(c + 1, extra)) for c in range(n)]
 
@@ -155,14 +157,13 @@ def reduce_scatter(vectors) -> list[list]:
     return [total[start:stop] for start, stop in chunk_bounds(len(total), len(data))]
 
 
-def all_reduce(vectors) -> list[list]:
+def allreduce(vectors) -> list[list]:
     """[a] [b] [c] [d]  ->  [a+b+c+d] x 4: every rank gets the sum; reduce-scatter + all-gather."""
     return all_gather(reduce_scatter(vectors))
 
 
 def _check_root(root: int, n: int) -> None:
-    if not 0 <= root < n:
-        raise ValueError(f"root must be a rank in 0..{n - 1}, got {root}")
+    require_count("root (a rank)", root, 0, n - 1)
 
 
 # --- All-reduce as schedules: every message recorded ----------------------------------------------
@@ -204,7 +205,7 @@ class CollectiveStats:
 
 
 @dataclass(frozen=True)
-class AllReduceRun:
+class AllreduceRun:
     """An all-reduce carried out: each rank's final vector, every message, and the costs."""
 
     algorithm: str
@@ -213,7 +214,7 @@ class AllReduceRun:
     stats: CollectiveStats
 
 
-def _run(algorithm, result, transfers, n_elements, element_bytes) -> AllReduceRun:
+def _run(algorithm, result, transfers, n_elements, element_bytes) -> AllreduceRun:
     link, rank, largest = {}, {}, {}
     for t in transfers:
         nbytes = t.n_elements * element_bytes
@@ -231,7 +232,7 @@ def _run(algorithm, result, transfers, n_elements, element_bytes) -> AllReduceRu
         bytes_per_rank=max(rank.values(), default=0),
         sequential_bytes=sum(largest.values()),
     )
-    return AllReduceRun(algorithm, result, tuple(transfers), stats)
+    return AllreduceRun(algorithm, result, tuple(transfers), stats)
 
 
 def _apply(data, t: Transfer, start: int, payload: list) -> None:
@@ -242,7 +243,7 @@ def _apply(data, t: Transfer, start: int, payload: list) -> None:
     data[t.receiver][start:stop] = payload
 
 
-def ring_allreduce(vectors, element_bytes: int = 4) -> AllReduceRun:
+def ring_allreduce(vectors, element_bytes: int = BYTES_PER_FLOAT) -> AllreduceRun:
     """Ring all-reduce: reduce-scatter then all-gather, 2(n-1) rounds, n messages each.
 
     The vector is cut into n chunks (uneven when n does not divide its length). Rank r always
@@ -270,7 +271,7 @@ def ring_allreduce(vectors, element_bytes: int = 4) -> AllReduceRun:
     return _run("ring", data, transfers, length, element_bytes)
 
 
-def tree_allreduce(vectors, element_bytes: int = 4) -> AllReduceRun:
+def tree_allreduce(vectors, element_bytes: int = BYTES_PER_FLOAT) -> AllreduceRun:
     """Tree all-reduce: pairs combine in parallel, then the sum fans back out.
 
     Up, round k = 0, 1, ...: rank r + 2^k sends its vector to rank r (r a multiple of 2^(k+1)),
@@ -295,7 +296,7 @@ def tree_allreduce(vectors, element_bytes: int = 4) -> AllReduceRun:
     return _run("tree", data, transfers, length, element_bytes)
 
 
-def reduce_then_broadcast(vectors, element_bytes: int = 4) -> AllReduceRun:
+def reduce_then_broadcast(vectors, element_bytes: int = BYTES_PER_FLOAT) -> AllreduceRun:
     """The seed's algorithm as a schedule: a chain reduce to rank n-1, then its broadcast.
 
     Round s < n-1: rank s sends the running sum to s+1, which adds its own. Then rank n-1 sends
@@ -316,13 +317,14 @@ ALGORITHMS = tuple(ALLREDUCE)
 
 
 def allreduce_stats(
-    algorithm: str, n_ranks: int, n_elements: int, element_bytes: int = 4
+    algorithm: str, n_ranks: int, n_elements: int, element_bytes: int = BYTES_PER_FLOAT
 ) -> CollectiveStats:
     """The closed forms of each algorithm's costs, no vectors needed (uneven chunks included)."""
     if algorithm not in ALLREDUCE:
         raise ValueError(f"algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
-    if n_ranks < 1 or n_elements < 1:
-        raise ValueError(f"need n_ranks >= 1 and n_elements >= 1, got {n_ranks}, {n_elements}")
+    n_ranks = require_count("n_ranks", n_ranks, 1)
+    n_elements = require_count("n_elements", n_elements, 1)
+    element_bytes = require_count("element_bytes", element_bytes, 1)
     n, length, several = n_ranks, n_elements, int(n_ranks > 1)
     if algorithm == "ring":
         small, extra = divmod(length, n)
@@ -354,6 +356,7 @@ def allreduce_time_s(
     algorithm: str, n_ranks: int, nbytes: int, alpha_s: float, beta_bytes_per_s: float
 ) -> float:
     """alpha-beta prediction for an all-reduce of `nbytes` over `n_ranks` (byte-sized chunks)."""
+    nbytes = require_count("nbytes", nbytes, 1)
     stats = allreduce_stats(algorithm, n_ranks, nbytes, element_bytes=1)
     return stats.time_s(alpha_s, beta_bytes_per_s)
 
@@ -364,6 +367,7 @@ def rounds_table(ns=range(2, 65)) -> list[tuple[int, int, int, int]]:
     Ring 2(n-1); tree 2 ceil(log2 n): ceil(log2 n) up, as many down; the seed's reduce then
     broadcast 2(n-1). For 8 GPUs: ring 14, tree 6 (3 up + 3 down), seed 14.
     """
+    ns = require_sweep("ns", ns, 1)
     return [(n, *(allreduce_stats(a, n, 1).rounds for a in ("ring", "tree", "seed"))) for n in ns]
 
 

@@ -1,4 +1,4 @@
-"""Matplotlib pictures of the all-reduces: one panel per round, and their costs against N."""
+"""Notebook 05: the all-reduces drawn, one panel per round, and their costs against N."""
 
 from __future__ import annotations
 
@@ -7,7 +7,11 @@ from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
 
-from d2lhelpers.collectives import AllReduceRun, allreduce_stats
+from d2lhelpers.admission import require_count, require_sweep
+from d2lhelpers.collectives import ALGORITHMS, AllreduceRun, allreduce_stats
+
+MAX_PANELS = 64  # rounds drawn at most: a 33-rank ring already needs 64
+MAX_RANKS = 4096  # the rounds-and-bytes plot's largest N
 
 # Adding into the receiver's chunk, or overwriting it: the two kinds of step to tell apart.
 PHASE_COLOURS = {
@@ -59,15 +63,23 @@ def _draw_ranks(ax, layout: _Layout, marker_size: float) -> None:
     ax.axis("off")
 
 
-def plot_allreduce_steps(run: AllReduceRun, columns: int = 4):
+def plot_allreduce_steps(run: AllreduceRun, columns: int = 4):
     """One panel per round of `run`: ranks as circles, an arrow per message, labelled by chunk.
 
     Orange arrows add into the receiver's chunk (reduce phases); blue ones overwrite it (gather,
     broadcast). The ring's arrows say which chunk c travels; the tree and the seed send the whole
     vector, as each panel's title says.
     """
+    if not isinstance(run, AllreduceRun):
+        raise TypeError(f"draw the result of ring_allreduce, tree_allreduce..., got {run!r:.80}")
+    columns = require_count("columns", columns, 1, MAX_PANELS)
     n = run.stats.n_ranks
     steps = sorted({t.step for t in run.transfers})
+    if len(steps) > MAX_PANELS:
+        raise ValueError(
+            f"{len(steps)} rounds to draw, at most {MAX_PANELS} are: choose fewer ranks "
+            f"(a ring of {MAX_PANELS // 2 + 1} ranks has {MAX_PANELS} rounds)"
+        )
     panels = max(len(steps), 1)
     columns = max(1, min(columns, panels))
     rows = -(-panels // columns)
@@ -123,7 +135,12 @@ def plot_rounds_and_bytes(ns=range(2, 65), nbytes: int = 1 << 20, algorithms=("r
     Solid: bytes through the busiest link. Dashed: bytes that must cross one after another
     (the alpha-beta model's bandwidth term). They coincide for the ring, not for the tree.
     """
-    ns = list(ns)
+    if hasattr(ns, "__len__") and len(ns) > MAX_RANKS:
+        raise ValueError(f"ns (ranks) lists {len(ns)} values, at most {MAX_RANKS} are drawn")
+    ns = require_sweep("ns (ranks)", ns, 1, MAX_RANKS)
+    nbytes = require_count("nbytes", nbytes, 1)
+    if isinstance(algorithms, str) or not algorithms or set(algorithms) - set(ALGORITHMS):
+        raise ValueError(f"algorithms must list some of {ALGORITHMS}, got {algorithms!r}")
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6))
     for algorithm in algorithms:
         stats = [allreduce_stats(algorithm, n, nbytes, element_bytes=1) for n in ns]

@@ -1,0 +1,500 @@
+"""Notebook 05's lesson: the sweep, the overlap run and the panel, from known numbers and tiny
+real runs; every entry point refuses bad input fast, before anything is allocated."""
+
+import math
+import re
+import time
+
+import matplotlib
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from IPython.lib.pretty import pretty
+
+import d2lhelpers as d2l
+from d2lhelpers.benchmark import Measurement
+from d2lhelpers.collectives import ALLREDUCE
+from d2lhelpers.lessons import l05_collectives as l05
+from d2lhelpers.lessons.l05_collectives import overlap as overlap_module
+from d2lhelpers.lessons.l05_collectives import panel as panel_module
+from d2lhelpers.lessons.l05_collectives import runs as runs_module
+from d2lhelpers.lessons.l05_collectives import sweep as sweep_module
+from d2lhelpers.lessons.l05_collectives.runs import (
+    Steps,
+    measure_interleaved,
+    measure_options_checked,
+)
+from d2lhelpers.tf_collectives import alpha_beta_models
+from d2lhelpers.timeline import OpEvent
+from d2lhelpers.units import KiB, MiB
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402  (after choosing the headless backend)
+
+QUICK = {"min_runs": 3, "max_runs": 3, "budget_s": 0.05}
+
+
+def _fake(seconds: float, nbytes: float | None = None, runs: int = 5) -> Measurement:
+    """A quiet measurement: `runs` equal times, so its noise is the 5% floor."""
+    return Measurement("fake", [seconds] * runs, nbytes, "B/s")
+
+
+# --- Step diagrams -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "algorithm, n, panels", [("ring", 4, 6), ("tree", 5, 6), ("seed", 4, 6), ("ring", 1, 1)]
+)
+def test_step_diagrams_have_one_panel_per_round(algorithm, n, panels):
+    run = ALLREDUCE[algorithm]([[r, 2 * r] for r in range(n)])
+    fig = l05.plot_allreduce_steps(run, columns=4)
+    try:
+        assert len(fig.axes) == panels
+        labels = [t.get_text() for ax in fig.axes for t in ax.texts]
+        if algorithm == "ring" and n > 1:
+            assert labels.count("c0") == 2 * (n - 1)  # every round sends chunk 0 somewhere
+        assert fig.axes[0].get_title().startswith("step 1: " if n > 1 else "one rank")
+    finally:
+        plt.close(fig)
+
+
+def test_rounds_and_bytes_plot():
+    fig = l05.plot_rounds_and_bytes(range(2, 65))
+    try:
+        left, right = fig.axes
+        ring_rounds = left.lines[0].get_ydata()
+        assert list(left.lines[0].get_xdata()) == list(range(2, 65))
+        assert ring_rounds[6] == 14 and left.lines[1].get_ydata()[6] == 6
+        assert len(right.lines) == 4
+    finally:
+        plt.close(fig)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: l05.plot_allreduce_steps([[1, 2]]),
+        lambda: l05.plot_allreduce_steps(ALLREDUCE["ring"]([[1]] * 40)),  # 78 rounds
+        lambda: l05.plot_allreduce_steps(ALLREDUCE["ring"]([[1]] * 2), columns=0),
+        lambda: l05.plot_rounds_and_bytes([]),
+        lambda: l05.plot_rounds_and_bytes(range(2, 10**9)),
+        lambda: l05.plot_rounds_and_bytes([2, 4.5]),
+        lambda: l05.plot_rounds_and_bytes(algorithms=("ring", "star")),
+        lambda: l05.plot_rounds_and_bytes(nbytes=0),
+    ],
+)
+def test_plots_refuse_bad_input_fast(call):
+    start = time.perf_counter()
+    with pytest.raises((TypeError, ValueError)):
+        call()
+    assert time.perf_counter() - start < 1.0
+
+
+# --- The sweep -----------------------------------------------------------------------------------
+
+
+def _sweep(times, tiny=1e-3, n=4, measurements=None):
+    sizes = [1000, 2000, 4000, 8000]
+    model, fitted, fit_sizes = alpha_beta_models(sizes, times, tiny_s=tiny)
+    measured = measurements or [_fake(t, s) for s, t in zip(sizes, times, strict=True)]
+    return l05.AllreduceSweep(
+        n, "logical CPU", sizes, measured, _fake(tiny), _fake(1e-3, 8000), _fake(2e-3, 8000),
+        model, fitted, fit_sizes,
+    )  # fmt: skip
+
+
+def test_sweep_result_residuals_and_bound_from_known_numbers():
+    sweep = _sweep([1.1e-3, 1.3e-3, 1.4e-3, 2.0e-3])
+    assert sweep.model.beta_bytes_per_s == pytest.approx(8000 / 1e-3)
+    assert sweep.predicted == pytest.approx([1e-3 + s / 8e6 for s in sweep.sizes])
+    assert [r.nbytes for r in sweep.residuals] == [1000, 2000, 4000]
+    assert sweep.residuals[0].relative == pytest.approx((1.1e-3 - 1.125e-3) / 1.1e-3)
+    assert sweep.held_out_sizes == [2000, 8000]
+    assert [r.nbytes for r in sweep.held_out_residuals] == [2000, 8000]
+    assert sweep.bus_bandwidth == pytest.approx(8e6 * 2 * 3 / 4)
+    assert sweep.bound_s(8000) == pytest.approx(8000 / 8e6)  # = S / beta
+    # Residuals -2%, +4%, -7%; the noise floor is 5% of each median: two of three inside it.
+    assert sweep.within_noise() == [True, True, False]
+    assert "predict the other 3 sizes within 7% (worst: 3.9 KiB, -7%)" in sweep.verdict
+    assert "2 of 3 within the measurement's noise" in sweep.verdict
+    text = str(sweep)
+    assert "1.00 ms" in text and "calibrates β" in text and "least squares" in text
+    assert "B is 1.50x the rate at which one device copies 7.8 KiB alone, 3.00x" in text
+    assert "<table>" in sweep._repr_html_()
+
+
+def test_sweep_verdict_warns_when_beta_comes_from_a_noisy_run():
+    quiet = _sweep([1.1e-3, 1.3e-3, 1.4e-3, 2.0e-3])
+    assert "noisy runs" not in quiet.verdict
+    sizes_times = [1.1e-3, 1.3e-3, 1.4e-3]
+    noisy = Measurement("all-reduce of 7.8 KiB", [1e-3, 2e-3, 2e-3, 3e-3], 8000, "B/s")
+    sweep = _sweep([*sizes_times, noisy.median], measurements=[*map(_fake, sizes_times), noisy])
+    assert "α and β come from noisy runs (all-reduce of 7.8 KiB: IQR 25% of its median)" in (
+        sweep.verdict
+    )
+
+
+def test_sweep_without_growth_says_beta_cannot_be_measured():
+    sweep = _sweep([1e-3, 1e-3, 1e-3, 1e-3])
+    assert math.isinf(sweep.model.beta_bytes_per_s) and sweep.bus_bandwidth is None
+    assert "β cannot be measured" in sweep.verdict
+    assert "choose larger sizes" in str(sweep)
+
+
+def test_sweep_flags_noisy_measurements():
+    noisy = Measurement("all-reduce of 8000 B", [1e-3, 2e-3, 3e-3, 4e-3], 8000, "B/s")
+    noisy.warnings = ["noisy: IQR is 50% of the median"]
+    sizes_times = [1.1e-3, 1.3e-3, 1.4e-3]
+    measured = [_fake(t) for t in sizes_times] + [noisy]
+    sweep = _sweep([*sizes_times, noisy.median], measurements=measured)
+    assert "WARNING: all-reduce of 8000 B: noisy" in str(sweep)
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_sweep_measures_tiny_sizes(devices, n):
+    calls = []
+    result = l05.run_allreduce_sweep(n, [64, 4096, 1024], lambda *a: calls.append(a), **QUICK)
+    # Two rounds, each timing the tiny one, 3 sizes, one device's copy and add in turn.
+    done = [c for c in calls if c[2].startswith("done") or c[2] == "finished"]
+    assert [c[0] for c in done] == [1, 2] and all(len(c) == 3 and c[1] == 2 for c in calls)
+    assert any(c[2].startswith("measuring all-reduce of 1.0 KiB") for c in calls)
+    assert any("(round 2 of 2), repeat 3" in c[2] for c in calls)
+    assert len(result.tiny.times) == len(result.copy.times) == 6  # 3 runs a turn, pooled
+    assert result.sizes == [64, 1024, 4096] and result.n_devices == n
+    assert len(result.measurements) == len(result.predicted) == 3
+    assert all(t > 0 for t in result.times) and result.tiny.median > 0
+    assert len(result.residuals) == 2 and len(result.held_out_residuals) == 1
+    assert all(math.isfinite(r.relative) for r in result.residuals + result.held_out_residuals)
+    assert result.copy.rate > 0 and result.add.rate > 0
+    assert result.kind == "logical CPU" and result.verdict and str(result)
+    figure = l05.plot_allreduce_sweep(result)
+    assert figure.axes[0].get_xscale() == "log" and figure.axes[0].get_yscale() == "log"
+    plt.close(figure)
+
+
+def _no_allocation(*args, **kwargs):
+    raise AssertionError("allocated before checking the input")
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        ({"n_devices": 1}, ValueError, "one device moves nothing"),
+        ({"n_devices": 0}, ValueError, "n_devices"),
+        ({"n_devices": 5}, ValueError, "choose 1 to 4"),
+        ({"n_devices": 2.5}, TypeError, "n_devices"),
+        ({"n_devices": True}, TypeError, "n_devices"),
+        ({"sizes": []}, ValueError, "empty"),
+        ({"sizes": [4096]}, ValueError, "two different"),
+        ({"sizes": [4096, 2**44]}, ValueError, "largest size in sizes that fits"),
+        ({"budget_s": -1}, ValueError, "budget_s"),
+        ({"min_runs": 0}, ValueError, "min_runs"),
+        ({"repeats": 3}, TypeError, "unknown measure option"),
+        ({"rounds": 0}, ValueError, "rounds"),
+    ],
+)
+def test_sweep_refuses_bad_input_fast_before_allocating(devices, monkeypatch, kwargs, error, match):
+    monkeypatch.setattr(sweep_module, "allreduce_inputs", _no_allocation)
+    kwargs = {"n_devices": 2, "sizes": [4096, 8192], **kwargs}
+    start = time.perf_counter()
+    with pytest.raises(error, match=match):
+        l05.run_allreduce_sweep(**kwargs)
+    assert time.perf_counter() - start < 1.0
+
+
+def test_estimates_grow_with_the_work():
+    small = l05.estimate_allreduce_sweep_s(2, [4096, 8192], **QUICK)
+    large = l05.estimate_allreduce_sweep_s(2, [4096, 256 * MiB], **QUICK)
+    assert 0 < small < large
+    assert (
+        0
+        < l05.estimate_allreduce_overlap_s(chain_size=64)
+        < l05.estimate_allreduce_overlap_s(chain_size=2048)
+    )
+    with pytest.raises(ValueError):
+        l05.estimate_allreduce_sweep_s(2, [])
+
+
+def test_steps_report_done_total_and_status():
+    calls = []
+    steps = Steps(lambda *a: calls.append(a), 2)
+    steps.repeats("x")(4)
+    steps.finished("x")
+    steps.repeats("y")(1)
+    steps.finished("y")
+    assert calls == [
+        (0, 2, "measuring x (step 1 of 2), repeat 4"),
+        (1, 2, "done: x"),
+        (1, 2, "measuring y (step 2 of 2), repeat 1"),
+        (2, 2, "finished"),
+    ]
+    Steps(None, 1).finished("nothing listens")  # no progress callback: nothing to call
+
+
+def test_measure_interleaved_pools_every_turn_in_order():
+    order = []
+    runs = [(lambda: order.append("a"), "a", {}), (lambda: order.append("b"), "b", {"flops": 2.0})]
+    rounds = []
+    pooled = measure_interleaved(
+        runs, 2, on_round=lambda: rounds.append(len(order)), number=1, warmup=0, min_runs=2,
+        max_runs=2, sync=lambda: None,
+    )  # fmt: skip
+    # Per turn: one calibration-free run per timed block, two blocks: a a b b, then again.
+    assert order == ["a", "a", "b", "b"] * 2 and rounds == [4, 8]
+    assert [len(m.times) for m in pooled] == [4, 4] and pooled[1].work == 2.0
+    with pytest.raises(ValueError, match="rounds"):
+        measure_interleaved(runs, 0)
+
+
+def test_measure_options_checked():
+    assert measure_options_checked({"min_runs": 3}) == {"budget_s": 1.0, "min_runs": 3}
+    with pytest.raises(ValueError, match="below min_runs"):
+        measure_options_checked({"min_runs": 5, "max_runs": 2})
+    with pytest.raises(TypeError, match="budget_s"):
+        measure_options_checked({"budget_s": "1"})
+
+
+# --- Overlap -------------------------------------------------------------------------------------
+
+
+def _overlap(combined, allreduce=4e-3, compute=10e-3, launch=1e-3, overlap=True, rows=()):
+    return l05.AllreduceOverlap(
+        2, "logical CPU", overlap, 4096, _fake(allreduce), _fake(compute), _fake(launch),
+        _fake(combined), list(rows), ["/device:CPU:0"], cores=2,
+    )  # fmt: skip
+
+
+def test_overlap_ideals_take_the_saved_launch_off():
+    result = _overlap(11e-3)
+    assert result.ideal_sequential == pytest.approx(13e-3)  # 4 + 10 - 1 ms
+    assert result.ideal_overlapped == pytest.approx(10e-3) == result.ideal
+    assert result.hidden_fraction == pytest.approx(2e-3 / 4e-3)  # not (14 - 11) / 4
+    # Noise: 5% of each median, summed, over the shorter part.
+    assert result.hidden_noise == pytest.approx(0.05 * (4 + 10 + 1 + 11) / 4)
+
+
+def test_overlap_verdict_follows_the_numbers():
+    saved = _overlap(11e-3)
+    assert "2.00 ms less than one after the other" in saved.verdict
+    assert "hiding 50% of the shorter part" in saved.verdict
+    assert not saved.flags()
+    same = _overlap(12.5e-3)
+    assert (
+        "no measurable difference" in same.verdict and "no time measurably hidden" in same.verdict
+    )
+    assert "hiding" not in same.verdict
+    slower = _overlap(16e-3)
+    assert "1.23x one after the other" in slower.verdict and "hid none" in slower.verdict
+    assert any("below 0" in f and "(inside the noise)" not in f for f in slower.flags())
+
+
+def test_overlap_flags_impossible_results():
+    faster_than_max = _overlap(8e-3)
+    assert faster_than_max.impossible_result
+    assert faster_than_max.verdict.startswith("No verdict")
+    assert any(
+        "impossible" in f and "max(all-reduce, compute)" in f for f in faster_than_max.flags()
+    )
+    above_all = _overlap(9.6e-3, launch=1e-5)  # hides 4.4 of 4 ms, within noise of the max
+    assert not above_all.impossible_result and above_all.hidden_fraction > 1
+    assert any(
+        "above 100%" in f and "busier than for the combined run" in f for f in above_all.flags()
+    )
+    in_order_faster = _overlap(11e-3, overlap=False)  # the forced order cannot hide 2 ms
+    assert in_order_faster.impossible_result and in_order_faster.verdict.startswith("No verdict")
+    in_order = _overlap(13e-3, overlap=False)
+    assert "In order" in in_order.verdict and "no measurable difference" in in_order.verdict
+
+
+def test_overlap_traced_fraction_and_its_hypothesis():
+    rows = [
+        OpEvent("/device:CPU:0", "allreduce_0", "other", 0.0, 4.0, "all-reduce"),
+        OpEvent("/device:CPU:0", "MatMul", "matmul", 2.0, 10.0),
+    ]
+    same = _overlap(12.5e-3, rows=rows)
+    assert same.traced_overlap() == {"/device:CPU:0": pytest.approx(0.5)}
+    assert "at the same time for CPU:0 50% of the shorter part" in same.verdict
+    rows[1] = OpEvent("/device:CPU:0", "MatMul", "matmul", 0.0, 10.0)
+    fully = _overlap(12.5e-3, rows=rows)
+    assert "CPU:0 100%" in fully.verdict
+    assert "a hypothesis this run does not test" in fully.verdict
+    assert "2 usable CPU cores" in fully.verdict
+    assert "taking turns on that core" not in fully.verdict
+    one_core = _overlap(12.5e-3, rows=rows)
+    one_core.cores = 1
+    assert "With 1 usable CPU core, ops at the same time in a trace" in one_core.verdict
+    table = str(fully)
+    assert "hidden" in table and "traced at the same time on CPU:0" in table
+
+
+def _traced_fractions(result):
+    fractions = result.traced_overlap()
+    assert set(fractions) == set(result.devices)
+    for device in result.devices:  # every device's all-reduce and compute are in the trace
+        assert l05.overlap.allreduce_rows(result.rows, device)
+        assert d2l.busy_intervals(result.rows, device, "matmul")
+    return fractions
+
+
+def test_overlap_shows_in_the_trace_only_when_overlapped(devices):
+    # About 2 ms of all-reduce and 6 ms of matmuls per device: the all-reduce fits in the chain.
+    options = {"size": 2 * MiB, "chain_size": 256, "chain_length": 20, **QUICK}
+    calls = []
+    together = l05.run_allreduce_overlap(2, progress=lambda *a: calls.append(a), **options)
+    apart = l05.run_allreduce_overlap(2, overlap=False, **options)
+    done = [c for c in calls if c[2].startswith("done") or c[2] == "finished"]
+    assert [c[0] for c in done] == [1, 2, 3, 4] and all(c[1] == 4 for c in calls)  # 3 rounds
+    assert any(c[2] == "tracing one call of both in one function" for c in calls)
+    assert any(c[2].startswith("measuring launch: the compute function") for c in calls)
+    assert any("(round 3 of 3), repeat 1" in c[2] for c in calls)
+    assert len(together.launch.times) >= 9  # three turns of at least three runs, pooled
+    overlapped, sequential = _traced_fractions(together), _traced_fractions(apart)
+    # Probed 60 times: overlapped, each device 0.32 to 1.0 (mostly 1.0); one after the other, 0.
+    assert min(overlapped.values()) > 0.15 and np.mean(list(overlapped.values())) > 0.5, overlapped
+    assert max(sequential.values()) < 0.05, sequential
+    for result in (together, apart):
+        assert result.combined.median > 0 and result.launch.median > 0 and result.verdict
+    assert apart.ideal == apart.ideal_sequential and together.ideal == together.ideal_overlapped
+
+
+@pytest.mark.parametrize(
+    "kwargs, error",
+    [
+        ({"n_devices": 1}, ValueError),
+        ({"n_devices": 5}, ValueError),
+        ({"n_devices": "2"}, TypeError),
+        ({"size": 3}, ValueError),
+        ({"size": 0}, ValueError),
+        ({"size": 2**44}, ValueError),
+        ({"chain_size": 0}, ValueError),
+        ({"chain_size": 10**6}, ValueError),
+        ({"chain_length": 0}, ValueError),
+        ({"chain_length": 2.5}, TypeError),
+        ({"overlap": "yes"}, TypeError),
+        ({"max_runs": 0}, ValueError),
+        ({"rounds": 0}, ValueError),
+        ({"rounds": 1.5}, TypeError),
+    ],
+)
+def test_overlap_refuses_bad_input_fast_before_allocating(devices, monkeypatch, kwargs, error):
+    monkeypatch.setattr(overlap_module, "allreduce_inputs", _no_allocation)
+    start = time.perf_counter()
+    with pytest.raises(error):
+        l05.run_allreduce_overlap(**kwargs)
+    assert time.perf_counter() - start < 1.0
+
+
+def test_one_device_is_refused_saying_why(devices):
+    with pytest.raises(ValueError, match="moves nothing, so there is nothing to overlap"):
+        l05.run_allreduce_overlap(n_devices=1)
+
+
+# --- The panel -----------------------------------------------------------------------------------
+
+
+def test_model_result_formats_tiny_bounds_and_explains_extreme_ratios():
+    result = l05.AllreduceModel(64, 4 * KiB, 10e-6, 900e9, set_up=4)
+    assert result.bound == pytest.approx(2 * 63 / 64 * 4096 / 900e9)
+    text = str(result)
+    assert "9.0 ns" in text and not re.search(r"(?<![\d.])0\.0+ (ms|µs)", text)  # no zero times
+    assert "140,626x" in text  # ring: 126 rounds of 10 µs, plus 8 KiB at 900 GB/s
+    assert "latency-bound" in text and "measures α and rounds" in text
+    assert "measured only up to the 4 set-up devices" in text
+    assert result.fastest == "tree" and "predicts tree fastest" in result.verdict
+
+
+def test_model_result_without_extreme_ratios_says_nothing_about_them():
+    result = l05.AllreduceModel(2, 1024 * KiB, 10e-6, 25e9, set_up=4)
+    assert result.fastest == "ring" and "latency-bound" not in str(result)
+    queued = l05.AllreduceModel(64, 16384 * KiB, 10e-6, 25e9, set_up=4)
+    assert "For seed the whole-vector messages" in str(queued)
+
+
+def test_format_time():
+    assert panel_module.format_time(9e-9) == "9.0 ns"
+    assert panel_module.format_time(2.5e-6) == "2.5 µs"
+    assert panel_module.format_time(0.0125) == "12.50 ms"
+
+
+def test_run_allreduce_model_measures_tf_when_it_can(devices):
+    calls = []
+    result = l05.run_allreduce_model(2, 4, 10, 25, progress=lambda *a: calls.append(a))
+    assert result.measured is not None and result.measured.median > 0
+    assert result.kind == "logical CPU" and calls[-1] == (1, 1, "finished")
+    assert "TensorFlow's ring, measured here on 2 logical CPU devices" in str(result)
+    figure = l05.plot_allreduce_model(result)
+    assert figure.axes[0].get_yscale() == "log" and len(figure.axes[0].patches) == 4
+    plt.close(figure)
+
+
+def test_panel_runs_with_the_model_alone_beyond_the_set_up_devices(devices):
+    panel = l05.allreduce_panel()
+    panel.sliders["ranks"].value = 64
+    panel.sliders["kib"].value = 4
+    result = panel.run()
+    assert panel.error is None and isinstance(result, l05.AllreduceModel)
+    assert result.measured is None and panel.estimate(**panel.values()) == 0.0
+    panel.sliders["ranks"].value = 2
+    assert 0 < panel.estimate(**panel.values()) < 30
+
+
+bad_counts = st.one_of(
+    st.integers(max_value=0), st.floats(), st.text(max_size=3), st.booleans(), st.none()
+)
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    which=st.sampled_from(["sweep", "overlap", "model"]),
+    field=st.integers(0, 2),
+    value=bad_counts,
+)
+def test_entry_points_refuse_random_bad_values_within_a_second(devices, which, field, value):
+    calls = {
+        "sweep": (l05.run_allreduce_sweep, ["n_devices", "sizes", "budget_s"]),
+        "overlap": (l05.run_allreduce_overlap, ["size", "chain_size", "chain_length"]),
+        "model": (l05.run_allreduce_model, ["ranks", "kib", "beta_gbps"]),
+    }
+    call, names = calls[which]
+    kwargs = {"ranks": 2, "kib": 4, "alpha_us": 10, "beta_gbps": 25} if which == "model" else {}
+    if which == "sweep" and names[field] == "n_devices" and value is None:
+        value = 1  # None means every set-up device: a valid choice
+    kwargs[names[field]] = value
+    start = time.perf_counter()
+    with pytest.raises((TypeError, ValueError)):
+        call(**kwargs)
+    assert time.perf_counter() - start < 1.0
+
+
+def test_plain_text_view_shows_the_tables():
+    result = l05.AllreduceModel(2, 1024 * KiB, 10e-6, 25e9, set_up=4)
+    assert pretty(result) == str(result) and pretty(result).startswith("all-reduce of 1.0 MiB")
+
+
+def test_sweep_flags_sizes_measured_below_the_bound():
+    # The largest took 5 ms for 8000 B (a slow run): B is low, and 4000 B in 1.4 ms beats it.
+    sweep = _sweep([1.1e-3, 1.3e-3, 1.4e-3, 5e-3])
+    assert sweep.bound_s(4000) > 1.4e-3 * 1.1
+    assert sweep.below_bound() == [4000]
+    flags = str(sweep)
+    assert "3.9 KiB measured faster than the bandwidth bound" in flags and "impossible" in flags
+    assert "β was measured low" in flags
+    assert _sweep([1.1e-3, 1.3e-3, 1.4e-3, 2.0e-3]).below_bound() == []
+
+
+def test_sweep_flags_sizes_measured_faster_than_alpha():
+    sweep = _sweep([1.1e-3, 1.3e-3, 1.4e-3, 2.0e-3], tiny=1.2e-3)
+    assert sweep.below_alpha() == []  # 1.1 ms is inside the 5% noise of 1.2 ms
+    sweep = _sweep([0.8e-3, 1.3e-3, 1.4e-3, 2.0e-3], tiny=1.2e-3)
+    assert sweep.below_alpha() == [1000]
+    assert "1000 B measured faster than the 4-byte all-reduce that gives α (1.20 ms)" in str(sweep)
+    assert "α was measured high" in str(sweep)
+
+
+def test_one_set_up_device_says_how_to_get_two(devices, monkeypatch):
+    monkeypatch.setattr(runs_module, "setup_devices", lambda: devices[:1])
+    with pytest.raises(ValueError, match=r"only 1 device is set up: run d2l.setup_devices\(2\)"):
+        l05.run_allreduce_sweep()  # None: every set-up device, here one
