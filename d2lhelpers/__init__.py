@@ -50,17 +50,24 @@ from d2lhelpers.lessons.l03_mlp_across_devices import mlp_branch_experiment, mlp
 from d2lhelpers.lessons.l04_splitting_work import (
     parallelism_panel,
     plot_three_schemes,
+    run_pipeline_trace,
+    run_three_schemes,
     speedup_model_panel,
 )
 from d2lhelpers.lessons.l05_collectives import allreduce_panel
 from d2lhelpers.lessons.l06_multi_process import cluster_panel, failure_panel
 from d2lhelpers.panel import Panel
-from d2lhelpers.parallelism import ParallelRun
+from d2lhelpers.parallelism import ParallelRun, communication_note
 from d2lhelpers.peaks import describe_devices, device_peak_rate, machine_baseline_rate
 from d2lhelpers.pipeline_parallel import PipelineRun, measured_bubble, run_pipeline_parallel
 from d2lhelpers.references import SEED_000, reference_table
 from d2lhelpers.replicas import replica_sweep, run_replicas
-from d2lhelpers.tensor_parallel import TensorParallelRun, all_reduce_sum, run_tensor_parallel
+from d2lhelpers.tensor_parallel import (
+    TensorParallelRun,
+    all_reduce_sum,
+    allreduce_sum,
+    run_tensor_parallel,
+)
 from d2lhelpers.tf_allreduce import (
     allreduce_in_one_graph,
     allreduce_sweep,
@@ -108,6 +115,7 @@ __all__ = [
     "allreduce_in_one_graph",
     "allreduce_job",
     "allreduce_panel",
+    "allreduce_sum",
     "allreduce_sweep",
     "branch_weights",
     "break_even_comm_ms",
@@ -116,6 +124,7 @@ __all__ = [
     "chain_flops",
     "chains_in_one_graph",
     "check_fits",
+    "communication_note",
     "cluster_panel",
     "compare_to_ideal",
     "compute_copy_experiment",
@@ -165,8 +174,10 @@ __all__ = [
     "replica_sweep",
     "replicas_vs_one_group",
     "run_pipeline_parallel",
+    "run_pipeline_trace",
     "run_replicas",
     "run_tensor_parallel",
+    "run_three_schemes",
     "select_devices",
     "setup_devices",
     "speedup_model_panel",

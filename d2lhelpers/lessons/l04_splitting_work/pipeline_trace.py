@@ -1,0 +1,73 @@
+"""One traced pipeline call: the idle share its timeline shows, beside the GPipe model."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from d2lhelpers.pipeline_parallel import bubble_floor, bubble_from_trace, trace_pipeline
+from d2lhelpers.report import Reported, Table
+from d2lhelpers.units import cores_phrase, usable_cores
+from d2lhelpers.verdicts import NOISE_FLOOR, fraction_flags, impossible
+
+
+@dataclasses.dataclass
+class PipelineTrace(Reported):
+    """One traced pipeline call: its timeline rows and the idle share they show, beside GPipe."""
+
+    rows: list
+    devices: list
+    microbatches: int
+    kind: str
+    cores: int
+
+    @property
+    def bubble(self) -> float:
+        return bubble_from_trace(self.rows, self.devices)
+
+    @property
+    def floor(self) -> float:
+        return bubble_floor(len(self.devices), self.microbatches, self.kind, self.cores)
+
+    def flags(self) -> list[str]:
+        flags = fraction_flags(self.bubble, "the traced idle share")
+        # A trace has no repeats to give its noise: allow the house's noise floor.
+        if not flags and self.bubble < self.floor - NOISE_FLOOR:
+            flags.append(
+                impossible(
+                    f"the traced idle share {self.bubble:.0%} is below the least possible "
+                    f"{self.floor:.0%}"
+                )
+            )
+        return flags
+
+    @property
+    def verdict(self) -> str:
+        if self.flags():
+            return "the traced idle share is flagged, not a result (see the warning)"
+        p, m = len(self.devices), self.microbatches
+        model = (p - 1) / (m + p - 1)
+        if self.bubble > model + NOISE_FLOOR:
+            where = "more than"
+        elif self.bubble < model - NOISE_FLOOR:
+            where = "less than"
+        else:
+            where = "close to"
+        return (
+            f"idle share in this trace: {self.bubble:.0%}, {where} the GPipe model "
+            f"(p-1)/(m+p-1) = {model:.0%}"
+        )
+
+    def tables(self) -> list[Table]:
+        notes = []
+        if self.kind == "logical CPU" and len(self.devices) > self.cores:
+            notes.append(
+                f"{len(self.devices)} stages on {cores_phrase(self.cores)}: the idle "
+                f"share cannot fall below {self.floor:.0%} here"
+            )
+        return [Table("", (), (), [self.verdict, *notes], self.flags())]
+
+
+def run_pipeline_trace(width: int, batch: int, microbatches: int, n_devices: int) -> PipelineTrace:
+    """Trace one pipelined call (8 layers) and measure the bubble the timeline shows."""
+    rows, devices = trace_pipeline(width, batch, microbatches, n_devices)
+    return PipelineTrace(rows, devices, microbatches, devices[0].kind, usable_cores())
