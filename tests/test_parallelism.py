@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 import d2lhelpers as d2l
 from d2lhelpers.parallelism import (
     ParallelRun,
+    Steps,
     communication_note,
     input_batch,
     max_difference,
@@ -16,7 +17,6 @@ from d2lhelpers.parallelism import (
     mlp_weights,
     offsets,
     on_one_device,
-    Steps,
     place,
     require_measure_options,
     require_peak,
