@@ -136,9 +136,7 @@ class ThreeSchemes(Reported):
         )
         notes = [line for line in self.runs[0].details() if "compute at once" in line]
         flags = [flag for r in self.runs for flag in r.flags()]
-        return [
-            Table(f"three schemes on {self.where}", columns, rows, notes, flags)
-        ]
+        return [Table(f"three schemes on {self.where}", columns, rows, notes, flags)]
 
 
 def _outcome(run: ParallelRun) -> str:
