@@ -48,6 +48,7 @@ from d2lhelpers.lessons.l01_two_devices import concurrency_panel, plot_concurren
 from d2lhelpers.lessons.l02_compute_copy import compute_copy_panel
 from d2lhelpers.lessons.l03_mlp_across_devices import mlp_branch_experiment, mlp_panel
 from d2lhelpers.lessons.l04_splitting_work import (
+    compare_bubbles,
     parallelism_panel,
     plot_three_schemes,
     run_pipeline_trace,
@@ -126,6 +127,7 @@ __all__ = [
     "check_fits",
     "communication_note",
     "cluster_panel",
+    "compare_bubbles",
     "compare_to_ideal",
     "compute_copy_experiment",
     "compute_copy_panel",

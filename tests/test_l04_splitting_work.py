@@ -11,6 +11,7 @@ from d2lhelpers.lessons.l04_splitting_work import (
     PipelineTrace,
     ThreeSchemes,
     check_three_schemes,
+    compare_bubbles,
     estimate_three_schemes,
     parallelism_panel,
     plot_speedup_model,
@@ -229,3 +230,27 @@ def test_traced_idle_share_beside_the_model_and_flagged_below_it():
     flagged = _trace(at_once)
     assert flagged.flags() and "flagged" in flagged.verdict and "below the least" in str(flagged)
     assert "cannot fall below 50%" in str(_trace(staggered, cores=1))
+
+
+def _pipeline(m, step, busy=1.0):
+    return PipelineRun(
+        **{**_common("pipeline parallel", step), "ideal_speedup": 2.0, "cores": 8},
+        width=8,
+        stage_layers=[4, 4],
+        microbatches=m,
+        hand_overs=m,
+        microbatched_reference=_m("busy", busy),
+    )
+
+
+def test_bubble_comparison_is_computed_from_both_runs():
+    # p = 2: m = 2 -> model 33%; m = 16 -> 6%. Steps giving bubbles of 40% and 10%.
+    few, many = _pipeline(2, 1 / (2 * 0.6)), _pipeline(16, 1 / (2 * 0.9))
+    shrank = compare_bubbles(few, many)
+    assert shrank.verdict == "more microbatches measurably shrank the bubble: 40% -> 10%"
+    same = compare_bubbles(_pipeline(2, 1 / (2 * 0.6)), _pipeline(16, 1 / (2 * 0.62)))
+    assert same.verdict.startswith("no measurable difference between the two bubbles")
+    flagged = compare_bubbles(few, _pipeline(16, 0.4))  # bubble below zero
+    assert "cannot be compared" in flagged.verdict and "flagged" in str(flagged)
+    with pytest.raises(ValueError, match="fewer microbatches first"):
+        compare_bubbles(many, few)

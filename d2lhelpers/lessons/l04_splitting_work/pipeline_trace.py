@@ -1,10 +1,15 @@
-"""One traced pipeline call: the idle share its timeline shows, beside the GPipe model."""
+"""The pipeline's bubble: one traced call's idle share, and measured runs compared, beside GPipe."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from d2lhelpers.pipeline_parallel import bubble_floor, bubble_from_trace, trace_pipeline
+from d2lhelpers.pipeline_parallel import (
+    PipelineRun,
+    bubble_floor,
+    bubble_from_trace,
+    trace_pipeline,
+)
 from d2lhelpers.report import Reported, Table
 from d2lhelpers.units import cores_phrase, usable_cores
 from d2lhelpers.verdicts import NOISE_FLOOR, fraction_flags, impossible
@@ -71,3 +76,46 @@ def run_pipeline_trace(width: int, batch: int, microbatches: int, n_devices: int
     """Trace one pipelined call (8 layers) and measure the bubble the timeline shows."""
     rows, devices = trace_pipeline(width, batch, microbatches, n_devices)
     return PipelineTrace(rows, devices, microbatches, devices[0].kind, usable_cores())
+
+
+@dataclasses.dataclass
+class BubbleComparison(Reported):
+    """The same pipeline measured with fewer and more microbatches: the bubble beside the model."""
+
+    runs: list[PipelineRun]
+
+    @property
+    def verdict(self) -> str:
+        few, many = self.runs
+        if not (few.trusted and many.trusted):
+            return "a bubble or a run was flagged, so the two cannot be compared (see the warnings)"
+        gap = few.measured_bubble - many.measured_bubble
+        band = few.bubble_noise + many.bubble_noise
+        change = f"{few.measured_bubble:.0%} -> {many.measured_bubble:.0%}"
+        if gap > band:
+            return f"more microbatches measurably shrank the bubble: {change}"
+        if gap < -band:
+            return f"more microbatches measurably grew the bubble here: {change}"
+        return f"no measurable difference between the two bubbles ({change}, noise ±{band:.0%})"
+
+    def tables(self) -> list[Table]:
+        rows = []
+        for run in self.runs:
+            measured = (
+                "flagged"
+                if run.bubble_flags
+                else f"{run.measured_bubble:.0%} ± {run.bubble_noise:.0%}"
+            )
+            rows.append((run.microbatches, measured, f"{run.model_bubble:.0%}"))
+        columns = ("microbatches", "measured bubble", "GPipe model (p-1)/(m+p-1)")
+        flags = [flag for run in self.runs for flag in run.flags()]
+        return [Table("the bubble against the microbatches", columns, rows, [self.verdict], flags)]
+
+
+def compare_bubbles(few: PipelineRun, many: PipelineRun) -> BubbleComparison:
+    """Two pipeline runs that differ only in their microbatches, fewer first."""
+    if few.microbatches >= many.microbatches or few.stage_layers != many.stage_layers:
+        raise ValueError(
+            "give two runs of the same pipeline, the one with fewer microbatches first"
+        )
+    return BubbleComparison([few, many])
