@@ -25,6 +25,9 @@ class PipelineTrace(Reported):
     kind: str
     cores: int
 
+    def _repr_pretty_(self, printer, cycle) -> None:  # IPython's text/plain: the table, not fields
+        printer.text(str(self))
+
     @property
     def bubble(self) -> float:
         return bubble_from_trace(self.rows, self.devices)
@@ -83,6 +86,9 @@ class BubbleComparison(Reported):
     """The same pipeline measured with fewer and more microbatches: the bubble beside the model."""
 
     runs: list[PipelineRun]
+
+    def _repr_pretty_(self, printer, cycle) -> None:  # IPython's text/plain: the table, not fields
+        printer.text(str(self))
 
     @property
     def verdict(self) -> str:

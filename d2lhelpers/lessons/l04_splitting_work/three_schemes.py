@@ -62,18 +62,18 @@ def check_three_schemes(width, batch, microbatches, n_devices) -> int:
 
 
 def estimate_three_schemes(width, batch, microbatches, n_devices, peak: float) -> float:
-    """Expected seconds on a quiet machine: each measurement's runs at `peak` FLOP/s, plus tracing.
+    """Seconds the run may take: every measurement running to its budget, as on a busy machine.
 
-    A measurement warms up (2 calls), then repeats blocks of >= MIN_BLOCK_S at least 5 times, more
-    when noisy, until its budget (MEASURE_BUDGET_S) is spent.
+    A measurement warms up (2 calls at `peak` FLOP/s), then repeats blocks of >= MIN_BLOCK_S
+    until the spread is small (a quiet machine: 5 blocks) or its budget (MEASURE_BUDGET_S) is
+    spent after at least 3 runs; each scheme's graph is also built and traced once.
     """
     n_layers = max(8, n_devices)
     work = (mlp_flops(batch, width, 4 * width),) * 2 + (2 * batch * width * width * n_layers,)
     total = 0.0
     for flops, count in zip(work, MEASUREMENTS, strict=True):
         t = flops / peak
-        runs = min(max(5 * max(t, MIN_BLOCK_S), 3 * t), max(MEASURE_BUDGET_S, 3 * t))
-        total += count * (2 * t + runs) + TRACE_S
+        total += count * (2 * t + max(MEASURE_BUDGET_S, 3 * t) + max(t, MIN_BLOCK_S)) + TRACE_S
     return total
 
 
@@ -109,6 +109,9 @@ class ThreeSchemes(Reported):
 
     def __str__(self) -> str:
         return f"{self.verdict}\n\n{super().__str__()}"
+
+    def _repr_pretty_(self, printer, cycle) -> None:  # shown under the panel's verdict: no repeat
+        printer.text(super().__str__())
 
     def tables(self) -> list[Table]:
         rows = []
