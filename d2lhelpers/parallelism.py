@@ -229,7 +229,7 @@ class Steps:
         self._report(f"measured {what} ({self.done} of {self.total})", force=True)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(repr=False)  # IPython shows the tables: _repr_pretty_
 class ParallelRun(Reported):
     """One measured run of a scheme on `devices`, beside the same work on `devices[0]` alone."""
 

@@ -164,7 +164,7 @@ def bubble_floor(stages: int, microbatches: int, kind: str, cores: int) -> float
     return model
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(repr=False)  # IPython shows the tables: _repr_pretty_
 class PipelineRun(ParallelRun):
     """A measured pipeline: also its stages, microbatches, hand-overs and the bubble they leave."""
 

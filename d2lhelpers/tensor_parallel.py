@@ -167,7 +167,7 @@ def count_allreduces(graph: tf.Graph) -> int:
     return len({m.group(1) for op in graph.get_operations() if (m := scope.match(op.name))})
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(repr=False)  # IPython shows the tables: _repr_pretty_
 class TensorParallelRun(ParallelRun):
     """A measured tensor-parallel MLP: also its sizes, the slices' widths and its all-reduces."""
 

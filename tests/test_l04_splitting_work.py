@@ -5,6 +5,7 @@ import time
 
 import matplotlib
 import pytest
+from IPython.lib.pretty import pretty
 
 import d2lhelpers as d2l
 from d2lhelpers.lessons.l04_splitting_work import (
@@ -254,3 +255,11 @@ def test_bubble_comparison_is_computed_from_both_runs():
     assert "cannot be compared" in flagged.verdict and "flagged" in str(flagged)
     with pytest.raises(ValueError, match="fewer microbatches first"):
         compare_bubbles(many, few)
+
+
+def test_results_show_their_tables_in_ipython_not_their_fields():
+    result = _schemes()
+    for run in result.runs:
+        assert pretty(run) == str(run) and "Measurement(" not in pretty(run)
+    assert pretty(result) == str(result).split("\n\n", 1)[1]  # the panel prints the verdict
+    assert pretty(speedup_model(40, 1, 4)) == str(speedup_model(40, 1, 4))

@@ -18,7 +18,7 @@ from d2lhelpers.panel import Panel, slider
 from d2lhelpers.report import Reported, Table
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(repr=False)  # IPython shows the tables: _repr_pretty_
 class SpeedupModel(Reported):
     """Tensor parallel's cost model: t(N) = compute/N + comm(N), comm(N) = per_device x N.
 

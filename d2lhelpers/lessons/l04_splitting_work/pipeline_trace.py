@@ -15,7 +15,7 @@ from d2lhelpers.units import cores_phrase, usable_cores
 from d2lhelpers.verdicts import NOISE_FLOOR, fraction_flags, impossible
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(repr=False)  # IPython shows the tables: _repr_pretty_
 class PipelineTrace(Reported):
     """One traced pipeline call: its timeline rows and the idle share they show, beside GPipe."""
 
@@ -81,7 +81,7 @@ def run_pipeline_trace(width: int, batch: int, microbatches: int, n_devices: int
     return PipelineTrace(rows, devices, microbatches, devices[0].kind, usable_cores())
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(repr=False)  # IPython shows the tables: _repr_pretty_
 class BubbleComparison(Reported):
     """The same pipeline measured with fewer and more microbatches: the bubble beside the model."""
 

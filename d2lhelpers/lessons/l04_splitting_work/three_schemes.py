@@ -77,7 +77,7 @@ def estimate_three_schemes(width, batch, microbatches, n_devices, peak: float) -
     return total
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(repr=False)  # IPython shows the tables: _repr_pretty_
 class ThreeSchemes(Reported):
     """Replicas, tensor parallel and pipeline parallel, each measured beside one device."""
 
