@@ -5,6 +5,8 @@ import time
 
 import matplotlib
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from IPython.lib.pretty import pretty
 
 import d2lhelpers as d2l
@@ -263,3 +265,39 @@ def test_results_show_their_tables_in_ipython_not_their_fields():
         assert pretty(run) == str(run) and "Measurement(" not in pretty(run)
     assert pretty(result) == str(result).split("\n\n", 1)[1]  # the panel prints the verdict
     assert pretty(speedup_model(40, 1, 4)) == str(speedup_model(40, 1, 4))
+
+
+BAD_VALUES = st.one_of(
+    st.integers(max_value=0),
+    st.integers(min_value=2**40, max_value=2**60),
+    st.floats(allow_nan=True),
+    st.text(max_size=3),
+    st.none(),
+    st.booleans(),
+)
+ENTRY_POINTS = {  # small valid arguments; one of them is replaced by a bad value
+    "run_replicas": (d2l.run_replicas, {"width": 8, "batch": 8, "n_devices": 2}),
+    "replica_sweep": (d2l.replica_sweep, {"width": 8, "batch": 8, "max_devices": 2}),
+    "run_tensor_parallel": (d2l.run_tensor_parallel, {"width": 8, "batch": 8, "n_devices": 2}),
+    "run_pipeline_parallel": (
+        d2l.run_pipeline_parallel,
+        {"width": 8, "batch": 8, "microbatches": 2, "n_devices": 2, "n_layers": 4},
+    ),
+    "run_three_schemes": (
+        run_three_schemes,
+        {"width": 8, "batch": 8, "microbatches": 2, "n_devices": 2},
+    ),
+}
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.sampled_from(sorted(ENTRY_POINTS)), st.data(), BAD_VALUES)
+def test_every_entry_point_refuses_bad_values_fast(devices, name, data, bad):
+    function, arguments = ENTRY_POINTS[name]
+    argument = data.draw(st.sampled_from(sorted(arguments)))
+    start = time.perf_counter()
+    with pytest.raises((ValueError, TypeError)):
+        function(**{**arguments, argument: bad})
+    assert time.perf_counter() - start < 1.0
