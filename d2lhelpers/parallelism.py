@@ -243,7 +243,7 @@ class ParallelRun(Reported):
     max_error: float  # largest |scheme output - one-device output|
     cores: int = dataclasses.field(default_factory=usable_cores)  # this process's, at run time
 
-    def _repr_pretty_(self, printer, cycle) -> None:  # IPython's text/plain: the table, not fields
+    def _repr_pretty_(self, printer, _cycle) -> None:  # IPython's text/plain: the table, not fields
         printer.text(str(self))
 
     @property
@@ -341,6 +341,11 @@ class ParallelRun(Reported):
             lines.append(
                 f"{self.n_devices} logical devices on {cores_phrase(self.cores)}: at most "
                 f"{self.cores} compute at once, so {self.cores}x is the most reachable here"
+            )
+        if self.kind == "virtual GPU" and self.n_devices > 1:
+            lines.append(
+                f"{self.n_devices} virtual GPUs share one chip's compute: the reachable speedup "
+                "assumes separate chips, so it is an upper bound here"
             )
         return lines
 

@@ -198,3 +198,8 @@ def test_parallel_run_flags_beating_the_reachable_and_wrong_output():
     noisy = _run(warnings=["noisy: test"])
     assert noisy.flags() == ["one: noisy: test"] and "WARNING: one: noisy: test" in str(noisy)
     assert "<table>" in noisy._repr_html_()
+
+
+def test_virtual_gpus_say_the_reachable_speedup_assumes_separate_chips():
+    assert "share one chip's compute" in str(_run(kind="virtual GPU"))
+    assert "share one chip's compute" not in str(_run(kind="GPU"))

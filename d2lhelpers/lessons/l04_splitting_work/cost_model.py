@@ -30,7 +30,7 @@ class SpeedupModel(Reported):
     comm_per_device_ms: float
     max_devices: int
 
-    def _repr_pretty_(self, printer, cycle) -> None:  # IPython's text/plain: the table, not fields
+    def _repr_pretty_(self, printer, _cycle) -> None:  # IPython's text/plain: the table, not fields
         printer.text(str(self))
 
     @property

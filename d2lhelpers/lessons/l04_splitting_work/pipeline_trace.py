@@ -25,7 +25,7 @@ class PipelineTrace(Reported):
     kind: str
     cores: int
 
-    def _repr_pretty_(self, printer, cycle) -> None:  # IPython's text/plain: the table, not fields
+    def _repr_pretty_(self, printer, _cycle) -> None:  # IPython's text/plain: the table, not fields
         printer.text(str(self))
 
     @property
@@ -87,7 +87,7 @@ class BubbleComparison(Reported):
 
     runs: list[PipelineRun]
 
-    def _repr_pretty_(self, printer, cycle) -> None:  # IPython's text/plain: the table, not fields
+    def _repr_pretty_(self, printer, _cycle) -> None:  # IPython's text/plain: the table, not fields
         printer.text(str(self))
 
     @property

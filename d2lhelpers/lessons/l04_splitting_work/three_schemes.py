@@ -110,7 +110,7 @@ class ThreeSchemes(Reported):
     def __str__(self) -> str:
         return f"{self.verdict}\n\n{super().__str__()}"
 
-    def _repr_pretty_(self, printer, cycle) -> None:  # shown under the panel's verdict: no repeat
+    def _repr_pretty_(self, printer, _cycle) -> None:  # shown under the panel's verdict: no repeat
         printer.text(super().__str__())
 
     def tables(self) -> list[Table]:
