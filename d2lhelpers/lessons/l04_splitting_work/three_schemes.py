@@ -11,7 +11,12 @@ from d2lhelpers.admission import require_count
 from d2lhelpers.benchmark import MIN_BLOCK_S
 from d2lhelpers.devices import on_gpu, setup_devices
 from d2lhelpers.panel import Panel, slider
-from d2lhelpers.parallelism import ParallelRun, mlp_flops
+from d2lhelpers.parallelism import (
+    ParallelRun,
+    mlp_flops,
+    require_measure_options,
+    require_peak,
+)
 from d2lhelpers.peaks import device_peak_rate
 from d2lhelpers.pipeline_parallel import MAX_PIECES, check_pipeline, run_pipeline_parallel
 from d2lhelpers.replicas import check_replicas, run_replicas
@@ -164,6 +169,8 @@ def run_three_schemes(
     width, batch, microbatches, n_devices, progress=None, device_peak=None, **measure_options
 ) -> ThreeSchemes:
     """All three schemes on `n_devices`, each beside one device; everything validated first."""
+    require_peak(device_peak)
+    require_measure_options(measure_options)
     n_layers = check_three_schemes(width, batch, microbatches, n_devices)
     schemes = [
         (
