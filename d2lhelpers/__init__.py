@@ -53,8 +53,11 @@ from d2lhelpers.lessons.l02_compute_copy import (
 )
 from d2lhelpers.lessons.l03_mlp_across_devices import mlp_branch_experiment, mlp_panel
 from d2lhelpers.lessons.l04_splitting_work import (
+    compare_bubbles,
     parallelism_panel,
     plot_three_schemes,
+    run_pipeline_trace,
+    run_three_schemes,
     speedup_model_panel,
 )
 from d2lhelpers.lessons.l05_collectives import (
@@ -70,12 +73,17 @@ from d2lhelpers.lessons.l05_collectives import (
 )
 from d2lhelpers.lessons.l06_multi_process import cluster_panel, failure_panel
 from d2lhelpers.panel import Panel
-from d2lhelpers.parallelism import ParallelRun
+from d2lhelpers.parallelism import ParallelRun, communication_note
 from d2lhelpers.peaks import describe_devices, device_peak_rate, machine_baseline_rate
 from d2lhelpers.pipeline_parallel import PipelineRun, measured_bubble, run_pipeline_parallel
 from d2lhelpers.references import SEED_000, reference_table
 from d2lhelpers.replicas import replica_sweep, run_replicas
-from d2lhelpers.tensor_parallel import TensorParallelRun, all_reduce_sum, run_tensor_parallel
+from d2lhelpers.tensor_parallel import (
+    TensorParallelRun,
+    all_reduce_sum,
+    allreduce_sum,
+    run_tensor_parallel,
+)
 from d2lhelpers.tf_collectives import allreduce_in_one_graph
 from d2lhelpers.tf_servers import remote_tf_workers
 from d2lhelpers.timeline import (
@@ -127,6 +135,7 @@ __all__ = [
     "allreduce_in_one_graph",
     "allreduce_job",
     "allreduce_panel",
+    "allreduce_sum",
     "allreduce_sweep",
     "branch_weights",
     "break_even_comm_ms",
@@ -135,7 +144,9 @@ __all__ = [
     "chain_flops",
     "chains_in_one_graph",
     "check_fits",
+    "communication_note",
     "cluster_panel",
+    "compare_bubbles",
     "compare_to_ideal",
     "compute_copy_experiment",
     "compute_copy_panel",
@@ -190,8 +201,10 @@ __all__ = [
     "run_allreduce_sweep",
     "run_compute_copy",
     "run_pipeline_parallel",
+    "run_pipeline_trace",
     "run_replicas",
     "run_tensor_parallel",
+    "run_three_schemes",
     "seed_reading",
     "select_devices",
     "setup_devices",

@@ -6,7 +6,8 @@ Pure Python, no TensorFlow: these are the numbers the measurements are held agai
   communication: per-token time t(N) = compute/N + comm, speedup S(N) = compute / t(N),
   efficiency E(N) = (compute/N) / (compute/N + comm) = S(N) / N.
 - Pipeline: p stages, m microbatches, each stage a time t per microbatch: the last microbatch
-  leaves after (m + p - 1) t, of which a share (p - 1) / (m + p - 1) every stage sits idle.
+  leaves after (m + p - 1) t, of which a share (p - 1) / (m + p - 1) every stage sits idle
+  (uneven stages: sum(t_s) + (m - 1) max(t_s)).
 - Replicas: G devices as G/k independent k-way groups; throughput adds up, and one failed
   device takes down only its own group.
 """
@@ -115,12 +116,17 @@ def pipeline_bubble_fraction(stages: int, microbatches: int) -> float:
     return (stages - 1) / (microbatches + stages - 1)
 
 
-def pipeline_time_ms(stage_ms: float, stages: int, microbatches: int) -> float:
-    """Time for `microbatches` to pass `stages` stages of `stage_ms` each: (m + p - 1) t."""
-    _check_devices(stages, "number of pipeline stages")
+def pipeline_step_time(stage_times, microbatches: int) -> float:
+    """GPipe's step: the first microbatch passes every stage, the rest follow at the slowest's pace.
+
+    sum(t_s) + (m - 1) max(t_s); with p equal stages of time t that is (m + p - 1) t. Any unit.
+    """
+    stage_times = list(stage_times)
+    _check_devices(len(stage_times), "number of pipeline stages")
     _check_devices(microbatches, "number of microbatches")
-    _check_time(stage_ms, "stage time")
-    return (microbatches + stages - 1) * stage_ms
+    for t in stage_times:
+        _check_time(t, "stage time")
+    return sum(stage_times) + (microbatches - 1) * max(stage_times)
 
 
 @dataclass(frozen=True)

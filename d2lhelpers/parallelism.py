@@ -3,35 +3,67 @@
 The schemes live one per module, as in picotron: `replicas` (a whole model per device),
 `tensor_parallel` (every weight matrix cut into slices) and `pipeline_parallel` (the layers cut
 into stages). Each is checked against the same model run on one device, and each measured run
-returns a `ParallelRun`: its time and throughput beside the one-device time and the ideal.
+returns a `ParallelRun`: its time and throughput beside the one-device time and the speedup
+reachable here, with a verdict computed from the times and their noise.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import numbers
+import time
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import tensorflow as tf
 
-from d2lhelpers.benchmark import Measurement, compare_to_ideal
+from d2lhelpers.admission import require_count
+from d2lhelpers.benchmark import Measurement
 from d2lhelpers.devices import Device
-from d2lhelpers.units import format_seconds, usable_cores
+from d2lhelpers.report import Reported, Table
+from d2lhelpers.units import (
+    BYTES_PER_FLOAT,
+    cores_phrase,
+    device_name,
+    format_seconds,
+    usable_cores,
+)
+from d2lhelpers.verdicts import beats_ideal, faster_or_slower, impossible, noise_of
 
-BYTES_PER_FLOAT = 4
+MATCH_TOLERANCE = 1e-3  # outputs are ~1: float32 sums in another order differ by ~1e-6
+REPORT_EVERY_S = 0.5  # a status at most this often: each one is a message to the browser
+MEASURE_COUNTS = ("warmup", "min_runs", "max_runs", "number")
+MEASURE_OPTIONS = {*MEASURE_COUNTS, "budget_s", "clock", "sync"}
+
+Progress = Callable[[int, int, str], None]
 
 
-def device_name(device: Device | str) -> str:
-    return device if isinstance(device, str) else device.name
+def require_sizes(**values) -> dict[str, int]:
+    """Each value as an int >= 1, or a TypeError/ValueError naming it (sliders make these rare)."""
+    return {name: require_count(name, value) for name, value in values.items()}
 
 
-def require_positive(**values: int) -> None:
-    """Refuse sizes below 1 with a message naming them (sliders make these impossible)."""
-    bad = {name: value for name, value in values.items() if not value >= 1}
-    if bad:
-        listed = ", ".join(f"{name}={value}" for name, value in bad.items())
-        raise ValueError(f"sizes must be at least 1, got {listed}")
+def require_measure_options(options: dict) -> None:
+    """Refuse measure options that would fail only after the model was built (e.g. max_runs=0)."""
+    unknown = set(options) - MEASURE_OPTIONS
+    if unknown:
+        raise TypeError(f"unknown measure options {sorted(unknown)}: use {sorted(MEASURE_OPTIONS)}")
+    for name in MEASURE_COUNTS:
+        if options.get(name) is not None:
+            require_count(name, options[name], 0 if name == "warmup" else 1)
+    budget = options.get("budget_s", 1.0)
+    if isinstance(budget, bool) or not isinstance(budget, numbers.Real) or not budget > 0:
+        raise ValueError(f"budget_s must be a number of seconds > 0, got {budget!r}")
+
+
+def require_peak(device_peak) -> None:
+    if device_peak is not None and (
+        isinstance(device_peak, bool)
+        or not isinstance(device_peak, numbers.Real)
+        or not device_peak > 0
+    ):
+        raise ValueError(f"device_peak must be a rate in FLOP/s > 0, or None; got {device_peak!r}")
 
 
 def split_sizes(total: int, parts: int, what: str = "rows") -> list[int]:
@@ -40,11 +72,11 @@ def split_sizes(total: int, parts: int, what: str = "rows") -> list[int]:
     Uneven shards let any width run on any device count; a part must not be empty, so `total`
     below `parts` is refused.
     """
-    require_positive(parts=parts)
+    require_sizes(parts=parts)
     if total < parts:
         raise ValueError(
             f"{total} {what} cannot be split into {parts} non-empty parts: choose at least "
-            f"{parts} {what}, or fewer devices"
+            f"{parts} {what}, or fewer parts"
         )
     small, extra = divmod(total, parts)
     return [small + 1] * extra + [small] * (parts - extra)
@@ -94,7 +126,7 @@ def mlp_weights(width: int, hidden: int, device: Device | str, seed: int = 0) ->
     Scaled so activations stay near 1 (He for W1, 1/sqrt(hidden) for W2); biases are not zero, so
     a scheme that adds a bias once per device instead of once in total is caught by the tests.
     """
-    require_positive(width=width, hidden=hidden)
+    require_sizes(width=width, hidden=hidden)
     with tf.device(device_name(device)):
         w1 = tf.random.stateless_normal((width, hidden), seed=(seed, 1)) * (2 / width) ** 0.5
         b1 = 0.1 * tf.random.stateless_normal((hidden,), seed=(seed, 2))
@@ -105,7 +137,7 @@ def mlp_weights(width: int, hidden: int, device: Device | str, seed: int = 0) ->
 
 def input_batch(batch: int, width: int, device: Device | str, seed: int = 7) -> tf.Tensor:
     """`batch` requests of `width` features each, on `device`."""
-    require_positive(batch=batch, width=width)
+    require_sizes(batch=batch, width=width)
     with tf.device(device_name(device)):
         return tf.random.stateless_normal((batch, width), seed=(seed, 0))
 
@@ -150,7 +182,7 @@ def max_difference(a: tf.Tensor | Sequence[tf.Tensor], b: tf.Tensor) -> float:
 
 
 def communication_note(kind: str) -> str:
-    """What handing a tensor from one device to another really is on these devices."""
+    """What handing a tensor from one device to another really is on these devices (say it once)."""
     if kind == "logical CPU":
         return (
             "Communication here is a memory hand-over inside one process: logical CPU devices "
@@ -168,8 +200,37 @@ def communication_note(kind: str) -> str:
     )
 
 
-@dataclasses.dataclass
-class ParallelRun:
+class Steps:
+    """`progress(done, total, status)` over a run of `total` measurements, a status every repeat.
+
+    Statuses come at most every `REPORT_EVERY_S` (each is a message to the browser), except the
+    first of each measurement and each finished one.
+    """
+
+    def __init__(self, progress: Progress | None, total: int, clock=time.monotonic):
+        self.progress, self.total, self.clock = progress, total, clock
+        self.done, self._last = 0, -float("inf")
+
+    def _report(self, status: str, force: bool = False) -> None:
+        now = self.clock()
+        if self.progress and (force or now - self._last >= REPORT_EVERY_S):
+            self._last = now
+            self.progress(self.done, self.total, status)
+
+    def start(self, what: str) -> Callable[[int], None]:
+        """Say `what` is being measured; returns the `on_repeat` callback for `measure`."""
+        self._report(f"measuring {what} ({self.done + 1} of {self.total})", force=True)
+        return lambda n: self._report(
+            f"measuring {what} ({self.done + 1} of {self.total}), repeat {n}"
+        )
+
+    def finish(self, what: str) -> None:
+        self.done += 1
+        self._report(f"measured {what} ({self.done} of {self.total})", force=True)
+
+
+@dataclasses.dataclass(repr=False)  # IPython shows the tables: _repr_pretty_
+class ParallelRun(Reported):
     """One measured run of a scheme on `devices`, beside the same work on `devices[0]` alone."""
 
     scheme: str
@@ -178,9 +239,12 @@ class ParallelRun:
     samples: int  # rows (requests) that one run processes
     measurement: Measurement  # the scheme on all its devices
     reference: Measurement  # the same model and batch on one device
-    ideal_speedup: float  # what the scheme would reach if hand-overs and sharing cost nothing
+    ideal_speedup: float  # what the split would reach if hand-overs and sharing cost nothing
     max_error: float  # largest |scheme output - one-device output|
-    communication: str  # what a hand-over between these devices really is
+    cores: int = dataclasses.field(default_factory=usable_cores)  # this process's, at run time
+
+    def _repr_pretty_(self, printer, _cycle) -> None:  # IPython's text/plain: the table, not fields
+        printer.text(str(self))
 
     @property
     def n_devices(self) -> int:
@@ -207,27 +271,108 @@ class ParallelRun:
     def speedup(self) -> float:
         return self.reference_time / self.time
 
-    def lines(self) -> list[str]:
+    @property
+    def speedup_noise(self) -> float:
+        """How far the speedup could move if measured again (both times' noise, relative)."""
+        relative = (
+            noise_of(self.measurement) / self.time + noise_of(self.reference) / self.reference_time
+        )
+        return self.speedup * relative
+
+    @property
+    def core_limited(self) -> bool:
+        """Logical CPU devices on fewer cores: at most `cores` of them compute at once."""
+        return self.kind == "logical CPU" and self.n_devices > self.cores
+
+    @property
+    def reachable_speedup(self) -> float:
+        """The ideal for this split, capped by the cores that can compute at once."""
+        return min(self.ideal_speedup, self.cores) if self.core_limited else self.ideal_speedup
+
+    @property
+    def matches(self) -> bool:
+        return self.max_error <= MATCH_TOLERANCE
+
+    @property
+    def beats_reachable(self) -> bool:
+        reachable = self.reachable_speedup
+        ideal_time = self.reference_time / reachable
+        return beats_ideal(self.measurement, ideal_time, noise_of(self.reference) / reachable)
+
+    @property
+    def label(self) -> str:
         plural = "s" if self.n_devices > 1 else ""
-        lines = [
-            f"{self.scheme} on {self.n_devices} {self.kind} device{plural}: "
-            f"{format_seconds(self.time)} per batch of {self.samples}, "
-            f"{self.throughput:,.0f} samples/s",
-            f"one device: {format_seconds(self.reference_time)}, "
-            f"{self.reference_throughput:,.0f} samples/s",
-            f"speedup {self.speedup:.2f}x (ideal {self.ideal_speedup:.2f}x); largest difference "
-            f"from the one-device output {self.max_error:.1e}",
-            compare_to_ideal(self.time, self.reference_time / self.ideal_speedup, "time"),
-        ]
-        cores = usable_cores()
-        if self.kind == "logical CPU" and self.n_devices > cores:
-            lines.append(
-                f"  ({self.n_devices} logical devices on {cores} CPU cores: at most {cores} "
-                f"compute at once, so a speedup above {cores}x is out of reach here)"
+        return f"{self.scheme} on {self.n_devices} {self.kind} device{plural}"
+
+    @property
+    def trusted(self) -> bool:
+        return not (self.beats_reachable or not self.matches)
+
+    @property
+    def verdict(self) -> str:
+        """One computed sentence: faster, slower or no measurable difference; the reachable."""
+        if not self.trusted:
+            return f"{self.label}: flagged, not a result (see the warning)"
+        outcome = faster_or_slower(self.measurement, self.reference, self.label, "one device")
+        return f"{outcome}; reachable here: {self.reachable_speedup:.2f}x"
+
+    def flags(self) -> list[str]:
+        found = []
+        if self.beats_reachable:
+            found.append(
+                impossible(
+                    f"{self.label} at {self.speedup:.2f}x one device is above the "
+                    f"{self.reachable_speedup:.2f}x reachable here beyond the noise"
+                )
+            )
+        if not self.matches:
+            found.append(
+                f"{self.label} differs from the one-device output by up to {self.max_error:.1e}: "
+                "the split computed something else"
             )
         for m in (self.measurement, self.reference):
-            lines += [f"WARNING ({m.label}): {w}" for w in m.warnings]
-        return lines + [self.communication]
+            found += [f"{m.label}: {w}" for w in m.warnings]
+        return found
 
-    def __str__(self) -> str:
-        return "\n".join(self.lines())
+    def details(self) -> list[str]:
+        """Facts of this run beyond the times (what was split, what was counted)."""
+        lines = [f"largest difference from the one-device output: {self.max_error:.1e}"]
+        if self.core_limited:
+            lines.append(
+                f"{self.n_devices} logical devices on {cores_phrase(self.cores)}: at most "
+                f"{self.cores} compute at once, so {self.cores}x is the most reachable here"
+            )
+        if self.kind == "virtual GPU" and self.n_devices > 1:
+            lines.append(
+                f"{self.n_devices} virtual GPUs share one chip's compute: the reachable speedup "
+                "assumes separate chips, so it is an upper bound here"
+            )
+        return lines
+
+    def rows(self) -> list[tuple]:
+        reachable_time = self.reference_time / self.reachable_speedup
+        return [
+            ("one device", self.reference_time, self.reference_throughput, 1.0),
+            (self.label, self.time, self.throughput, self.speedup),
+            (
+                "reachable here (hand-overs free)",
+                reachable_time,
+                self.samples / reachable_time,
+                self.reachable_speedup,
+            ),
+        ]
+
+    def tables(self) -> list[Table]:
+        rows = [
+            (name, format_seconds(t), f"{rate:,.0f}", f"{speedup:.2f}x")
+            for name, t, rate, speedup in self.rows()
+        ]
+        return [
+            Table(
+                f"{self.scheme}: a batch of {self.samples} rows",
+                ("run", "time per batch", "samples/s", "speedup vs one device"),
+                rows,
+                [self.verdict, *self.details()],
+                self.flags(),
+            )
+        ]

@@ -28,31 +28,42 @@ from collections.abc import Callable, Sequence
 import tensorflow as tf
 
 from d2lhelpers.benchmark import Measurement, measure
-from d2lhelpers.costs import pipeline_bubble_fraction
+from d2lhelpers.costs import pipeline_bubble_fraction, pipeline_step_time
 from d2lhelpers.devices import Device, check_fits, select_devices
 from d2lhelpers.parallelism import (
-    BYTES_PER_FLOAT,
     ParallelRun,
-    communication_note,
-    device_name,
+    Progress,
+    Steps,
     input_batch,
     max_difference,
     offsets,
     on_one_device,
     place,
-    require_positive,
+    require_measure_options,
+    require_peak,
+    require_sizes,
     split_sizes,
 )
-from d2lhelpers.units import format_seconds, usable_cores
+from d2lhelpers.timeline import busy_intervals, busy_seconds, trace
+from d2lhelpers.units import BYTES_PER_FLOAT, cores_phrase, device_name, device_names
+from d2lhelpers.verdicts import LIKELY_CAUSES, fraction_flags, impossible, noise_of
 
 HAND_OVER = "hand_over"
+MAX_LAYERS = 256
+MAX_PIECES = 4096  # microbatches x layers: each is a matmul in the one traced graph
+BUBBLE_CAUSES = (
+    LIKELY_CAUSES[0],
+    "the one-device run of the same microbatches was slow (all the layers' weights do not fit "
+    "the caches that one stage's share fits), so the busy time was measured high",
+    LIKELY_CAUSES[2],
+)
 
 Layer = tuple[tf.Tensor, tf.Tensor]  # (W, b)
 
 
 def stack_weights(width: int, n_layers: int, device: Device | str, seed: int = 0) -> list[Layer]:
     """`n_layers` width x width layers on `device`, He-scaled (activations stay ~1)."""
-    require_positive(width=width, n_layers=n_layers)
+    require_sizes(width=width, n_layers=n_layers)
     layers = []
     with tf.device(device_name(device)):
         for layer in range(n_layers):
@@ -85,7 +96,7 @@ def pipeline_forward(
     microbatches: int,
 ) -> list[tf.Tensor]:
     """The outputs Y_0 .. Y_{m-1} of the m microbatches, in order (build inside a tf.function)."""
-    names = [device_name(d) for d in devices]
+    names = device_names(devices)
     with tf.device(names[0]):
         pieces = tf.split(x, split_sizes(int(x.shape[0]), microbatches, "rows"))
     last_on_stage: list[tf.Tensor | None] = [None] * len(stages)
@@ -105,7 +116,7 @@ def pipeline_forward(
 
 def pipeline_in_one_graph(devices: Sequence[Device | str], microbatches: int) -> Callable:
     """One tf.function for the whole pipeline: call it with (x, stages)."""
-    return _pipeline_in_one_graph(tuple(device_name(d) for d in devices), microbatches)
+    return _pipeline_in_one_graph(device_names(devices), microbatches)
 
 
 @functools.lru_cache(maxsize=32)
@@ -135,24 +146,33 @@ def measured_bubble(step_time: float, busy_time: float, stages: int) -> float:
     With p equal stages of time t per microbatch, GPipe takes step_time = (m+p-1) t and
     busy_time = m p t, so bubble = (p-1)/(m+p-1), the model's value. Measured, it also holds
     everything the model leaves out: hand-overs, uneven stages, and devices that are not really
-    separate (p logical CPUs on fewer cores cannot all compute at once: the measured bubble
-    cannot fall below 1 - cores/p there). A negative value means the step was mis-timed.
+    separate (p logical CPUs on c < p cores cannot all compute at once: the measured bubble
+    cannot fall below 1 - c/p there). Below the model beyond its noise, or negative, the step or
+    the busy time was mis-timed: `PipelineRun` flags it.
     """
     if step_time <= 0 or busy_time <= 0:
         raise ValueError(f"times must be positive, got {step_time} and {busy_time}")
-    require_positive(stages=stages)
+    require_sizes(stages=stages)
     return 1 - busy_time / (stages * step_time)
 
 
-@dataclasses.dataclass
+def bubble_floor(stages: int, microbatches: int, kind: str, cores: int) -> float:
+    """The least bubble possible: GPipe's model, or 1 - cores/p for logical CPUs on fewer cores."""
+    model = pipeline_bubble_fraction(stages, microbatches)
+    if kind == "logical CPU" and stages > cores:
+        return max(model, 1 - cores / stages)
+    return model
+
+
+@dataclasses.dataclass(repr=False)  # IPython shows the tables: _repr_pretty_
 class PipelineRun(ParallelRun):
     """A measured pipeline: also its stages, microbatches, hand-overs and the bubble they leave."""
 
-    width: int
-    stage_layers: list[int]
-    microbatches: int
-    hand_overs: int  # counted in the traced graph
-    microbatched_reference: Measurement  # the same microbatches on one device: the busy time
+    width: int = 0
+    stage_layers: list[int] = dataclasses.field(default_factory=list)
+    microbatches: int = 1
+    hand_overs: int = 0  # counted in the traced graph
+    microbatched_reference: Measurement | None = None  # the microbatches on one device: busy time
 
     @property
     def stages(self) -> int:
@@ -167,31 +187,106 @@ class PipelineRun(ParallelRun):
         """GPipe's (p-1)/(m+p-1) for equal stages, from the cost models."""
         return pipeline_bubble_fraction(self.stages, self.microbatches)
 
-    def lines(self) -> list[str]:
-        *measured, communication = super().lines()
+    @property
+    def bubble_floor(self) -> float:
+        return bubble_floor(self.stages, self.microbatches, self.kind, self.cores)
+
+    @property
+    def bubble_noise(self) -> float:
+        """How far the measured bubble could move: both times' relative noise, through 1 - b."""
+        busy = self.microbatched_reference
+        relative = noise_of(self.measurement) / self.time + noise_of(busy) / busy.median
+        return (1 - self.measured_bubble) * relative
+
+    @property
+    def bubble_flags(self) -> list[str]:
+        bubble = self.measured_bubble
+        flags = fraction_flags(bubble, "the measured bubble")
+        if not flags and bubble < self.bubble_floor - self.bubble_noise:
+            flags.append(
+                impossible(
+                    f"the measured bubble of {bubble:.0%} is below the least possible "
+                    f"{self.bubble_floor:.0%} by more than its noise (±{self.bubble_noise:.0%})",
+                    BUBBLE_CAUSES,
+                )
+            )
+        return flags
+
+    @property
+    def trusted(self) -> bool:
+        return super().trusted and not self.bubble_flags
+
+    def flags(self) -> list[str]:
+        busy = self.microbatched_reference
+        return [
+            *super().flags(),
+            *self.bubble_flags,
+            *(f"{busy.label}: {w}" for w in busy.warnings),
+        ]
+
+    def details(self) -> list[str]:
         p, m = self.stages, self.microbatches
         lines = [
-            *measured,
             f"{p} stages of {self.stage_layers} layers, {m} microbatches, {self.hand_overs} "
-            f"hand-overs of a {math.ceil(self.samples / m)}x{self.width} block",
-            f"the same {m} microbatches on one device: "
-            f"{format_seconds(self.microbatched_reference.median)} (the busy time)",
-            f"measured bubble {self.measured_bubble:.0%} of the devices' time; "
-            f"GPipe model (p-1)/(m+p-1) = {self.model_bubble:.0%}",
+            f"hand-overs (counted in the graph) of a {math.ceil(self.samples / m)}x{self.width} "
+            "block"
         ]
-        cores = usable_cores()
-        if self.kind == "logical CPU" and p > cores:
+        if self.bubble_flags:
+            lines.append("measured bubble: flagged, not a result (see the warning)")
+        else:
             lines.append(
-                f"  ({p} stages on {cores} cores: at most {cores} stages compute at once, so the "
-                f"measured bubble cannot fall below {1 - cores / p:.0%} here)"
+                f"measured bubble {self.measured_bubble:.0%} (±{self.bubble_noise:.0%}) of the "
+                f"devices' time; GPipe model (p-1)/(m+p-1) = {self.model_bubble:.0%}"
             )
-        busy = self.microbatched_reference
-        return [*lines, *(f"WARNING ({busy.label}): {w}" for w in busy.warnings), communication]
+        if self.kind == "logical CPU" and p > self.cores:
+            lines.append(
+                f"{p} stages on {cores_phrase(self.cores)}: at most {self.cores} compute at once, "
+                f"so the bubble cannot fall below {1 - self.cores / p:.0%} here"
+            )
+        return [*lines, *super().details()]
+
+    def rows(self) -> list[tuple]:
+        busy = self.microbatched_reference.median
+        one, scheme, reachable = super().rows()
+        busy_row = (
+            f"the {self.microbatches} microbatches on one device (busy time)",
+            busy,
+            self.samples / busy,
+            self.reference_time / busy,
+        )
+        return [one, busy_row, scheme, reachable]
 
 
-def _stage_bytes(width: int, stage_layers: int, batch: int) -> int:
-    # A stage's weights, and every microbatch's output it hands on (kept until the step ends).
+def stage_bytes(width: int, stage_layers: int, batch: int) -> int:
+    """A stage's weights, and every microbatch's output it hands on (kept until the step ends)."""
     return BYTES_PER_FLOAT * (stage_layers * (width * width + width) + 2 * batch * width)
+
+
+def check_pipeline(
+    width: int, batch: int, microbatches: int, n_devices: int, n_layers: int = 8
+) -> tuple[list[Device], list[int]]:
+    """Validate a pipeline run before anything is allocated: (devices, layers per stage)."""
+    require_sizes(
+        width=width, batch=batch, microbatches=microbatches, n_devices=n_devices, n_layers=n_layers
+    )
+    devices = select_devices(n_devices)
+    if n_layers > MAX_LAYERS:
+        raise ValueError(f"n_layers must be at most {MAX_LAYERS}, got {n_layers}")
+    stage_layers = split_sizes(n_layers, n_devices, "layers")
+    if microbatches > batch:
+        raise ValueError(
+            f"microbatches: at most {batch} for a batch of {batch} (each microbatch needs a "
+            f"row), got {microbatches}"
+        )
+    if microbatches * n_layers > MAX_PIECES:
+        raise ValueError(
+            f"microbatches x n_layers = {microbatches * n_layers} matmuls in one graph: at most "
+            f"{MAX_PIECES}, so at most {MAX_PIECES // n_layers} microbatches for {n_layers} layers"
+        )
+    check_fits(stage_bytes(width, n_layers, batch), devices[:1], "the one-device reference")
+    what = f"a stage of {max(stage_layers)} {width}x{width} layers on each device"
+    check_fits(stage_bytes(width, max(stage_layers), batch), devices, what)
+    return devices, stage_layers
 
 
 def run_pipeline_parallel(
@@ -200,23 +295,19 @@ def run_pipeline_parallel(
     microbatches: int,
     n_devices: int,
     n_layers: int = 8,
-    progress: Callable[[int, int], None] | None = None,
+    progress: Progress | None = None,
     device_peak: float | None = None,
     **measure_options,
 ) -> PipelineRun:
     """`n_layers` layers in `n_devices` stages, `batch` rows in `microbatches`, timed three ways.
 
-    Measured: the pipeline (the step time); the same microbatches on one device (the busy time,
-    for the bubble); the whole batch at once on one device (the reference, for the speedup).
-    Sizes that do not fit are refused before anything is allocated.
+    Measured: the whole batch at once on one device (the reference, for the speedup); the same
+    microbatches on one device (the busy time, for the bubble); the pipeline (the step time).
+    Inputs that are wrong or do not fit are refused before anything is allocated.
     """
-    require_positive(width=width, batch=batch, microbatches=microbatches, n_devices=n_devices)
-    devices = select_devices(n_devices)
-    stage_layers = split_sizes(n_layers, n_devices, "layers")
-    split_sizes(batch, microbatches, "rows")  # refuse before allocating
-    check_fits(_stage_bytes(width, n_layers, batch), devices[:1], "the one-device reference")
-    what = f"a stage of {max(stage_layers)} {width}x{width} layers on each device"
-    check_fits(_stage_bytes(width, max(stage_layers), batch), devices, what)
+    require_peak(device_peak)
+    require_measure_options(measure_options)
+    devices, stage_layers = check_pipeline(width, batch, microbatches, n_devices, n_layers)
 
     layers = stack_weights(width, n_layers, devices[0])
     x = input_batch(batch, width, devices[0])
@@ -230,25 +321,25 @@ def run_pipeline_parallel(
         (f"{microbatches} microbatches on one device", lambda: microbatched(x, [layers]), 1),
         (f"pipeline on {n_devices}", lambda: pipeline(x, stages), n_devices),
     ]
-    timings = []
-    for done, (label, call, k) in enumerate(calls, start=1):
+    steps, timings = Steps(progress, len(calls)), []
+    for label, call, k in calls:
         peak = k * device_peak if device_peak else None
-        timings.append(measure(call, label, flops=flops, peak=peak, **measure_options))
-        if progress:
-            progress(done, len(calls))
-    # The slowest stage sets the pace after the first microbatch: (L + (m-1) L_max) layer-times.
-    slowest = max(stage_layers)
-    ideal_speedup = microbatches * n_layers / (n_layers + (microbatches - 1) * slowest)
+        on_repeat = steps.start(label)
+        timings.append(
+            measure(call, label, flops=flops, peak=peak, on_repeat=on_repeat, **measure_options)
+        )
+        steps.finish(label)
+    # In layer-times: the first microbatch passes all L layers, then the slowest stage paces.
+    ideal_speedup = microbatches * n_layers / pipeline_step_time(stage_layers, microbatches)
     return PipelineRun(
         scheme="pipeline parallel",
-        devices=[d.name for d in devices],
+        devices=list(device_names(devices)),
         kind=devices[0].kind,
         samples=batch,
         measurement=timings[2],
         reference=timings[0],
         ideal_speedup=ideal_speedup,
         max_error=max_difference(pipeline(x, stages), one_device(x, layers)),
-        communication=communication_note(devices[0].kind),
         width=width,
         stage_layers=stage_layers,
         microbatches=microbatches,
@@ -259,9 +350,7 @@ def run_pipeline_parallel(
 
 def trace_pipeline(width: int, batch: int, microbatches: int, n_devices: int, n_layers: int = 8):
     """One traced call of the pipeline: timeline rows, and the stage devices in order."""
-    from d2lhelpers.timeline import trace
-
-    devices = select_devices(n_devices)
+    devices, _ = check_pipeline(width, batch, microbatches, n_devices, n_layers)
     layers = stack_weights(width, n_layers, devices[0])
     x = input_batch(batch, width, devices[0])
     rows = trace(pipeline_in_one_graph(devices, microbatches), x, split_stages(layers, devices))
@@ -270,8 +359,6 @@ def trace_pipeline(width: int, batch: int, microbatches: int, n_devices: int, n_
 
 def bubble_from_trace(rows, devices) -> float:
     """1 - (time the stages were busy) / (stages x the span from first to last op): idle share."""
-    from d2lhelpers.timeline import busy_intervals, busy_seconds
-
     start = min(r.start_s for r in rows)
     span = max(r.end_s for r in rows) - start
     own = [r for r in rows if r.lane == "" and r.kind != "copy"]  # the stages' own work only

@@ -15,13 +15,14 @@ from collections.abc import Callable, Sequence
 
 import tensorflow as tf
 
+from d2lhelpers.admission import require_sweep
 from d2lhelpers.benchmark import measure
 from d2lhelpers.devices import Device, check_fits, select_devices
 from d2lhelpers.parallelism import (
     MLPWeights,
     ParallelRun,
-    communication_note,
-    device_name,
+    Progress,
+    Steps,
     input_batch,
     max_difference,
     mlp,
@@ -30,9 +31,12 @@ from d2lhelpers.parallelism import (
     mlp_weights,
     offsets,
     place,
-    require_positive,
+    require_measure_options,
+    require_peak,
+    require_sizes,
     split_sizes,
 )
+from d2lhelpers.units import device_name, device_names
 
 
 def replicate(weights: MLPWeights, devices: Sequence[Device | str]) -> list[MLPWeights]:
@@ -51,7 +55,7 @@ def replicas_in_one_graph(devices: Sequence[Device | str]) -> Callable:
 
     The replicas share no data, so the dependency tracker runs them at the same time.
     """
-    return _replicas_in_one_graph(tuple(device_name(d) for d in devices))
+    return _replicas_in_one_graph(device_names(devices))
 
 
 @functools.lru_cache(maxsize=16)
@@ -67,8 +71,35 @@ def _replicas_in_one_graph(names: tuple[str, ...]) -> Callable:
     return run
 
 
-def _replica_bytes(width: int, hidden: int, batch: int, n_devices: int) -> int:
+def replica_bytes(width: int, hidden: int, batch: int, n_devices: int) -> int:
+    """What one replica holds: the whole MLP, and the activations of its share of the batch."""
     return mlp_bytes(math.ceil(batch / n_devices), width, hidden)
+
+
+def check_replicas(
+    width: int, batch: int, max_devices: int, hidden: int | None = None, counts=None
+) -> tuple[int, list[Device], list[int]]:
+    """Validate a replica run before anything is allocated: (hidden, devices, device counts).
+
+    Types and sizes (whole numbers >= 1), the device counts (1 .. `max_devices`, each with at
+    least one request), and the memory of the one-device reference and of the replicas.
+    """
+    require_sizes(width=width, batch=batch, max_devices=max_devices)
+    hidden = require_sizes(hidden=4 * width if hidden is None else hidden)["hidden"]
+    devices = select_devices(max_devices)
+    counts = require_sweep(
+        "device counts", range(1, max_devices + 1) if counts is None else counts, 1, max_devices
+    )
+    if batch < max(counts):
+        raise ValueError(
+            f"a batch of {batch} requests leaves a replica idle on {max(counts)} devices: choose "
+            f"a batch of at least {max(counts)}, or at most {batch} devices"
+        )
+    check_fits(mlp_bytes(batch, width, hidden), devices[:1], "the one-device reference")
+    fewest = min((k for k in counts if k > 1), default=1)  # the most rows on each device
+    what = f"a {width}x{hidden} MLP replica on each of {max_devices} devices"
+    check_fits(replica_bytes(width, hidden, batch, fewest), devices, what)
+    return hidden, devices, counts
 
 
 def run_replicas(
@@ -76,15 +107,15 @@ def run_replicas(
     batch: int,
     n_devices: int,
     hidden: int | None = None,
-    progress: Callable[[int, int], None] | None = None,
+    progress: Progress | None = None,
     device_peak: float | None = None,
     **measure_options,
 ) -> ParallelRun:
     """Serve `batch` requests with one MLP replica per device, timed beside one device.
 
-    `hidden` defaults to 4 x `width`. Sizes that do not fit are refused before anything is
-    allocated. `progress(done, total)` follows the two measurements; `device_peak` (FLOP/s of one
-    device) flags impossible rates.
+    `hidden` defaults to 4 x `width`. Inputs that are wrong or do not fit are refused before
+    anything is allocated. `progress(done, total, status)` follows the two measurements, repeat
+    by repeat; `device_peak` (FLOP/s of one device) flags impossible rates.
     """
     return replica_sweep(
         width, batch, n_devices, hidden, progress, device_peak, (n_devices,), **measure_options
@@ -96,7 +127,7 @@ def replica_sweep(
     batch: int,
     max_devices: int,
     hidden: int | None = None,
-    progress: Callable[[int, int], None] | None = None,
+    progress: Progress | None = None,
     device_peak: float | None = None,
     counts: Sequence[int] | None = None,
     **measure_options,
@@ -107,18 +138,9 @@ def replica_sweep(
     (throughput rises as N). The one-device reference is measured once and shared by every run;
     `counts` chooses device counts other than 1 .. `max_devices`.
     """
-    require_positive(width=width, batch=batch, max_devices=max_devices)
-    hidden = 4 * width if hidden is None else hidden
-    require_positive(hidden=hidden)
-    devices = select_devices(max_devices)
-    counts = list(counts or range(1, max_devices + 1))
-    if not all(1 <= k <= max_devices for k in counts):
-        raise ValueError(f"device counts must lie in 1 .. {max_devices}, got {counts}")
-    split_sizes(batch, max(counts), "requests")  # refuse before allocating
-    check_fits(mlp_bytes(batch, width, hidden), devices[:1], "the one-device reference")
-    what = f"a {width}x{hidden} MLP replica on each of {max_devices} devices"
-    fewest = min((k for k in counts if k > 1), default=1)  # the most rows on each device
-    check_fits(_replica_bytes(width, hidden, batch, fewest), devices, what)
+    require_peak(device_peak)
+    require_measure_options(measure_options)
+    hidden, devices, counts = check_replicas(width, batch, max_devices, hidden, counts)
 
     weights = mlp_weights(width, hidden, devices[0])
     x = input_batch(batch, width, devices[0])
@@ -126,18 +148,19 @@ def replica_sweep(
     reference_run = replicas_in_one_graph(devices[:1])
     reference_args = ([x], [weights])
     expected = reference_run(*reference_args)[0]
+    steps = Steps(progress, sum(k > 1 for k in counts) + 1)
+    on_repeat = steps.start("replicas on 1 device")
     reference = measure(
         lambda: reference_run(*reference_args),
         "replicas on 1 device",
         flops=flops,
         peak=device_peak,
+        on_repeat=on_repeat,
         **measure_options,
     )
-    total = len(counts) + 1
-    if progress:
-        progress(1, total)
+    steps.finish("replicas on 1 device")
     runs = []
-    for done, k in enumerate(counts, start=2):
+    for k in counts:
         chosen = devices[:k]
         args = (shard_batch(x, chosen), replicate(weights, chosen))
         run = replicas_in_one_graph(chosen)
@@ -151,12 +174,14 @@ def replica_sweep(
                 label,
                 flops=flops,
                 peak=k * device_peak if device_peak else None,
+                on_repeat=steps.start(label),
                 **measure_options,
             )
+            steps.finish(label)
         runs.append(
             ParallelRun(
                 scheme="replicas",
-                devices=[d.name for d in chosen],
+                devices=[device_name(d) for d in chosen],
                 kind=chosen[0].kind,
                 samples=batch,
                 measurement=measurement,
@@ -164,10 +189,6 @@ def replica_sweep(
                 # The replica with the most rows sets the pace when the batch does not divide.
                 ideal_speedup=batch / max(split_sizes(batch, k)),
                 max_error=max_difference(run(*args), expected),
-                communication=communication_note(chosen[0].kind)
-                + " Replicas do not communicate at all, so this does not matter to them.",
             )
         )
-        if progress:
-            progress(done, total)
     return runs

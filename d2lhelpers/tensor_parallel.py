@@ -32,11 +32,10 @@ import tensorflow as tf
 from d2lhelpers.benchmark import measure
 from d2lhelpers.devices import Device, check_fits, select_devices
 from d2lhelpers.parallelism import (
-    BYTES_PER_FLOAT,
     MLPWeights,
     ParallelRun,
-    communication_note,
-    device_name,
+    Progress,
+    Steps,
     input_batch,
     max_difference,
     mlp,
@@ -45,11 +44,14 @@ from d2lhelpers.parallelism import (
     mlp_weights,
     on_one_device,
     place,
-    require_positive,
+    require_measure_options,
+    require_peak,
+    require_sizes,
     split_sizes,
 )
+from d2lhelpers.units import BYTES_PER_FLOAT, device_name, device_names
 
-ALL_REDUCE_SCOPE = "all_reduce"
+ALLREDUCE_SCOPE = "allreduce"
 
 
 def split(tensor: tf.Tensor, axis: int, devices: Sequence[Device | str]) -> list[tf.Tensor]:
@@ -61,7 +63,7 @@ def split(tensor: tf.Tensor, axis: int, devices: Sequence[Device | str]) -> list
     return [place(part, device) for part, device in zip(parts, devices, strict=True)]
 
 
-def all_reduce_sum(
+def allreduce_sum(
     parts: Sequence[tf.Tensor], devices: Sequence[Device | str], bias: tf.Tensor | None = None
 ) -> list[tf.Tensor]:
     """Every device ends with sum(parts) (+ bias, added once): the seed's all-reduce, as TF ops.
@@ -71,8 +73,8 @@ def all_reduce_sum(
     program counts. Plain adds and copies, so it cannot deadlock (raw collective ops in one
     tf.function can without ordering tokens).
     """
-    names = [device_name(d) for d in devices]
-    with tf.name_scope(ALL_REDUCE_SCOPE):
+    names = device_names(devices)
+    with tf.name_scope(ALLREDUCE_SCOPE):
         total = parts[0]
         for name, part in zip(names[1:], parts[1:], strict=True):
             with tf.device(name):
@@ -80,6 +82,9 @@ def all_reduce_sum(
         with tf.device(names[-1]):
             total = total if bias is None else total + bias
         return [place(total, name) for name in names[:-1]] + [total]
+
+
+all_reduce_sum = allreduce_sum  # the name notebooks and d2l used before the vocabulary was fixed
 
 
 def all_gather(parts: Sequence[tf.Tensor], devices: Sequence[Device | str]) -> list[tf.Tensor]:
@@ -111,7 +116,7 @@ def row_parallel_linear(
     for x, w, device in zip(x_parts, weights, devices, strict=True):
         with tf.device(device_name(device)):
             partials.append(tf.linalg.matmul(x, w))
-    return all_reduce_sum(partials, devices, bias)
+    return allreduce_sum(partials, devices, bias)
 
 
 class MLPShards(NamedTuple):
@@ -144,7 +149,7 @@ def tensor_parallel_mlp(
 
 def tensor_parallel_in_one_graph(devices: Sequence[Device | str]) -> Callable:
     """One tf.function for the tensor-parallel MLP: call it with (x, shards)."""
-    return _tensor_parallel_in_one_graph(tuple(device_name(d) for d in devices))
+    return _tensor_parallel_in_one_graph(device_names(devices))
 
 
 @functools.lru_cache(maxsize=16)
@@ -156,36 +161,50 @@ def _tensor_parallel_in_one_graph(names: tuple[str, ...]) -> Callable:
     return run
 
 
-def count_all_reduces(graph: tf.Graph) -> int:
-    """All-reduces in a traced graph: the `all_reduce_sum` name scopes its ops sit in."""
-    scope = re.compile(rf"^(.*?(?:^|/){ALL_REDUCE_SCOPE}(?:_\d+)?)/")
+def count_allreduces(graph: tf.Graph) -> int:
+    """All-reduces in a traced graph: the `allreduce_sum` name scopes its ops sit in."""
+    scope = re.compile(rf"^(.*?(?:^|/){ALLREDUCE_SCOPE}(?:_\d+)?)/")
     return len({m.group(1) for op in graph.get_operations() if (m := scope.match(op.name))})
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(repr=False)  # IPython shows the tables: _repr_pretty_
 class TensorParallelRun(ParallelRun):
     """A measured tensor-parallel MLP: also its sizes, the slices' widths and its all-reduces."""
 
-    width: int
-    hidden: int
-    shard_widths: list[int]
-    all_reduces: int  # in one forward pass, counted in the traced graph
+    width: int = 0
+    hidden: int = 0
+    shard_widths: list[int] = dataclasses.field(default_factory=list)
+    allreduces: int = 0  # in one forward pass, counted in the traced graph
 
-    def lines(self) -> list[str]:
-        *measured, communication = super().lines()
+    def details(self) -> list[str]:
         split_line = (
-            f"hidden width {self.hidden} cut into {self.shard_widths}; {self.all_reduces} "
-            f"all-reduce per forward pass, of a {self.samples}x{self.width} block, "
-            f"{2 * (self.n_devices - 1)} hand-overs each"
+            f"hidden width {self.hidden} cut into {self.shard_widths}; {self.allreduces} "
+            f"all-reduce per forward pass (counted in the graph), of a {self.samples}x"
+            f"{self.width} block, {2 * (self.n_devices - 1)} hand-overs each"
         )
-        return [*measured, split_line, communication]
+        return [split_line, *super().details()]
 
 
-def _shard_bytes(width: int, hidden: int, batch: int, n_devices: int) -> int:
+def shard_bytes(width: int, hidden: int, batch: int, n_devices: int) -> int:
+    """What one device holds: its slices of W1, b1, W2, b2, and x, H_k, its partial sum and Y."""
     slice_width = math.ceil(hidden / n_devices)
     weights = 2 * width * slice_width + slice_width + width
-    activations = batch * (3 * width + slice_width)  # x, H_k, the partial sum and Y's copy
+    activations = batch * (3 * width + slice_width)
     return BYTES_PER_FLOAT * (weights + activations)
+
+
+def check_tensor_parallel(
+    width: int, batch: int, n_devices: int, hidden: int | None = None
+) -> tuple[int, list[Device], list[int]]:
+    """Validate a tensor-parallel run before anything is allocated: (hidden, devices, slices)."""
+    require_sizes(width=width, batch=batch, n_devices=n_devices)
+    hidden = require_sizes(hidden=4 * width if hidden is None else hidden)["hidden"]
+    devices = select_devices(n_devices)
+    shard_widths = split_sizes(hidden, n_devices, "hidden columns")
+    check_fits(mlp_bytes(batch, width, hidden), devices[:1], "the one-device reference")
+    what = f"a 1/{n_devices} slice of a {width}x{hidden} MLP on each device"
+    check_fits(shard_bytes(width, hidden, batch, n_devices), devices, what)
+    return hidden, devices, shard_widths
 
 
 def run_tensor_parallel(
@@ -193,61 +212,58 @@ def run_tensor_parallel(
     batch: int,
     n_devices: int,
     hidden: int | None = None,
-    progress: Callable[[int, int], None] | None = None,
+    progress: Progress | None = None,
     device_peak: float | None = None,
     **measure_options,
 ) -> TensorParallelRun:
     """The MLP (width -> hidden -> width) split over `n_devices`, timed beside one device.
 
     `hidden` defaults to 4 x `width`; any hidden width >= n_devices works (uneven slices).
-    Sizes that do not fit are refused before anything is allocated.
+    Inputs that are wrong or do not fit are refused before anything is allocated.
     """
-    require_positive(width=width, batch=batch, n_devices=n_devices)
-    hidden = 4 * width if hidden is None else hidden
-    devices = select_devices(n_devices)
-    shard_widths = split_sizes(hidden, n_devices, "hidden columns")
-    check_fits(mlp_bytes(batch, width, hidden), devices[:1], "the one-device reference")
-    what = f"a 1/{n_devices} slice of a {width}x{hidden} MLP on each device"
-    check_fits(_shard_bytes(width, hidden, batch, n_devices), devices, what)
+    require_peak(device_peak)
+    require_measure_options(measure_options)
+    hidden, devices, shard_widths = check_tensor_parallel(width, batch, n_devices, hidden)
 
     weights = mlp_weights(width, hidden, devices[0])
     x = input_batch(batch, width, devices[0])
     flops = mlp_flops(batch, width, hidden)
     reference_run = on_one_device(mlp, devices[0])
     expected = reference_run(x, weights)
+    steps = Steps(progress, 2)
     reference = measure(
         lambda: reference_run(x, weights),
         "one device",
         flops=flops,
         peak=device_peak,
+        on_repeat=steps.start("one device"),
         **measure_options,
     )
-    if progress:
-        progress(1, 2)
+    steps.finish("one device")
     shards = shard_mlp(weights, devices)
     run = tensor_parallel_in_one_graph(devices)
+    label = f"tensor parallel on {n_devices}"
     measurement = measure(
         lambda: run(x, shards),
-        f"tensor parallel on {n_devices}",
+        label,
         flops=flops,
         peak=n_devices * device_peak if device_peak else None,
+        on_repeat=steps.start(label),
         **measure_options,
     )
-    if progress:
-        progress(2, 2)
+    steps.finish(label)
     outputs = run(x, shards)
     return TensorParallelRun(
         scheme="tensor parallel",
-        devices=[d.name for d in devices],
+        devices=list(device_names(devices)),
         kind=devices[0].kind,
         samples=batch,
         measurement=measurement,
         reference=reference,
         ideal_speedup=hidden / max(shard_widths),
         max_error=max(max_difference(y, expected) for y in outputs),
-        communication=communication_note(devices[0].kind),
         width=width,
         hidden=hidden,
         shard_widths=shard_widths,
-        all_reduces=count_all_reduces(run.get_concrete_function(x, shards).graph),
+        allreduces=count_allreduces(run.get_concrete_function(x, shards).graph),
     )

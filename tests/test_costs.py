@@ -15,7 +15,7 @@ from d2lhelpers.costs import (
     format_efficiency_table,
     layout,
     pipeline_bubble_fraction,
-    pipeline_time_ms,
+    pipeline_step_time,
     replicas_vs_one_group,
     tensor_parallel_efficiency,
     tensor_parallel_speedup,
@@ -68,7 +68,14 @@ def test_pipeline_bubble():
     assert pipeline_bubble_fraction(1, 1) == 0
     assert pipeline_bubble_fraction(4, 1) == pytest.approx(3 / 4)
     assert pipeline_bubble_fraction(4, 8) == pytest.approx(3 / 11)
-    assert pipeline_time_ms(2.0, 4, 8) == 22.0
+    assert pipeline_step_time([2.0] * 4, 8) == 22.0  # (m + p - 1) t for equal stages
+    # Uneven stages: the first microbatch passes all of them, then the slowest sets the pace.
+    assert pipeline_step_time([3, 3, 2, 2], 5) == 10 + 4 * 3
+    assert pipeline_step_time([5.0], 1) == 5.0
+    with pytest.raises(ValueError, match="stage time"):
+        pipeline_step_time([1.0, -1.0], 2)
+    with pytest.raises(ValueError, match="number of pipeline stages"):
+        pipeline_step_time([], 2)
     for p, m in [(0, 1), (1, 0), (-2, 3)]:
         with pytest.raises(ValueError, match=">= 1"):
             pipeline_bubble_fraction(p, m)

@@ -1,5 +1,3 @@
-import os
-
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -9,6 +7,7 @@ from hypothesis import strategies as st
 import d2lhelpers as d2l
 from d2lhelpers.parallelism import (
     ParallelRun,
+    Steps,
     communication_note,
     input_batch,
     max_difference,
@@ -19,9 +18,12 @@ from d2lhelpers.parallelism import (
     offsets,
     on_one_device,
     place,
-    require_positive,
+    require_measure_options,
+    require_peak,
+    require_sizes,
     split_sizes,
 )
+from tests.conftest import FakeClock
 
 
 def test_split_sizes_uneven_larger_first():
@@ -42,14 +44,31 @@ def test_split_sizes_cover_total_within_one(parts, extra):
 def test_split_sizes_refuses_empty_parts():
     with pytest.raises(ValueError, match="3 columns cannot be split into 4 non-empty parts"):
         split_sizes(3, 4, "columns")
-    with pytest.raises(ValueError, match="parts=0"):
+    with pytest.raises(ValueError, match="parts must be at least 1, got 0"):
         split_sizes(3, 0)
 
 
-def test_require_positive_names_the_bad_sizes():
-    require_positive(a=1, b=7)
-    with pytest.raises(ValueError, match="b=0, c=-2"):
-        require_positive(a=1, b=0, c=-2)
+def test_require_sizes_names_the_bad_size_and_refuses_wrong_types():
+    assert require_sizes(a=1, b=7) == {"a": 1, "b": 7}
+    with pytest.raises(ValueError, match="b must be at least 1, got 0"):
+        require_sizes(a=1, b=0, c=-2)
+    for bad in (2.5, "3", True, None):
+        with pytest.raises(TypeError, match="a must be a whole number"):
+            require_sizes(a=bad)
+
+
+def test_measure_options_and_peak_are_checked_before_anything_runs():
+    require_measure_options({"min_runs": 3, "max_runs": 3, "budget_s": 0.05, "warmup": 0})
+    with pytest.raises(ValueError, match="max_runs must be at least 1"):
+        require_measure_options({"max_runs": 0})
+    with pytest.raises(ValueError, match="budget_s"):
+        require_measure_options({"budget_s": 0})
+    with pytest.raises(TypeError, match="unknown measure options"):
+        require_measure_options({"repeats": 3})
+    require_peak(None)
+    require_peak(1e9)
+    with pytest.raises(ValueError, match="device_peak"):
+        require_peak(-1.0)
 
 
 def test_weights_are_deterministic_and_placed(devices):
@@ -98,33 +117,89 @@ def test_communication_note_says_what_a_hand_over_is():
     assert "NVLink" in communication_note("GPU")
 
 
-def _run(kind="logical CPU", n=2, times=(0.5,), reference=(1.0,), ideal=2.0):
+def test_steps_report_each_measurement_and_throttle_repeats():
+    calls = []
+    clock = FakeClock(0.0, 0.1, 0.2, 0.7, 0.8)
+    steps = Steps(lambda *a: calls.append(a), 2, clock=clock)
+    on_repeat = steps.start("one device")  # t=0: always reported
+    on_repeat(1)  # t=0.1: too soon
+    on_repeat(2)  # t=0.2: too soon
+    on_repeat(3)  # t=0.7: reported
+    steps.finish("one device")  # t=0.8: always reported
+    assert calls == [
+        (0, 2, "measuring one device (1 of 2)"),
+        (0, 2, "measuring one device (1 of 2), repeat 3"),
+        (1, 2, "measured one device (1 of 2)"),
+    ]
+    Steps(None, 1).start("nothing")(1)  # no progress callback: nothing to call
+
+
+def _m(label, *times, warnings=()):
+    return d2l.Measurement(label, list(times), warnings=list(warnings))
+
+
+def _run(
+    kind="logical CPU",
+    n=2,
+    times=(0.5, 0.5, 0.5),
+    reference=(1.0, 1.0, 1.0),
+    ideal=2.0,
+    cores=4,
+    error=1e-7,
+    warnings=(),
+):
     return ParallelRun(
         scheme="replicas",
         devices=[f"/device:CPU:{i}" for i in range(n)],
         kind=kind,
         samples=100,
-        measurement=d2l.Measurement("parallel", list(times)),
-        reference=d2l.Measurement("one", list(reference), warnings=["noisy: test"]),
+        measurement=_m("parallel", *times),
+        reference=_m("one", *reference, warnings=warnings),
         ideal_speedup=ideal,
-        max_error=1e-7,
-        communication="NOTE",
+        max_error=error,
+        cores=cores,
     )
 
 
 def test_parallel_run_derives_throughput_and_speedup():
-    run = _run()
+    run = _run(times=(0.5, 0.52, 0.5))
     assert run.n_devices == 2 and run.time == 0.5 and run.reference_time == 1.0
     assert run.throughput == 200 and run.reference_throughput == 100 and run.speedup == 2.0
-    text = str(run)
-    assert "200 samples/s" in text and "speedup 2.00x (ideal 2.00x)" in text
-    assert "1.00x ideal" in text and "WARNING (one): noisy: test" in text
-    assert text.endswith("NOTE")
+    # Both noises are the 5% floor: 0.025/0.5 + 0.05/1.0 = 10% of the speedup.
+    assert run.speedup_noise == pytest.approx(0.2)
+    assert run.reachable_speedup == 2.0 and run.trusted
 
 
-def test_parallel_run_flags_better_than_ideal_and_too_few_cores(monkeypatch):
-    monkeypatch.setattr(os, "cpu_count", lambda: 2)
-    text = str(_run(n=4, times=(0.1,), ideal=4.0))
-    assert "faster than the ideal" in text  # 0.1 s against an ideal of 0.25 s
-    assert "4 logical devices on 2 CPU cores" in text
-    assert "CPU cores" not in str(_run(kind="GPU", n=4))
+def test_parallel_run_verdict_follows_the_data():
+    faster = _run(times=(0.6,) * 3)
+    assert faster.verdict.startswith("replicas on 2 logical CPU devices is 1.67x faster")
+    assert "reachable here: 2.00x" in faster.verdict
+    slower = _run(times=(1.5,) * 3)
+    assert "1.50x slower than one device" in slower.verdict
+    same = _run(times=(0.98,) * 3)
+    assert same.verdict.startswith("no measurable difference")
+    text = str(faster)
+    assert "replicas: a batch of 100 rows" in text and "1.67x" in text
+    assert "reachable here (hand-overs free)" in text and "WARNING" not in text
+
+
+def test_parallel_run_flags_beating_the_reachable_and_wrong_output():
+    # 4 devices on 2 cores: at most 2x reachable, so 0.25 s against 1 s is impossible.
+    capped = _run(n=4, times=(0.25,) * 3, ideal=4.0, cores=2)
+    assert capped.core_limited and capped.reachable_speedup == 2.0
+    assert not capped.trusted and "flagged, not a result" in capped.verdict
+    assert any("impossible" in f and "above the 2.00x reachable" in f for f in capped.flags())
+    assert "at most 2 compute at once" in str(capped)
+    # The same times on a GPU, or on enough cores, are within the ideal.
+    assert _run(kind="GPU", n=4, times=(0.25,) * 3, ideal=4.0, cores=2).trusted
+    assert _run(n=4, times=(0.26,) * 3, ideal=4.0, cores=4).trusted
+    wrong = _run(error=0.5)
+    assert not wrong.trusted and any("computed something else" in f for f in wrong.flags())
+    noisy = _run(warnings=["noisy: test"])
+    assert noisy.flags() == ["one: noisy: test"] and "WARNING: one: noisy: test" in str(noisy)
+    assert "<table>" in noisy._repr_html_()
+
+
+def test_virtual_gpus_say_the_reachable_speedup_assumes_separate_chips():
+    assert "share one chip's compute" in str(_run(kind="virtual GPU"))
+    assert "share one chip's compute" not in str(_run(kind="GPU"))

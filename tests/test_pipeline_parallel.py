@@ -1,10 +1,14 @@
-import os
+import time
 
 import numpy as np
 import pytest
 
+import d2lhelpers as d2l
 from d2lhelpers.parallelism import input_batch, split_sizes
 from d2lhelpers.pipeline_parallel import (
+    PipelineRun,
+    bubble_floor,
+    bubble_from_trace,
     count_hand_overs,
     dense_stack,
     measured_bubble,
@@ -13,6 +17,7 @@ from d2lhelpers.pipeline_parallel import (
     split_stages,
     stack_weights,
 )
+from d2lhelpers.timeline import OpEvent
 
 FAST = {"min_runs": 3, "max_runs": 3, "budget_s": 0.05}
 
@@ -67,14 +72,16 @@ def test_measured_bubble_matches_gpipe_for_equal_stages():
     assert measured_bubble(busy_time / 2, busy_time, 2) == 0.0  # perfect overlap on 2
     with pytest.raises(ValueError, match="positive"):
         measured_bubble(0.0, 1.0, 2)
+    assert measured_bubble(0.4, 1.0, 2) < 0  # mis-timed: PipelineRun flags it
 
 
-def test_run_pipeline_parallel_small(devices, monkeypatch):
+def test_run_pipeline_parallel_small(devices):
     calls = []
     run = run_pipeline_parallel(
-        8, 12, 3, 4, n_layers=6, progress=lambda d, t: calls.append((d, t)), **FAST
+        8, 12, 3, 4, n_layers=6, progress=lambda *a: calls.append(a), **FAST
     )
-    assert calls == [(1, 3), (2, 3), (3, 3)]
+    assert [c[:2] for c in calls] == [(0, 3), (1, 3), (1, 3), (2, 3), (2, 3), (3, 3)]
+    assert calls[2][2] == "measuring 3 microbatches on one device (2 of 3)"
     assert run.scheme == "pipeline parallel" and run.stages == 4 and run.microbatches == 3
     assert run.stage_layers == [2, 2, 1, 1] and run.hand_overs == 3 * 3
     assert run.time > 0 and run.reference_time > 0 and run.microbatched_reference.median > 0
@@ -82,29 +89,91 @@ def test_run_pipeline_parallel_small(devices, monkeypatch):
     assert run.model_bubble == pytest.approx((4 - 1) / (3 + 4 - 1))
     assert run.measured_bubble < 1
     assert run.ideal_speedup == pytest.approx(3 * 6 / (6 + 2 * 2))  # slowest stage: 2 layers
-    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    run.cores = 2
     text = str(run)
-    assert "GPipe model (p-1)/(m+p-1) = 50%" in text and "busy time" in text
+    assert "busy time" in text and "3 microbatches on one device" in text
+    assert ("GPipe model (p-1)/(m+p-1) = 50%" in text) != bool(run.bubble_flags)
     assert "cannot fall below 50% here" in text
 
 
-def test_run_pipeline_parallel_refuses_bad_input(devices):
-    with pytest.raises(ValueError, match="3 layers cannot be split into 4"):
-        run_pipeline_parallel(8, 8, 2, 4, n_layers=3)
-    with pytest.raises(ValueError, match="4 rows cannot be split into 8"):
-        run_pipeline_parallel(8, 4, 8, 2)
-    with pytest.raises(ValueError, match="microbatches=0"):
-        run_pipeline_parallel(8, 4, 0, 2)
-    with pytest.raises(ValueError, match="choose 1 to 4"):
-        run_pipeline_parallel(8, 8, 2, 5)
-    with pytest.raises(ValueError, match="is free"):
-        run_pipeline_parallel(2**18, 2**10, 2, 4)  # 2 TiB of weights: refused before allocating
+def _pipeline(step, busy, p=2, m=4, cores=8, kind="logical CPU", noise=0.0):
+    def m_(label, t):
+        return d2l.Measurement(label, [t - noise, t, t + noise])
+
+    return PipelineRun(
+        scheme="pipeline parallel",
+        devices=[f"/device:CPU:{i}" for i in range(p)],
+        kind=kind,
+        samples=16,
+        measurement=m_("pipeline", step),
+        reference=m_("one device", busy),
+        ideal_speedup=m * p / (m + p - 1),
+        max_error=0.0,
+        cores=cores,
+        width=4,
+        stage_layers=[1] * p,
+        microbatches=m,
+        hand_overs=(p - 1) * m,
+        microbatched_reference=m_("busy", busy),
+    )
+
+
+def test_bubble_at_the_model_is_a_result():
+    # p=2, m=4: GPipe step = 5/8 of the busy time; bubble 1 - 8/10 = 20% = the model.
+    run = _pipeline(step=0.625, busy=1.0)
+    assert run.measured_bubble == pytest.approx(0.2) and run.model_bubble == pytest.approx(0.2)
+    assert run.bubble_flags == [] and run.trusted
+    assert "measured bubble 20%" in str(run)
+
+
+def test_negative_bubble_is_flagged_not_printed_as_a_result():
+    run = _pipeline(step=0.45, busy=1.0)  # bubble 1 - 1/0.9 = -11%
+    assert run.measured_bubble < 0
+    assert len(run.bubble_flags) == 1 and "outside 0%..100%" in run.bubble_flags[0]
+    assert not run.trusted and "flagged" in run.verdict
+    text = str(run)
+    assert "measured bubble -" not in text and "bubble: flagged" in text
+
+
+def test_bubble_below_the_model_beyond_noise_is_flagged_within_noise_is_not():
+    quiet = _pipeline(step=0.55, busy=1.0)  # bubble 9%, model 20%, noise 5% floors: ~9%
+    assert any("below the least possible 20%" in f for f in quiet.bubble_flags)
+    assert any("caches" in f for f in quiet.bubble_flags)  # the likely causes are named
+    noisy = _pipeline(step=0.55, busy=1.0, noise=0.1)
+    assert noisy.bubble_noise > 0.2 and noisy.bubble_flags == []
+
+
+def test_bubble_floor_counts_the_cores_for_logical_cpus():
+    assert bubble_floor(4, 8, "logical CPU", 1) == pytest.approx(0.75)
+    assert bubble_floor(4, 8, "GPU", 1) == pytest.approx(3 / 11)
+    # 4 stages on 1 core: a 30% bubble is below the 75% floor, so impossible.
+    run = _pipeline(step=0.357, busy=1.0, p=4, m=8, cores=1)
+    assert any("least possible 75%" in f for f in run.bubble_flags)
+
+
+@pytest.mark.parametrize(
+    "call, error, message",
+    [
+        (lambda: run_pipeline_parallel(8, 8, 2, 4, n_layers=3), ValueError, "3 layers cannot"),
+        (lambda: run_pipeline_parallel(8, 4, 8, 2), ValueError, "microbatches: at most 4"),
+        (lambda: run_pipeline_parallel(8, 4, 0, 2), ValueError, "microbatches must be at least"),
+        (lambda: run_pipeline_parallel(8, 8, 2, 5), ValueError, "choose 1 to 4"),
+        (lambda: run_pipeline_parallel(8, 8, 2, 2, n_layers=10**6), ValueError, "at most 256"),
+        (lambda: run_pipeline_parallel(8, 4096, 4096, 2, 200), ValueError, "at most 20 micro"),
+        (lambda: run_pipeline_parallel(8, 8, 2, 2.0), TypeError, "n_devices must be a whole"),
+        (lambda: run_pipeline_parallel(8, 8, 2, 2, budget_s=-1), ValueError, "budget_s"),
+        # 2 TiB of weights: refused before allocating
+        (lambda: run_pipeline_parallel(2**18, 2**10, 2, 4), ValueError, "is free"),
+    ],
+)
+def test_run_pipeline_parallel_refuses_bad_input_fast(devices, call, error, message):
+    start = time.perf_counter()
+    with pytest.raises(error, match=message):
+        call()
+    assert time.perf_counter() - start < 1.0
 
 
 def test_bubble_from_trace_counts_each_stage_device_own_work_only():
-    from d2lhelpers.pipeline_parallel import bubble_from_trace
-    from d2lhelpers.timeline import OpEvent
-
     rows = [
         OpEvent("/device:CPU:0", "MatMul", "matmul", 0.0, 2.0),
         OpEvent("/device:CPU:1", "MatMul", "matmul", 1.0, 3.0),

@@ -1,3 +1,5 @@
+import time
+
 import numpy as np
 import pytest
 
@@ -45,13 +47,15 @@ def test_replicas_graph_runs_each_replica_on_its_device(devices):
 
 def test_run_replicas_small(devices):
     calls = []
-    run = run_replicas(16, 32, 2, progress=lambda done, total: calls.append((done, total)), **FAST)
-    assert calls == [(1, 2), (2, 2)]
+    run = run_replicas(16, 32, 2, progress=lambda *a: calls.append(a), **FAST)
+    assert [(done, total) for done, total, _ in calls] == [(0, 2), (1, 2), (1, 2), (2, 2)]
+    assert calls[0][2] == "measuring replicas on 1 device (1 of 2)"
+    assert calls[-1][2] == "measured replicas on 2 devices (2 of 2)"
     assert run.scheme == "replicas" and run.n_devices == 2 and run.kind == devices[0].kind
     assert run.time > 0 and run.reference_time > 0 and run.throughput == 32 / run.time
     assert run.ideal_speedup == 2.0 and run.max_error < 1e-5
     assert run.measurement.work == 2 * 2 * 32 * 16 * 64  # hidden defaults to 4 x width
-    assert "do not communicate" in str(run)
+    assert "replicas on 2" in run.verdict and "reachable here: 2.00x" in run.verdict
 
 
 def test_replica_sweep_shares_the_reference(devices):
@@ -63,14 +67,27 @@ def test_replica_sweep_shares_the_reference(devices):
     assert all(r.throughput > 0 and r.max_error < 1e-5 for r in runs)
 
 
-def test_run_replicas_refuses_bad_input(devices):
-    with pytest.raises(ValueError, match="choose 1 to 4"):
-        run_replicas(8, 8, 5)
-    with pytest.raises(ValueError, match="width=0"):
-        run_replicas(0, 8, 2)
-    with pytest.raises(ValueError, match="3 requests cannot be split into 4"):
-        run_replicas(8, 3, 4)
-    with pytest.raises(ValueError, match="must lie in 1 .. 2"):
-        replica_sweep(8, 8, 2, counts=[1, 3])
-    with pytest.raises(ValueError, match="is free"):
-        run_replicas(2**18, 2**10, 2)  # 2 TiB of weights: refused before allocating
+@pytest.mark.parametrize(
+    "call, error, message",
+    [
+        (lambda: run_replicas(8, 8, 5), ValueError, "choose 1 to 4"),
+        (lambda: run_replicas(0, 8, 2), ValueError, "width must be at least 1, got 0"),
+        (lambda: run_replicas(8, -3, 2), ValueError, "batch must be at least 1"),
+        (lambda: run_replicas(8.0, 8, 2), TypeError, "width must be a whole number"),
+        (lambda: run_replicas(8, 8, "2"), TypeError, "max_devices must be a whole number"),
+        (lambda: run_replicas(8, 8, 2, hidden=0), ValueError, "hidden must be at least 1"),
+        (lambda: run_replicas(8, 3, 4), ValueError, "choose a batch of at least 4"),
+        (lambda: replica_sweep(8, 8, 2, counts=[1, 3]), ValueError, "at most 2, got 3"),
+        (lambda: replica_sweep(8, 8, 2, counts=[]), ValueError, "at least one value"),
+        (lambda: run_replicas(8, 8, 2, max_runs=0), ValueError, "max_runs must be at least 1"),
+        (lambda: run_replicas(8, 8, 2, device_peak=0), ValueError, "device_peak"),
+        # 2 TiB of weights: refused before allocating
+        (lambda: run_replicas(2**18, 2**10, 2), ValueError, "is free"),
+        (lambda: replica_sweep(2**18, 2**10, 2), ValueError, "is free"),
+    ],
+)
+def test_run_replicas_refuses_bad_input_fast(devices, call, error, message):
+    start = time.perf_counter()
+    with pytest.raises(error, match=message):
+        call()
+    assert time.perf_counter() - start < 1.0

@@ -1,3 +1,5 @@
+import time
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -6,8 +8,9 @@ from d2lhelpers.parallelism import input_batch, mlp, mlp_weights, place, split_s
 from d2lhelpers.tensor_parallel import (
     all_gather,
     all_reduce_sum,
+    allreduce_sum,
     column_parallel_linear,
-    count_all_reduces,
+    count_allreduces,
     row_parallel_linear,
     run_tensor_parallel,
     shard_mlp,
@@ -71,9 +74,10 @@ def test_row_parallel_linear_all_reduces_to_every_device(devices, n):
         np.testing.assert_allclose(y.numpy(), (x @ w + b).numpy(), **CLOSE)
 
 
-def test_all_reduce_adds_parts_and_bias_once(devices):
+def test_allreduce_adds_parts_and_bias_once(devices):
+    assert all_reduce_sum is allreduce_sum  # the old d2l name still works
     parts = [place(tf.fill((2,), 10.0**k), d) for k, d in enumerate(devices)]
-    totals = all_reduce_sum(parts, devices, bias=tf.constant([0.5, 0.5]))
+    totals = allreduce_sum(parts, devices, bias=tf.constant([0.5, 0.5]))
     assert _where(totals) == _names(devices)
     for total in totals:  # the seed's Go example: 1 + 10 + 100 + 1000
         np.testing.assert_array_equal(total.numpy(), [1111.5, 1111.5])
@@ -100,40 +104,48 @@ def test_graph_places_slices_and_counts_one_all_reduce(devices):
     graph = tensor_parallel_in_one_graph(devices).get_concrete_function(x, shards).graph
     matmuls = sorted(op.device for op in graph.get_operations() if op.type == "MatMul")
     assert matmuls == sorted(d.name for d in devices for _ in range(2))
-    assert count_all_reduces(graph) == 1
+    assert count_allreduces(graph) == 1
 
     @tf.function
     def two_blocks(x, shards):
         hidden = tensor_parallel_mlp(x, shards, devices)[0]
         return tensor_parallel_mlp(hidden, shards, devices)
 
-    assert count_all_reduces(two_blocks.get_concrete_function(x, shards).graph) == 2
+    assert count_allreduces(two_blocks.get_concrete_function(x, shards).graph) == 2
     column_only = tf.function(lambda x, w, b: column_parallel_linear(x, w, b, devices))
     graph = column_only.get_concrete_function(x, shards.w1, shards.b1).graph
-    assert count_all_reduces(graph) == 0
+    assert count_allreduces(graph) == 0
 
 
 def test_run_tensor_parallel_small(devices):
     calls = []
-    run = run_tensor_parallel(
-        8, 6, 3, hidden=10, progress=lambda d, t: calls.append((d, t)), **FAST
-    )
-    assert calls == [(1, 2), (2, 2)]
+    run = run_tensor_parallel(8, 6, 3, hidden=10, progress=lambda *a: calls.append(a), **FAST)
+    assert [c[:2] for c in calls] == [(0, 2), (1, 2), (1, 2), (2, 2)]
+    assert calls[2][2] == "measuring tensor parallel on 3 (2 of 2)"
     assert run.scheme == "tensor parallel" and run.n_devices == 3
     assert run.time > 0 and run.reference_time > 0 and run.throughput > 0
     assert run.shard_widths == [4, 3, 3] and run.ideal_speedup == 10 / 4
-    assert run.all_reduces == 1 and run.max_error < 1e-5
+    assert run.allreduces == 1 and run.max_error < 1e-5
     text = str(run)
     assert "cut into [4, 3, 3]" in text and "4 hand-overs each" in text
-    assert "one process" in text
+    assert "Communication here" not in text  # said once per notebook, not per run
 
 
-def test_run_tensor_parallel_refuses_bad_input(devices):
-    with pytest.raises(ValueError, match="3 hidden columns cannot be split into 4"):
-        run_tensor_parallel(8, 4, 4, hidden=3)
-    with pytest.raises(ValueError, match="choose 1 to 4"):
-        run_tensor_parallel(8, 4, 5)
-    with pytest.raises(ValueError, match="batch=0"):
-        run_tensor_parallel(8, 0, 2)
-    with pytest.raises(ValueError, match="is free"):
-        run_tensor_parallel(2**18, 2**10, 4)  # 2 TiB of weights: refused before allocating
+@pytest.mark.parametrize(
+    "call, error, message",
+    [
+        (lambda: run_tensor_parallel(8, 4, 4, hidden=3), ValueError, "3 hidden columns cannot"),
+        (lambda: run_tensor_parallel(8, 4, 5), ValueError, "choose 1 to 4"),
+        (lambda: run_tensor_parallel(8, 0, 2), ValueError, "batch must be at least 1, got 0"),
+        (lambda: run_tensor_parallel(8, 4, 0), ValueError, "n_devices must be at least 1"),
+        (lambda: run_tensor_parallel(8, 4.5, 2), TypeError, "batch must be a whole number"),
+        (lambda: run_tensor_parallel(8, 4, 2, min_runs=-1), ValueError, "min_runs"),
+        # 2 TiB of weights: refused before allocating
+        (lambda: run_tensor_parallel(2**18, 2**10, 4), ValueError, "is free"),
+    ],
+)
+def test_run_tensor_parallel_refuses_bad_input_fast(devices, call, error, message):
+    start = time.perf_counter()
+    with pytest.raises(error, match=message):
+        call()
+    assert time.perf_counter() - start < 1.0

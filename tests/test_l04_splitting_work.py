@@ -1,0 +1,303 @@
+"""Notebook 04's lesson: the three schemes' validation, estimate, result, plot and panel; the
+cost model's verdicts and plot; the traced pipeline's idle share."""
+
+import time
+
+import matplotlib
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from IPython.lib.pretty import pretty
+
+import d2lhelpers as d2l
+from d2lhelpers.lessons.l04_splitting_work import (
+    PipelineTrace,
+    ThreeSchemes,
+    check_three_schemes,
+    compare_bubbles,
+    estimate_three_schemes,
+    parallelism_panel,
+    plot_speedup_model,
+    plot_three_scheme_speedups,
+    plot_three_schemes,
+    run_three_schemes,
+    speedup_model,
+    speedup_model_panel,
+)
+from d2lhelpers.lessons.l04_splitting_work import three_schemes as three_schemes_module
+from d2lhelpers.parallelism import ParallelRun
+from d2lhelpers.pipeline_parallel import PipelineRun
+from d2lhelpers.tensor_parallel import TensorParallelRun
+from d2lhelpers.timeline import OpEvent
+
+matplotlib.use("Agg")
+FAST = {"min_runs": 3, "max_runs": 3, "budget_s": 0.05}
+
+
+def _m(label, t):
+    return d2l.Measurement(label, [t, t, t])
+
+
+def _common(scheme, time_s, error=0.0):
+    return {
+        "scheme": scheme,
+        "devices": ["/device:CPU:0", "/device:CPU:1"],
+        "kind": "logical CPU",
+        "samples": 64,
+        "measurement": _m(scheme, time_s),
+        "reference": _m("one device", 1.0),
+        "ideal_speedup": 2.0,
+        "max_error": error,
+        "cores": 2,
+    }
+
+
+def _schemes(replicas=0.55, tensor=0.8, pipeline=0.7, busy=1.0, error=0.0):
+    return ThreeSchemes(
+        [
+            ParallelRun(**_common("replicas", replicas, error)),
+            TensorParallelRun(
+                **_common("tensor parallel", tensor),
+                width=8,
+                hidden=32,
+                shard_widths=[16, 16],
+                allreduces=1,
+            ),
+            PipelineRun(
+                **_common("pipeline parallel", pipeline),
+                width=8,
+                stage_layers=[4, 4],
+                microbatches=4,
+                hand_overs=4,
+                microbatched_reference=_m("busy", busy),
+            ),
+        ]
+    )
+
+
+def test_the_seeds_picture_has_three_panels():
+    assert len(plot_three_schemes().axes) == 3
+
+
+@pytest.mark.parametrize(
+    "values, message",
+    [
+        ((64, 16, 32, 2), "pipeline microbatches: at most 16 for batch 16"),
+        ((64, 3, 2, 4), "batch: at least 4 for 4 devices .* or devices: at most 3"),
+        ((64, 64, 4, 9), "devices: at most 4"),
+        ((0, 64, 4, 2), "model width must be at least 1"),
+        ((2**18, 1024, 2, 2), "is free .* Move 'model width' or 'batch' down"),
+    ],
+)
+def test_three_schemes_are_all_validated_before_any_runs(devices, values, message):
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match=message):
+        run_three_schemes(*values)
+    assert time.perf_counter() - start < 1.0
+
+
+def test_wrong_types_name_the_slider(devices):
+    with pytest.raises(TypeError, match="pipeline microbatches must be a whole number"):
+        check_three_schemes(64, 64, 2.5, 2)
+    assert check_three_schemes(64, 64, 4, 2) == 8  # layers: 8, or one per device if more
+
+
+def test_estimate_grows_with_the_work_and_stays_small_at_the_defaults():
+    small = estimate_three_schemes(256, 512, 8, 2, peak=1e10)
+    large = estimate_three_schemes(4096, 4096, 8, 2, peak=1e10)
+    assert 0 < small < 30 < large
+    # At the budget, each of the 7 measurements costs its budget plus its warm-up calls.
+    assert large > 7 * 2.0
+
+
+def test_three_schemes_verdicts_follow_the_data():
+    ahead = _schemes(replicas=0.55, tensor=0.8, pipeline=0.7)
+    assert ahead.verdict == (
+        "On 2 logical CPU devices, replicas (1.82x one device) was fastest, measurably ahead "
+        "of tensor parallel (1.25x), pipeline parallel (1.43x)"
+    )
+    tied = _schemes(replicas=0.55, tensor=0.56, pipeline=0.9)
+    assert "replicas (1.82x one device) and tensor parallel (1.79x) were fastest" in tied.verdict
+    none = _schemes(replicas=0.98, tensor=1.5, pipeline=1.02)
+    assert (
+        none.verdict == "On 2 logical CPU devices, no scheme was measurably faster than one device"
+    )
+    flagged = _schemes(replicas=0.3, error=0.0)  # 3.3x on 2 devices: impossible
+    assert flagged.verdict.endswith("flagged, not results: replicas (see the warnings)")
+    assert "replicas (" not in flagged.verdict.split(";")[0]
+
+
+def test_three_schemes_print_the_verdict_once_and_show_one_table():
+    result = _schemes(pipeline=0.45)  # bubble 1 - 1/0.9 < 0: flagged
+    text = str(result)
+    assert text.count(result.verdict) == 1 and text.startswith(result.verdict)
+    assert "bubble flagged" in text and "measured bubble -" not in text
+    assert "at most 2 compute at once" not in text  # 2 devices on 2 cores: no cap
+    html = result._repr_html_()
+    assert html.count("<table>") == 1 and result.verdict not in html
+
+
+def test_three_scheme_plot_marks_flagged_runs():
+    figure = plot_three_scheme_speedups(_schemes(replicas=0.3))
+    ax = figure.axes[0]
+    assert ax.get_title() == "2 logical CPU devices"
+    assert [t.get_text() for t in ax.texts] == ["flagged"]
+    assert ax.get_ylim()[1] >= 1 / 0.3  # the flagged bar is drawn whole
+
+
+def test_run_three_schemes_small_reports_progress_with_status(devices):
+    calls = []
+    result = run_three_schemes(16, 16, 4, 2, progress=lambda *a: calls.append(a), **FAST)
+    assert [r.scheme for r in result.runs] == ["replicas", "tensor parallel", "pipeline parallel"]
+    assert all(total == 7 for _, total, _ in calls) and calls[-1][:2] == (7, 7)
+    done = [d for d, _, _ in calls]
+    assert done == sorted(done)
+    assert calls[0][2] == "replicas: measuring replicas on 1 device (1 of 2)"
+    assert any(s.startswith("pipeline parallel: measuring pipeline on 2") for *_, s in calls)
+
+
+def test_parallelism_panel_runs_and_refuses_before_running(devices, monkeypatch):
+    monkeypatch.setattr(three_schemes_module, "device_peak_rate", lambda device: 1e10)
+    panel = parallelism_panel()
+    assert panel.sliders["n_devices"].max == len(devices)
+    values = {"width": 32, "batch": 16, "microbatches": 32, "n_devices": 2}
+    for name, value in values.items():
+        panel.sliders[name].value = value
+    assert panel.run() is None
+    assert "pipeline microbatches: at most 16 for batch 16" in str(panel.error)
+    assert panel.progress.value == 0  # nothing ran
+    with pytest.raises(ValueError, match="pipeline microbatches"):
+        panel.estimate(**panel.values())
+    panel.sliders["microbatches"].value = 2
+    assert panel.estimate(**panel.values()) > 0
+    result = panel.run()
+    assert panel.error is None and isinstance(result, ThreeSchemes)
+
+
+def test_speedup_model_verdicts_are_the_arithmetic():
+    seed = speedup_model(40, 0.75, 16)  # the seed's rows: 1.5, 3, 6 ms at 2, 4, 8 GPUs
+    assert seed.speedups[1] == pytest.approx(40 / 21.5) and seed.speedups[7] == pytest.approx(
+        40 / 11
+    )
+    assert seed.best == 7 and seed.slower == []
+    assert (
+        seed.verdict
+        == "fastest at N = 7: 3.65x one device; never slower than one device up to N = 16"
+    )
+    slow = speedup_model(40, 12, 8)  # 20 + 24 > 40 at N = 2, and worse after
+    assert slow.best == 1 and slow.slower == list(range(2, 9))
+    assert slow.verdict.endswith("slower than one device at N = 2..8")
+    text = str(seed)
+    assert "93%" in text  # efficiency at N = 2: 20 / 21.5
+    with pytest.raises(ValueError):
+        speedup_model(40, -1, 8)
+    with pytest.raises(TypeError, match="largest device count"):
+        speedup_model(40, 1, 8.5)
+
+
+def test_speedup_plot_shows_the_whole_curve_and_separate_seed_labels():
+    model = speedup_model(40, 0, 16)  # no communication: the curve climbs to 16x
+    figure = plot_speedup_model(model, d2l.efficiency_table())
+    ax = figure.axes[0]
+    assert ax.get_xlim()[1] >= 16 and ax.get_ylim()[1] >= 16
+    figure.canvas.draw()
+    boxes = [t.get_window_extent() for t in ax.texts]
+    assert len(boxes) == 4
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
+    small = plot_speedup_model(speedup_model(40, 0.75, 4), d2l.efficiency_table())
+    assert len(small.axes[0].texts) == 2  # only the seed's rows within 1..4 devices
+
+
+def test_speedup_model_panel_runs():
+    panel = speedup_model_panel()
+    panel.sliders["max_devices"].value = 8
+    result = panel.run()
+    assert panel.error is None and result.max_devices == 8
+
+
+def _trace(p_rows, microbatches=4, cores=8):
+    return PipelineTrace(
+        p_rows, ["/device:CPU:0", "/device:CPU:1"], microbatches, "logical CPU", cores
+    )
+
+
+def test_traced_idle_share_beside_the_model_and_flagged_below_it():
+    staggered = [  # 4 microbatches of 1 s on 2 stages, GPipe-style: 5 s span, 20% idle
+        *(OpEvent("/device:CPU:0", "MatMul", "matmul", i, i + 1) for i in range(4)),
+        *(OpEvent("/device:CPU:1", "MatMul", "matmul", i + 1, i + 2) for i in range(4)),
+    ]
+    assert _trace(staggered).verdict == (
+        "idle share in this trace: 20%, close to the GPipe model (p-1)/(m+p-1) = 20%"
+    )
+    at_once = [OpEvent(f"/device:CPU:{d}", "MatMul", "matmul", 0, 4) for d in (0, 1)]
+    flagged = _trace(at_once)
+    assert flagged.flags() and "flagged" in flagged.verdict and "below the least" in str(flagged)
+    assert "cannot fall below 50%" in str(_trace(staggered, cores=1))
+
+
+def _pipeline(m, step, busy=1.0):
+    return PipelineRun(
+        **{**_common("pipeline parallel", step), "ideal_speedup": 2.0, "cores": 8},
+        width=8,
+        stage_layers=[4, 4],
+        microbatches=m,
+        hand_overs=m,
+        microbatched_reference=_m("busy", busy),
+    )
+
+
+def test_bubble_comparison_is_computed_from_both_runs():
+    # p = 2: m = 2 -> model 33%; m = 16 -> 6%. Steps giving bubbles of 40% and 10%.
+    few, many = _pipeline(2, 1 / (2 * 0.6)), _pipeline(16, 1 / (2 * 0.9))
+    shrank = compare_bubbles(few, many)
+    assert shrank.verdict == "more microbatches measurably shrank the bubble: 40% -> 10%"
+    same = compare_bubbles(_pipeline(2, 1 / (2 * 0.6)), _pipeline(16, 1 / (2 * 0.62)))
+    assert same.verdict.startswith("no measurable difference between the two bubbles")
+    flagged = compare_bubbles(few, _pipeline(16, 0.4))  # bubble below zero
+    assert "cannot be compared" in flagged.verdict and "flagged" in str(flagged)
+    with pytest.raises(ValueError, match="fewer microbatches first"):
+        compare_bubbles(many, few)
+
+
+def test_results_show_their_tables_in_ipython_not_their_fields():
+    result = _schemes()
+    for run in result.runs:
+        assert pretty(run) == str(run) and "Measurement(" not in pretty(run)
+    assert pretty(result) == str(result).split("\n\n", 1)[1]  # the panel prints the verdict
+    assert pretty(speedup_model(40, 1, 4)) == str(speedup_model(40, 1, 4))
+
+
+BAD_VALUES = st.one_of(
+    st.integers(max_value=0),
+    st.integers(min_value=2**40, max_value=2**60),
+    st.floats(allow_nan=True),
+    st.text(max_size=3),
+    st.none(),
+    st.booleans(),
+)
+ENTRY_POINTS = {  # small valid arguments; one of them is replaced by a bad value
+    "run_replicas": (d2l.run_replicas, {"width": 8, "batch": 8, "n_devices": 2}),
+    "replica_sweep": (d2l.replica_sweep, {"width": 8, "batch": 8, "max_devices": 2}),
+    "run_tensor_parallel": (d2l.run_tensor_parallel, {"width": 8, "batch": 8, "n_devices": 2}),
+    "run_pipeline_parallel": (
+        d2l.run_pipeline_parallel,
+        {"width": 8, "batch": 8, "microbatches": 2, "n_devices": 2, "n_layers": 4},
+    ),
+    "run_three_schemes": (
+        run_three_schemes,
+        {"width": 8, "batch": 8, "microbatches": 2, "n_devices": 2},
+    ),
+}
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.sampled_from(sorted(ENTRY_POINTS)), st.data(), BAD_VALUES)
+def test_every_entry_point_refuses_bad_values_fast(devices, name, data, bad):
+    function, arguments = ENTRY_POINTS[name]
+    argument = data.draw(st.sampled_from(sorted(arguments)))
+    start = time.perf_counter()
+    with pytest.raises((ValueError, TypeError)):
+        function(**{**arguments, argument: bad})
+    assert time.perf_counter() - start < 1.0
