@@ -11,15 +11,6 @@ from d2lhelpers.benchmark import (
     measure,
     sync_devices,
 )
-from d2lhelpers.cluster import (
-    allreduce_job,
-    failure_demo,
-    plot_allreduce_job,
-    plot_training_sweep,
-    real_cluster_tf_config,
-    training_job,
-    training_sweep,
-)
 from d2lhelpers.compute_copy import compute_copy_experiment, local_copy_cost
 from d2lhelpers.costs import (
     AlphaBeta,
@@ -53,7 +44,20 @@ from d2lhelpers.lessons.l04_splitting_work import (
     speedup_model_panel,
 )
 from d2lhelpers.lessons.l05_collectives import allreduce_panel
-from d2lhelpers.lessons.l06_multi_process import cluster_panel, failure_panel
+from d2lhelpers.lessons.l06_multi_process import (
+    break_even,
+    cluster_panel,
+    failure_panel,
+    machine_defaults,
+    plot_allreduce_job,
+    plot_failure,
+    plot_training_sweep,
+    run_allreduce_job,
+    run_failure,
+    run_training,
+    run_training_sweep,
+)
+from d2lhelpers.mwms import real_cluster_tf_config
 from d2lhelpers.panel import Panel
 from d2lhelpers.parallelism import ParallelRun
 from d2lhelpers.peaks import describe_devices, device_peak_rate, machine_baseline_rate
@@ -90,6 +94,12 @@ from d2lhelpers.workloads import (
     random_matrix,
 )
 
+# Old names (notebook 06 used them): kept as aliases.
+allreduce_job = run_allreduce_job
+training_job = run_training
+training_sweep = run_training_sweep
+failure_demo = run_failure
+
 __all__ = [
     "AlphaBeta",
     "Benchmark",
@@ -110,6 +120,7 @@ __all__ = [
     "allreduce_panel",
     "allreduce_sweep",
     "branch_weights",
+    "break_even",
     "break_even_comm_ms",
     "busy_intervals",
     "busy_seconds",
@@ -139,6 +150,7 @@ __all__ = [
     "identical_matmuls",
     "local_copy_cost",
     "machine_baseline_rate",
+    "machine_defaults",
     "matmul_chain",
     "measure",
     "measured_bubble",
@@ -154,6 +166,7 @@ __all__ = [
     "plot_allreduce_job",
     "plot_allreduce_sweep",
     "plot_concurrency",
+    "plot_failure",
     "plot_op_graph",
     "plot_three_schemes",
     "plot_timeline",
@@ -164,9 +177,13 @@ __all__ = [
     "remote_tf_workers",
     "replica_sweep",
     "replicas_vs_one_group",
+    "run_allreduce_job",
+    "run_failure",
     "run_pipeline_parallel",
     "run_replicas",
     "run_tensor_parallel",
+    "run_training",
+    "run_training_sweep",
     "select_devices",
     "setup_devices",
     "speedup_model_panel",

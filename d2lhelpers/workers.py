@@ -40,14 +40,30 @@ import weakref
 from collections.abc import Callable, Sequence
 
 from d2lhelpers import worker_main
+from d2lhelpers.worker_failures import (
+    PortInUseError,
+    WorkerError,
+    WorkerState,
+    WorkerTimeout,
+    failure_to_report,
+    timeout_error,
+)
 from d2lhelpers.worker_main import LOOPBACK
+
+__all__ = [  # the errors live with their diagnosis; callers catch them from here
+    "PortInUseError",
+    "WorkerError",
+    "WorkerGroup",
+    "WorkerTimeout",
+    "end_processes",
+    "free_ports",
+    "tf_config",
+]
 
 WORKER_MAIN_PATH = os.path.abspath(worker_main.__file__)
 PROJECT_ROOT = os.path.dirname(os.path.dirname(WORKER_MAIN_PATH))
 STDERR_LINES_KEPT = 50
-STDERR_LINES_SHOWN = 15
 POLL_S = 0.1  # how often a wait looks at the clock when no message comes
-CAUSE_WINDOW_S = 1.0  # after a worker's error, how long to look for a peer's death that caused it
 REAP_S = 5.0  # how long to wait for a SIGKILLed process to be reaped before giving up on it
 TF_SERVER_JOB = "worker"
 TF_SERVER_TARGET = "d2lhelpers.workers:tf_server"
@@ -82,47 +98,6 @@ def tf_config(ports: Sequence[int], index: int, job: str = TF_SERVER_JOB) -> dic
     }
 
 
-class WorkerError(RuntimeError):
-    """A worker raised, exited or was killed, or did not answer in time; the message names it."""
-
-    def __init__(
-        self,
-        message: str,
-        index: int | None = None,
-        pid: int | None = None,
-        exit_code: int | None = None,
-        port_in_use: bool = False,
-    ):
-        super().__init__(message)
-        self.index, self.pid, self.exit_code, self.port_in_use = index, pid, exit_code, port_in_use
-
-
-class WorkerTimeout(WorkerError, TimeoutError):
-    """Some worker did not become ready, or send its result, within the timeout."""
-
-
-class PortInUseError(WorkerError):
-    """Every try to start the workers found one of their ports taken by another program."""
-
-
-@dataclasses.dataclass
-class _Worker:
-    index: int
-    port: int
-    process: subprocess.Popen
-    stderr_tail: collections.deque
-    threads: list[threading.Thread]
-    ready: object = None
-    is_ready: bool = False
-    progress: object = None
-    result: object = None
-    has_result: bool = False
-    error: dict | None = None
-    exit_code: int | None = None
-    failed_at: float | None = None  # when its error or its early exit came in
-    reported: bool = False  # a WorkerError about it has been raised
-
-
 class WorkerGroup:
     """K worker processes running `target` ('module:function' or 'file.py:function').
 
@@ -135,6 +110,10 @@ class WorkerGroup:
     TF_CPP_MIN_LOG_LEVEL=3, TF_NUM_INTRAOP_THREADS / TF_NUM_INTEROP_THREADS, `TF_CONFIG` when
     `tf_config_job` names a job, and `env` last. A worker whose port was taken before it bound it
     (its error says so) makes the group start over on new ports, up to `port_attempts` times.
+
+    `watch(group)`, if given, is called after each message and at least every `POLL_S` while the
+    group waits (starting, `results`, `wait_for_progress`): a caller's progress display reads
+    `states` and `latest_progress` there, and a KeyboardInterrupt it raises ends the group.
     """
 
     def __init__(
@@ -151,6 +130,7 @@ class WorkerGroup:
         grace_s: float = 2.0,
         port_attempts: int = 3,
         pick_ports: Callable[[int], list[int]] = free_ports,
+        watch: Callable[[WorkerGroup], None] | None = None,
     ):
         if count < 1:
             raise ValueError(f"count must be at least 1, got {count}")
@@ -159,9 +139,10 @@ class WorkerGroup:
         self.threads = (intra_op_threads, inter_op_threads)
         self.ready_timeout, self.grace_s = ready_timeout, grace_s
         self.port_attempts, self.pick_ports = port_attempts, pick_ports
+        self.watch = watch
         self.ports: list[int] = []
         self.attempts = 0  # starts made, port retries included
-        self._workers: list[_Worker] = []
+        self._workers: list[WorkerState] = []
         self._events: queue.Queue = queue.Queue()
         self._unheard_progress: collections.deque = collections.deque()
         # Shared with the finalizer, which must not hold `self`: whatever is in it gets ended.
@@ -225,7 +206,7 @@ class WorkerGroup:
                 start_new_session=True,  # its own process group: killpg reaches its children
             )
             self._processes.append(process)
-            worker = _Worker(index, self.ports[index], process, _tail(), [])
+            worker = WorkerState(index, self.ports[index], process, _tail(), [])
             worker.threads = [
                 _daemon(_read_messages, worker, self._events),
                 _daemon(_read_stderr, worker),
@@ -285,6 +266,25 @@ class WorkerGroup:
         """What each worker sent with its ready signal."""
         return [worker.ready for worker in self._workers]
 
+    @property
+    def latest_progress(self) -> list:
+        """The last progress report of each worker (None before its first), in index order."""
+        return [worker.progress for worker in self._workers]
+
+    @property
+    def states(self) -> list[str]:
+        """Each worker's state: 'starting', 'ready', 'done' (result sent) or 'failed'."""
+        return [
+            "failed"
+            if w.failed_at is not None
+            else "done"
+            if w.has_result
+            else "ready"
+            if w.is_ready
+            else "starting"
+            for w in self._workers
+        ]
+
     def results(
         self, timeout: float = 120.0, on_progress: Callable[[int, object], None] | None = None
     ) -> list:
@@ -298,22 +298,28 @@ class WorkerGroup:
         return [worker.result for worker in self._workers]
 
     def wait_for_progress(
-        self, timeout: float, on_progress: Callable[[int, object], None] | None = None
+        self,
+        timeout: float,
+        on_progress: Callable[[int, object], None] | None = None,
+        until: Callable[[int, object], bool] | None = None,
     ) -> list:
-        """Wait until every worker has reported progress (or its result); return the latest
-        progress of each, in index order. Raises like `results`."""
-        self._wait_for("progress", timeout, on_progress)
+        """Wait until every worker has reported progress (or its result), or, with `until`,
+        until `until(index, latest_progress)` holds for every worker that has not sent its
+        result; return the latest progress of each, in index order. Raises like `results`."""
+        wanted = "progress" if until is None else until
+        self._wait_for(wanted, timeout, on_progress)
         return [worker.progress for worker in self._workers]
 
-    def check_alive(self) -> None:
-        """Raise `WorkerError` if any worker has failed or ended without a result; else return."""
-        self._wait_for(None, 0.0)
+    def check_alive(self, on_progress: Callable[[int, object], None] | None = None) -> None:
+        """Take in what the workers said so far (progress to `on_progress`); raise `WorkerError`
+        if any worker has failed or ended without a result; else return at once."""
+        self._wait_for(None, 0.0, on_progress)
 
     def kill_worker(self, index: int, sig: int = signal.SIGKILL) -> None:
         """Send `sig` to worker `index` and its children (failure demos and tests)."""
         _signal_group(self._workers[index].process.pid, sig)
 
-    def _wait_for(self, wanted: str | None, timeout: float, on_progress=None) -> None:
+    def _wait_for(self, wanted, timeout: float, on_progress=None) -> None:
         if not self._workers:
             raise RuntimeError("the workers are not running: enter the group's `with` first")
         deadline = time.monotonic() + timeout
@@ -329,20 +335,22 @@ class WorkerGroup:
                 self._record(self._workers[index], kind, payload, on_progress)
             missing = [worker for worker in self._workers if not _has(worker, wanted)]
             past_deadline = time.monotonic() >= deadline
-            failure = self._failure_to_report(force=past_deadline or not missing)
+            failure = failure_to_report(self._workers, force=past_deadline or not missing)
             if failure is not None:
                 raise failure
             if not missing:
                 return
             if past_deadline:
-                raise self._timeout(missing, wanted, timeout)
+                raise timeout_error(missing, self.count, _describe(wanted), timeout)
+            if self.watch is not None:
+                self.watch(self)
             try:
                 index, kind, payload = self._events.get(timeout=POLL_S)
             except queue.Empty:
                 continue
             self._record(self._workers[index], kind, payload, on_progress)
 
-    def _record(self, worker: _Worker, kind: str, payload, on_progress) -> None:
+    def _record(self, worker: WorkerState, kind: str, payload, on_progress) -> None:
         if kind == "ready":
             worker.ready, worker.is_ready = payload, True
         elif kind == "progress":
@@ -360,60 +368,6 @@ class WorkerGroup:
             worker.exit_code = payload
             if not worker.has_result:
                 worker.failed_at = worker.failed_at or time.monotonic()
-
-    def _failure_to_report(self, force: bool) -> WorkerError | None:
-        failed = [w for w in self._workers if w.failed_at is not None and not w.reported]
-        if not failed:
-            return None
-        # A worker that dies takes its peers' collectives down with it, and a peer's error can
-        # come in before the dead worker's end of output does: look at the processes, wait a
-        # moment for news, then name the dead one, the cause.
-        peers = [w for w in self._workers if w.failed_at is None and not w.has_result]
-        for peer in peers:
-            code = peer.process.poll()
-            if code is not None and code < 0:  # killed by a signal: it will send no error
-                peer.failed_at = time.monotonic()
-                failed.append(peer)
-        peers = [w for w in peers if w.failed_at is None]
-        failed.sort(key=lambda w: w.failed_at)
-        died = [w for w in failed if w.error is None]
-        recent = time.monotonic() - failed[0].failed_at < CAUSE_WINDOW_S
-        if not died and peers and recent and not force:
-            return None
-        cause = (died or failed)[0]
-        cause.reported = True
-        return self._failure(cause, [w for w in failed if w is not cause])
-
-    def _failure(self, worker: _Worker, also_failed: Sequence[_Worker] = ()) -> WorkerError:
-        # Let the process finish dying and its stderr drain, so the message can show both.
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            worker.process.wait(timeout=1.0)
-        worker.threads[1].join(timeout=1.0)
-        code = worker.process.returncode
-        when = "before sending its result" if worker.is_ready else "before it was ready"
-        lines = [f"{_name(worker, self.count)} {_how_it_ended(code)} {when}"]
-        if worker.error:
-            lines += ["Its error:", _indent(worker.error["text"].rstrip())]
-        tail = list(worker.stderr_tail)[-STDERR_LINES_SHOWN:]
-        if tail:
-            lines += ["Last lines of its stderr:", _indent("\n".join(tail))]
-        for other in also_failed:
-            last = (other.error or {}).get("text", "").strip().splitlines()[-1:]
-            lines += [f"Then {_name(other, self.count)} failed too: {' '.join(last)}"]
-        port_in_use = bool(worker.error and worker.error.get("port_in_use"))
-        message = "\n".join(line.rstrip() for line in lines)
-        return WorkerError(message, worker.index, worker.process.pid, code, port_in_use)
-
-    def _timeout(self, missing: list[_Worker], wanted: str | None, timeout: float) -> WorkerTimeout:
-        what = {"ready": "become ready", "progress": "report progress", "result": "send a result"}
-        what = what.get(wanted, wanted)
-        names = ", ".join(_name(worker, self.count) for worker in missing)
-        lines = [f"timed out after {timeout:g} s waiting for {names} to {what}"]
-        first = missing[0]
-        tail = list(first.stderr_tail)[-STDERR_LINES_SHOWN:]
-        if tail:
-            lines += [f"Last lines of worker {first.index}'s stderr:", _indent("\n".join(tail))]
-        return WorkerTimeout("\n".join(lines), first.index, first.process.pid)
 
 
 def end_processes(processes: Sequence[subprocess.Popen], grace_s: float = 2.0) -> None:
@@ -441,7 +395,7 @@ def _signal_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
 
 
-def _read_messages(worker: _Worker, events: queue.Queue) -> None:
+def _read_messages(worker: WorkerState, events: queue.Queue) -> None:
     for line in worker.process.stdout:
         try:
             ((kind, payload),) = json.loads(line).items()
@@ -452,7 +406,7 @@ def _read_messages(worker: _Worker, events: queue.Queue) -> None:
     events.put((worker.index, "exit", worker.process.wait()))
 
 
-def _read_stderr(worker: _Worker) -> None:
+def _read_stderr(worker: WorkerState) -> None:
     # Reading it also keeps a chatty worker from blocking on a full pipe.
     for line in worker.process.stderr:
         if line.strip():
@@ -465,33 +419,25 @@ def _daemon(function, *args) -> threading.Thread:
     return thread
 
 
+def _describe(wanted) -> str | None:
+    return "report the progress waited for" if callable(wanted) else wanted
+
+
 def _tail() -> collections.deque:
     return collections.deque(maxlen=STDERR_LINES_KEPT)
 
 
-def _has(worker: _Worker, wanted: str | None) -> bool:
+def _has(worker: WorkerState, wanted) -> bool:
+    if callable(wanted):
+        return worker.has_result or (
+            worker.progress is not None and wanted(worker.index, worker.progress)
+        )
     reached = {
         "ready": worker.is_ready,
         "progress": worker.progress is not None or worker.has_result,
         "result": worker.has_result,
     }
     return reached.get(wanted, True)
-
-
-def _name(worker: _Worker, count: int) -> str:
-    return f"worker {worker.index} of {count} (pid {worker.process.pid}, port {worker.port})"
-
-
-def _how_it_ended(code: int | None) -> str:
-    if code is None:
-        return "reported an error (still running)"
-    if code < 0:
-        return f"was killed by {signal.Signals(-code).name} (exit code {code})"
-    return f"exited with code {code}"
-
-
-def _indent(text: str) -> str:
-    return "\n".join("    " + line for line in text.splitlines())
 
 
 # --- notebook 02: a second TensorFlow process as a device at the end of a real link ---------------

@@ -1,0 +1,278 @@
+"""Notebook 06, part 3 (seed 004, "Try it" 3): kill one worker of a replica set, or of one big
+group, and measure what is lost: the steps per second all workers completed before the kill
+against those after it, beside the model's share (`costs.replicas_vs_one_group`).
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import dataclasses
+import os
+import statistics
+import tempfile
+import time
+
+import matplotlib.pyplot as plt
+
+from d2lhelpers.admission import require_count
+from d2lhelpers.benchmark import Measurement
+from d2lhelpers.costs import replicas_vs_one_group
+from d2lhelpers.lessons.l06_multi_process.jobs import require_seconds
+from d2lhelpers.lessons.l06_multi_process.training import check_training
+from d2lhelpers.mwms import GRACE_S, TRAINING_ARGS, TRAINING_TARGET
+from d2lhelpers.report import Reported, Table
+from d2lhelpers.units import cores_phrase, format_seconds, usable_cores
+from d2lhelpers.verdicts import compare
+from d2lhelpers.worker_failures import WorkerError, error_line
+from d2lhelpers.worker_progress import ProgressBoard
+from d2lhelpers.workers import WorkerGroup
+
+LAYOUTS = ("replicas", "group")
+
+
+def steps_per_s(reports: list[dict]) -> float:
+    """One worker's rate over `reports` (one per step): 1 / the median step, 0 with none."""
+    return 1 / statistics.median(r["step_s"] for r in reports) if reports else 0.0
+
+
+@dataclasses.dataclass
+class FailureDemo(Reported):
+    """One worker killed mid-run, in a set of independent replicas or in one big group, and the
+    steps every worker completed, each with the monotonic time it ended (`reports`)."""
+
+    layout: str  # "replicas" or "group"
+    n_workers: int
+    killed_at_step: int
+    killed_at: float  # the monotonic clock at the kill (one clock for every process here)
+    errors: list[str]  # one line per WorkerError, the killed worker's first
+    error_after_s: list[float]  # from the kill to each error
+    reports: list[list[dict]]  # [worker][step]: step, step_s, at
+    finished: list[bool]  # [worker]: sent its result (all its steps)
+    wall_s: float
+    cores: int = dataclasses.field(default_factory=usable_cores)
+
+    def _split(self, worker: int) -> tuple[list[dict], list[dict]]:
+        # The first step traces the tf.function: not a step's time.
+        steps = self.reports[worker][1:]
+        return [r for r in steps if r["at"] <= self.killed_at], [
+            r for r in steps if r["at"] > self.killed_at
+        ]
+
+    @property
+    def rate_before(self) -> float:
+        """Steps per second, all workers together, before the kill."""
+        return sum(steps_per_s(self._split(k)[0]) for k in range(self.n_workers))
+
+    @property
+    def rate_after(self) -> float:
+        """Steps per second, all workers together, after the kill (a worker with fewer than two
+        steps after it counts 0)."""
+        after = [self._split(k)[1] for k in range(self.n_workers)]
+        return sum(steps_per_s(a) for a in after if len(a) >= 2)
+
+    @property
+    def steps_after_kill(self) -> int:
+        return sum(len(self._split(k)[1]) for k in range(self.n_workers))
+
+    @property
+    def lost_share(self) -> float:
+        """Measured: the share of the steps per second lost at the kill."""
+        return 1 - self.rate_after / self.rate_before
+
+    @property
+    def model_lost(self) -> float:
+        model = replicas_vs_one_group(self.n_workers, 1, 1.0, 0.0, 0.0)
+        return (model.replicas if self.layout == "replicas" else model.one_group).lost_on_failure
+
+    @property
+    def failed_as_whole(self) -> bool:
+        """Every worker stopped without finishing: what this run shows, not what was expected."""
+        return not any(self.finished)
+
+    @property
+    def survivors_sped_up(self) -> tuple[Measurement, Measurement] | None:
+        """The survivors' step times before and after the kill, if measurably faster after."""
+        befores, afters = [], []
+        for k in range(self.n_workers):
+            before, after = self._split(k)
+            if self.finished[k] and len(before) >= 2 and len(after) >= 2:
+                befores += [r["step_s"] for r in before]
+                afters += [r["step_s"] for r in after]
+        if not befores:
+            return None
+        pair = Measurement("before", befores), Measurement("after", afters)
+        return pair if compare(pair[1], pair[0]).a_faster else None
+
+    def _lost_words(self) -> str:
+        if self.lost_share < 0:
+            return "nothing: the survivors made more steps per second than all workers before"
+        return f"{self.lost_share:.0%} of the steps per second"
+
+    @property
+    def verdict(self) -> str:
+        survivors = sum(self.finished)
+        lost = f"lost {self._lost_words()}"
+        if self.failed_as_whole:
+            return (
+                f"the job failed as a whole: all {self.n_workers} workers stopped with an error "
+                f"within {max(self.error_after_s):.1f} s of the kill, {lost} "
+                f"(model: {self.model_lost:.0%})"
+            )
+        return (
+            f"{survivors} of {self.n_workers} workers finished every step: {lost} "
+            f"(model: {self.model_lost:.0%})"
+        )
+
+    def tables(self) -> list[Table]:
+        rows = [
+            ("killed", f"one worker (SIGKILL) at step {self.killed_at_step}"),
+            ("steps/s before the kill, all workers", f"{self.rate_before:.0f}"),
+            ("steps/s after the kill, all workers", f"{self.rate_after:.0f}"),
+            ("steps completed after the kill", self.steps_after_kill),
+            ("lost (measured)", self._lost_words()),
+            ("lost (model)", f"{self.model_lost:.0%}"),
+        ]
+        rows += [
+            (f"error {i + 1}, {t:.2f} s after the kill", e)
+            for i, (e, t) in enumerate(zip(self.errors, self.error_after_s, strict=True))
+        ]
+        verdicts = [self.verdict]
+        sped = self.survivors_sped_up
+        if sped is not None:
+            before, after = sped
+            verdicts.append(
+                f"the survivors' steps took {format_seconds(before.median)} before the kill and "
+                f"{format_seconds(after.median)} after: {self.n_workers} workers had shared "
+                f"{cores_phrase(self.cores)}, so less was lost than the model's "
+                f"{self.model_lost:.0%}, which gives each worker a device of its own"
+            )
+        if not self.failed_as_whole and self.layout == "group":
+            verdicts.append("the group did not fail as a whole in this run")
+        verdicts.append(f"the demo took {self.wall_s:.1f} s; every process has ended")
+        title = (
+            f"{self.n_workers} replicas of one worker each"
+            if self.layout == "replicas"
+            else f"one group of {self.n_workers} workers"
+        )
+        return [Table(title, ("", "value"), rows, verdicts)]
+
+
+def check_failure(layout, n_workers, steps, width, batch_per_worker, timeout_s, collective_s):
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be 'replicas' or 'group', got {layout!r}")
+    require_count("steps", steps, 20)  # a quarter of them before the kill: a window to measure
+    require_seconds("collective_timeout_s", collective_s)
+    check_training(n_workers, width, batch_per_worker, steps, 0, timeout_s, low=2)
+
+
+def run_failure(
+    layout: str = "replicas",
+    n_workers: int = 2,
+    steps: int = 400,
+    width: int = 64,
+    batch_per_worker: int = 64,
+    timeout_s: float = 30.0,
+    collective_timeout_s: float = 5.0,
+    progress=None,
+) -> FailureDemo:
+    """Kill one worker once it has done a quarter of its `steps`; measure what is lost.
+
+    'replicas': `n_workers` independent one-worker jobs (a start file lets them begin together);
+    replica 0 is killed. 'group': one job of `n_workers`; its last worker is killed. Every worker
+    reports every step, so the steps per second before and after the kill are counted, not
+    assumed. `progress(done, total, status)` with a status per worker.
+    """
+    check_failure(
+        layout, n_workers, steps, width, batch_per_worker, timeout_s, collective_timeout_s
+    )
+    began = time.monotonic()
+    args = {
+        **TRAINING_ARGS,
+        "width": width,
+        "batch": batch_per_worker,
+        "steps": steps,
+        "warmup": 0,
+        "timeout_s": collective_timeout_s,
+        "report_every": 1,
+        "start_timeout_s": timeout_s * n_workers,  # the groups start one after another
+    }
+    sizes = [1] * n_workers if layout == "replicas" else [n_workers]
+    offsets = [sum(sizes[:g]) for g in range(len(sizes))]
+    board = ProgressBoard(progress, n_workers * steps)
+    board.stage(f"{layout} demo", n_workers, steps)
+    reports = collections.defaultdict(list)
+
+    def heard(g):
+        def record(index, info):
+            reports[offsets[g] + index].append(info)
+            board.heard(offsets[g] + index, info)
+
+        return record
+
+    def watch(_group):  # every group's workers, whichever group is waiting
+        board.set_states(
+            {
+                offsets[g] + i: s
+                for g, group in enumerate(groups)
+                for i, s in enumerate(group.states)
+            }
+        )
+
+    groups: list[WorkerGroup] = []
+    with tempfile.TemporaryDirectory() as folder, contextlib.ExitStack() as stack:
+        args["start_file"] = os.path.join(folder, "start")
+        for size in sizes:
+            group = WorkerGroup(
+                TRAINING_TARGET,
+                size,
+                args=args,
+                tf_config_job="worker",
+                ready_timeout=timeout_s,
+                grace_s=GRACE_S,
+                watch=watch,
+            )
+            groups.append(stack.enter_context(group))
+        open(args["start_file"], "w").close()
+        victim, killed = groups[0], sizes[0] - 1
+        kill_step = max(2, steps // 4)
+        for g, group in enumerate(groups[1:], start=1):  # failed already? (and their reports)
+            group.check_alive(on_progress=heard(g))
+        # Blocking on the victim's own reports: the kill lands within a step or two of
+        # `kill_step`, however short a step is (the others' reports wait in their queues).
+        victim.wait_for_progress(
+            timeout_s, on_progress=heard(0), until=lambda i, info: info["step"] >= kill_step
+        )
+        killed_at_step = reports[killed][-1]["step"]
+        victim.kill_worker(killed)
+        killed_at, errors, after = time.monotonic(), [], []
+        for _ in range(sizes[0]):  # each worker of the victim's job fails, none hangs
+            try:
+                victim.results(timeout=collective_timeout_s + 5, on_progress=heard(0))
+            except WorkerError as error:
+                errors.append(error_line(error))
+                after.append(time.monotonic() - killed_at)
+        finished = [False] * sizes[0]
+        for g, group in enumerate(groups[1:], start=1):
+            group.results(timeout_s, on_progress=heard(g))
+            finished.append(True)
+    wall = time.monotonic() - began
+    ordered = [reports[k] for k in range(n_workers)]
+    return FailureDemo(
+        layout, n_workers, killed_at_step, killed_at, errors, after, ordered, finished, wall
+    )
+
+
+def plot_failure(demo: FailureDemo, ax=None):
+    """Steps per second of all workers before and after the kill, and the model's after."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 2.6))
+    expected = demo.rate_before * (1 - demo.model_lost)
+    labels = ["before the kill", "after (measured)", "after (model)"]
+    values = [demo.rate_before, demo.rate_after, expected]
+    ax.barh(labels, values, color=["tab:blue", "tab:red", "lightgray"])
+    ax.invert_yaxis()
+    ax.set(xlabel=f"steps per second, all {demo.n_workers} workers", xlim=(0, None))
+    ax.set_title(f"{demo.layout}: one worker killed at step {demo.killed_at_step}")
+    ax.figure.tight_layout()
+    return ax.figure
