@@ -113,7 +113,7 @@ def test_two_workers_train_in_sync_and_the_loss_falls(sweep):
 
 def test_group_failure_fails_as_a_whole_and_is_measured():
     demo = l06.run_failure("group", n_workers=2, collective_timeout_s=5)
-    assert demo.killed_at_step >= 100 and not any(demo.finished)
+    assert 50 <= demo.killed_at_step < 200 and not any(demo.finished)  # a quarter of 200
     assert len(demo.errors) == 2
     assert demo.errors[0].startswith("worker 1 of 2") and "killed by SIGKILL" in demo.errors[0]
     assert demo.errors[1].startswith("worker 0 of 2")  # its peer fails too, never hangs

@@ -29,6 +29,9 @@ from d2lhelpers.worker_progress import ProgressBoard
 from d2lhelpers.workers import WorkerGroup
 
 LAYOUTS = ("replicas", "group")
+# Steps of ~10-30 ms on one op thread: long enough that the kill lands mid-run even when this
+# process is slow to hear a report (a busy machine), short enough for a demo of a few seconds.
+DEMO_STEPS, DEMO_WIDTH, DEMO_BATCH = 200, 1024, 256
 
 
 def steps_per_s(reports: list[dict]) -> float:
@@ -112,6 +115,11 @@ class FailureDemo(Reported):
     @property
     def verdict(self) -> str:
         survivors = sum(self.finished)
+        if not self.errors:
+            return (
+                "the killed worker had finished all its steps before the kill reached it: "
+                "nothing was lost, nothing measured (choose more steps)"
+            )
         lost = f"lost {self._lost_words()}"
         if self.failed_as_whole:
             return (
@@ -169,9 +177,9 @@ def check_failure(layout, n_workers, steps, width, batch_per_worker, timeout_s, 
 def run_failure(
     layout: str = "replicas",
     n_workers: int = 2,
-    steps: int = 400,
-    width: int = 64,
-    batch_per_worker: int = 64,
+    steps: int = DEMO_STEPS,
+    width: int = DEMO_WIDTH,
+    batch_per_worker: int = DEMO_BATCH,
     timeout_s: float = 30.0,
     collective_timeout_s: float = 5.0,
     progress=None,

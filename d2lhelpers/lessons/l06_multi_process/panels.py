@@ -20,7 +20,13 @@ from d2lhelpers.lessons.l06_multi_process.allreduce import (
     plot_allreduce_job,
     run_allreduce_job,
 )
-from d2lhelpers.lessons.l06_multi_process.failure import plot_failure, run_failure
+from d2lhelpers.lessons.l06_multi_process.failure import (
+    DEMO_BATCH,
+    DEMO_STEPS,
+    DEMO_WIDTH,
+    plot_failure,
+    run_failure,
+)
 from d2lhelpers.lessons.l06_multi_process.jobs import machine_defaults, max_workers
 from d2lhelpers.lessons.l06_multi_process.training import (
     TrainingSweep,
@@ -138,7 +144,8 @@ def failure_panel() -> Panel:
         return run_failure(layout, n_workers=n_workers, progress=progress)
 
     def estimate(n_workers, layout):
-        step = 6 * parameter_count(64) * 64 / FLOPS_PER_S + ALPHA_S
-        return START_S * _slowdown(n_workers) + 400 * step * _slowdown(n_workers)
+        step = 6 * parameter_count(DEMO_WIDTH) * DEMO_BATCH / FLOPS_PER_S + ALPHA_S
+        starts = n_workers if layout == "replicas" else 1  # replicas start one after another
+        return START_S * starts + DEMO_STEPS * step * _slowdown(n_workers)
 
     return Panel("Kill one worker", sliders, experiment, plot_failure, estimate)
