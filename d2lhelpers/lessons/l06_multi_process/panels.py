@@ -41,7 +41,7 @@ from d2lhelpers.tf_allreduce import sizes_up_to
 from d2lhelpers.units import KiB, usable_cores
 from d2lhelpers.worker_progress import ProgressBoard
 
-START_S = 4.0  # one cluster's start: TensorFlow's import in each worker, on a free core
+START_S = 6.0  # one cluster's start: TensorFlow's import in each worker (4-14 s seen)
 ALPHA_S, BETA_BYTES_PER_S = 3e-3, 3e8  # an all-reduce between two processes on loopback
 FLOPS_PER_S = 5e9  # one op thread's training rate, small dense layers
 WARMUP = 5

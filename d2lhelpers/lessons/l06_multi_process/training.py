@@ -34,6 +34,8 @@ from d2lhelpers.units import cores_phrase, format_bytes, format_rate, format_sec
 from d2lhelpers.verdicts import compare
 from d2lhelpers.worker_progress import ProgressBoard
 
+BLOCKS = 10  # the step times are judged as this many blocks of consecutive steps
+
 
 @dataclasses.dataclass
 class TrainingJob(Reported):
@@ -58,9 +60,16 @@ class TrainingJob(Reported):
 
     @property
     def per_sample(self) -> Measurement:
-        """Seconds per sample over all workers: the inverse of the throughput, with its noise."""
-        times = [t / (self.n_workers * self.batch_per_worker) for t in self.step.times]
-        return Measurement(f"{self.n_workers} workers", times)
+        """Seconds per sample over all workers, one 'run' per block of consecutive steps (their
+        median): the spread of these blocks is the noise of the median step, not the spread of
+        single steps, which a busy machine makes wide."""
+        times = self.step.times
+        size = max(1, len(times) // BLOCKS)
+        blocks = [times[i : i + size] for i in range(0, len(times) - size + 1, size)]
+        samples = self.n_workers * self.batch_per_worker
+        return Measurement(
+            f"{self.n_workers} workers", [statistics.median(b) / samples for b in blocks]
+        )
 
     @property
     def throughput(self) -> float:
@@ -245,7 +254,7 @@ class TrainingSweep(Reported):
             if job.n_workers > self.cores:
                 verdicts.append(
                     f"{job.n_workers} workers on {cores_phrase(self.cores)}: they take turns on "
-                    "the cores (the model's max(1, K / cores))"
+                    f"{'it' if self.cores == 1 else 'them'} (the model's max(1, K / cores))"
                 )
         if one is not None and self.link is not None:
             for job in self.jobs:
@@ -345,8 +354,8 @@ class BreakEven(Reported):
         if self.needed_s is None:
             return (
                 f"by the model, {k} workers never beat one here: on {cores_phrase(self.cores)} "
-                f"they share the cores, so each step computes {k}x as long, and the all-reduce "
-                "comes on top"
+                f"they share {'it' if self.cores == 1 else 'them'}, so each step computes "
+                f"{k / self.cores:g}x as long, and the all-reduce comes on top"
             )
         now = format_seconds(self.one_step_s)
         if self.model_says_win:
