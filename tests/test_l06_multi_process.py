@@ -10,6 +10,8 @@ import math
 import time
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from d2lhelpers.collectives import allreduce_time_s
 from d2lhelpers.costs import AlphaBeta
@@ -361,3 +363,44 @@ def test_panels_cap_their_sliders_and_estimate_before_running(monkeypatch):
     kill = l06.failure_panel()
     assert kill.sliders["n_workers"].max == 2 and kill.estimate(**kill.values()) > 0
     assert training.TrainingSweep is l06.TrainingSweep
+
+
+# --- random bad values: always a clear refusal, at once, before any process -----------------------
+
+_not_a_count = st.one_of(st.floats(allow_nan=True), st.text(max_size=3), st.booleans())
+_BAD = {
+    "n_workers": st.one_of(st.integers(max_value=0), st.integers(min_value=10**3), _not_a_count),
+    "repeats": st.one_of(st.integers(max_value=0), _not_a_count),
+    "steps": st.one_of(st.integers(max_value=0), _not_a_count),
+    "width": st.one_of(st.integers(max_value=0), st.integers(min_value=10**10), _not_a_count),
+    "batch_per_worker": st.one_of(st.integers(max_value=0), _not_a_count),
+    "warmup": st.one_of(st.integers(max_value=-1), _not_a_count),
+    "timeout_s": st.one_of(st.floats(max_value=0), st.text(max_size=3), st.booleans()),
+}
+_ENTRIES = {
+    "run_allreduce_job": (l06.run_allreduce_job, ("n_workers", "repeats", "warmup", "timeout_s")),
+    "run_training": (
+        l06.run_training,
+        ("n_workers", "steps", "width", "batch_per_worker", "warmup", "timeout_s"),
+    ),
+    "run_training_sweep": (
+        l06.run_training_sweep,
+        ("steps", "width", "batch_per_worker", "warmup", "timeout_s"),
+    ),
+    "run_failure": (l06.run_failure, ("n_workers", "steps", "width", "batch_per_worker")),
+}
+
+
+# The patch is the same for every example: a function-scoped fixture is safe here.
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=st.data(), entry=st.sampled_from(sorted(_ENTRIES)))
+def test_random_bad_values_are_refused_at_once(data, entry, no_worker_may_start):
+    function, names = _ENTRIES[entry]
+    name = data.draw(st.sampled_from(names))
+    value = data.draw(_BAD[name])
+    began = time.monotonic()
+    with pytest.raises((ValueError, TypeError)):
+        function(**{name: value})
+    assert time.monotonic() - began < 1.0

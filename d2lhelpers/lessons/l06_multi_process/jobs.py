@@ -25,7 +25,6 @@ from d2lhelpers.worker_progress import ProgressBoard
 from d2lhelpers.workers import WorkerGroup
 
 SMALL_MEMORY = 3 * GiB  # below this much available memory, a machine is small
-SMALL_BUDGET = 2 * GiB  # what notebook 06's workers may use, summed, on a small machine
 
 
 @dataclasses.dataclass(frozen=True)
