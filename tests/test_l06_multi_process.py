@@ -404,3 +404,18 @@ def test_random_bad_values_are_refused_at_once(data, entry, no_worker_may_start)
     with pytest.raises((ValueError, TypeError)):
         function(**{name: value})
     assert time.monotonic() - began < 1.0
+
+
+def test_a_panel_refusal_names_the_slider_and_starts_nothing(monkeypatch, no_worker_may_start):
+    panel = l06.cluster_panel()
+    monkeypatch.setattr(jobs, "available_memory_bytes", lambda: 2 * GiB)
+    panel.sliders["largest_kib"].value = panel.sliders["largest_kib"].max
+    panel.sliders["n_workers"].value = 2
+    monkeypatch.setattr(allreduce, "RING_COPIES", 1000)  # now the messages cannot fit
+    monkeypatch.setattr(
+        allreduce, "worker_memory_bytes", lambda size: allreduce.WORKER_BYTES + 1000 * size
+    )
+    panel.run()
+    assert isinstance(panel.error, ValueError)
+    assert "largest message that fits" in str(panel.error)
+    assert "move the 'largest message (KiB)'" in str(panel.error)

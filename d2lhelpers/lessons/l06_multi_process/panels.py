@@ -62,6 +62,15 @@ class ClusterRun(Reported):
         return self.job.tables() + self.sweep.tables()
 
 
+def _admit(check, slider_name: str, *values) -> None:
+    try:
+        check(*values)
+    except ValueError as error:
+        raise ValueError(
+            f"{error} (move the '{slider_name}' or 'worker processes' slider down)"
+        ) from None
+
+
 def _counts(n_workers: int) -> list[int]:
     return sorted({1, 2, n_workers})
 
@@ -104,8 +113,9 @@ def cluster_panel() -> Panel:
 
     def experiment(n_workers, largest_kib, width, progress):
         sizes, counts = sizes_up_to(largest_kib * KiB), _counts(n_workers)
-        check_allreduce(n_workers, sizes, repeats, 2, 60.0)  # everything before anything starts
-        check_sweep(counts, width, 256, steps, WARMUP, 60.0)
+        # Everything is admitted before anything starts; a refusal names the slider to move.
+        _admit(check_allreduce, "largest message (KiB)", n_workers, sizes, repeats, 2, 60.0)
+        _admit(check_sweep, "model width", counts, width, 256, steps, WARMUP, 60.0)
         total = n_workers * len(sizes) + sum(counts) * (steps + WARMUP)
         board = ProgressBoard(progress, total)
         job = run_allreduce_job(n_workers, sizes, repeats, board=board)
