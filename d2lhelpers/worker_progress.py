@@ -6,7 +6,8 @@
 A `ProgressBoard` spans several stages (one cluster each); `total` counts every stage's units
 (sizes, steps) over its workers, so the bar moves from 0 to `total` once. Give `board.watch` to a
 `WorkerGroup` as its `watch`: while the workers start (seconds: TensorFlow's import) the status
-says so, with the seconds waited, so the status changes at least every second.
+says so, with the seconds waited, so the status changes at least every second; an unchanged
+status is sent again every `HEARTBEAT_S` while a group waits (it calls `watch` every 0.1 s).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import time
 from collections.abc import Callable
 
 Progress = Callable[[int, int, str], None]
+HEARTBEAT_S = 2.0  # an unchanged status is sent again this often, while a group waits
 
 
 def units_of(info) -> tuple[int, int, str]:
@@ -34,7 +36,7 @@ class ProgressBoard:
         self.words: dict[int, str] = {}  # each worker's latest report, in words
         self.states: dict[int, str] = {}  # each worker's state, as its group last said
         self.done: dict[int, int] = {}
-        self.last = None
+        self.last, self.sent_at = None, -float("inf")
 
     def stage(self, name: str, n_workers: int, units_per_worker: int) -> None:
         """A new stage begins: `n_workers` workers, each with `units_per_worker` to do."""
@@ -80,6 +82,7 @@ class ProgressBoard:
     def _emit(self) -> None:
         done = min(self.total, self.finished + sum(self.done.values()))
         now = (done, self.status())
-        if self.progress is not None and now != self.last:
-            self.last = now
+        due = self.clock() - self.sent_at >= HEARTBEAT_S
+        if self.progress is not None and (now != self.last or due):
+            self.last, self.sent_at = now, self.clock()
             self.progress(done, self.total, now[1])

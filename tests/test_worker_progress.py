@@ -1,7 +1,7 @@
 """One progress protocol: each worker's reports become progress(done, total, status), the status
 naming every worker, and changing at least every second while the workers start."""
 
-from d2lhelpers.worker_progress import ProgressBoard, units_of
+from d2lhelpers.worker_progress import HEARTBEAT_S, ProgressBoard, units_of
 
 
 class _Group:
@@ -39,11 +39,18 @@ def test_board_names_each_worker_and_sums_units_over_stages():
     assert calls[-1][2] == "worker 0: training (1 worker) failed at step 4/10"
 
 
-def test_nothing_is_sent_twice_and_none_is_allowed():
-    calls = []
-    board = ProgressBoard(lambda *a: calls.append(a), total=4, clock=lambda: 0.0)
+def test_an_unchanged_status_is_sent_again_only_after_the_heartbeat():
+    calls, now = [], [0.0]
+    board = ProgressBoard(lambda *a: calls.append(a), total=4, clock=lambda: now[0])
     board.stage("x", 1, 4)
     board.watch(_Group(["ready"]))
+    now[0] = HEARTBEAT_S / 2
     board.watch(_Group(["ready"]))
-    assert len(calls) == 2  # the stage's start, then ready: no repeat
-    ProgressBoard(None, 4).heard(0, {"step": 1, "of": 4})  # no callback: nothing to call
+    assert len(calls) == 2  # the stage's start, then ready: no repeat yet
+    now[0] = HEARTBEAT_S * 1.01
+    board.watch(_Group(["ready"]))
+    assert len(calls) == 3 and calls[-1] == calls[-2]  # the same news again, so it is known alive
+
+
+def test_no_callback_is_allowed():
+    ProgressBoard(None, 4).heard(0, {"step": 1, "of": 4})
