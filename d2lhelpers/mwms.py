@@ -34,6 +34,7 @@ import json
 import os
 import resource
 import shlex
+import signal
 import statistics
 import sys
 import time
@@ -166,6 +167,8 @@ def training_worker(context: WorkerContext) -> dict:
 
     Progress every `report_every` steps (about ten reports by default): the step, its loss, its
     seconds and `at`, the monotonic clock when it ended (one clock for every process here).
+    With `die_at_step` and `die_index`, that worker SIGKILLs itself right after reporting that
+    step: a failure at an exact step, however short a step is and however late its parent hears.
     """
     import keras  # in the worker only
     import numpy as np
@@ -216,6 +219,8 @@ def training_worker(context: WorkerContext) -> dict:
         losses.append(loss)
         if (step + 1) % report_every == 0 or step + 1 == total:
             context.progress(step=step + 1, of=total, loss=loss, step_s=took, at=time.monotonic())
+        if step + 1 == args.get("die_at_step") and context.index == args.get("die_index"):
+            os.kill(os.getpid(), signal.SIGKILL)  # the failure demo: a worker dies mid-run
     weights = model.get_weights()
     digest = hashlib.sha256(b"".join(np.ascontiguousarray(w).tobytes() for w in weights))
     return {

@@ -116,7 +116,15 @@ class FailureDemo(Reported):
         pair = Measurement("before", befores), Measurement("after", afters)
         return pair if compare(pair[1], pair[0]).a_faster else None
 
+    @property
+    def measured_after(self) -> bool:
+        """Whether every worker that finished was still stepping after the kill (two steps or
+        more): else the window after the kill is empty for it, and nothing can be compared."""
+        return all(len(self._split(k)[1]) >= 2 for k in range(self.n_workers) if self.finished[k])
+
     def _lost_words(self) -> str:
+        if not self.measured_after:
+            return "not measured: a survivor had finished before the kill (choose more steps)"
         if self.lost_share < 0:
             return "nothing: the survivors made more steps per second than all workers before"
         return f"{self.lost_share:.0%} of the steps per second"
@@ -201,12 +209,14 @@ def run_failure(
     collective_timeout_s: float = 5.0,
     progress=None,
 ) -> FailureDemo:
-    """Kill one worker once it has done a quarter of its `steps`; measure what is lost.
+    """Kill one worker right after a quarter of its `steps`; measure what is lost.
 
     'replicas': `n_workers` independent one-worker jobs (a start file lets them begin together);
-    replica 0 is killed. 'group': one job of `n_workers`; its last worker is killed. Every worker
-    reports every step, so the steps per second before and after the kill are counted, not
-    assumed. `progress(done, total, status)` with a status per worker.
+    replica 0 dies. 'group': one job of `n_workers`; its last worker dies. The worker SIGKILLs
+    itself right after reporting that step (`mwms.training_worker`'s `die_at_step`), so the kill
+    lands at that step however short a step is. Every worker reports every step, so the steps
+    per second before and after the kill are counted, not assumed. `progress(done, total,
+    status)` with a status per worker.
     """
     check_failure(
         layout, n_workers, steps, width, batch_per_worker, timeout_s, collective_timeout_s
@@ -245,13 +255,16 @@ def run_failure(
         )
 
     groups: list[WorkerGroup] = []
+    killed, kill_step = sizes[0] - 1, max(2, steps // 4)
     with tempfile.TemporaryDirectory() as folder, contextlib.ExitStack() as stack:
         args["start_file"] = os.path.join(folder, "start")
-        for size in sizes:
+        for g, size in enumerate(sizes):
+            # The victim's job: its worker `killed` SIGKILLs itself right after `kill_step`.
+            dies = {"die_at_step": kill_step, "die_index": killed} if g == 0 else {}
             group = WorkerGroup(
                 TRAINING_TARGET,
                 size,
-                args=args,
+                args={**args, **dies},
                 tf_config_job="worker",
                 ready_timeout=timeout_s,
                 grace_s=GRACE_S,
@@ -259,28 +272,20 @@ def run_failure(
             )
             groups.append(stack.enter_context(group))
         open(args["start_file"], "w").close()
-        victim, killed = groups[0], sizes[0] - 1
-        kill_step = max(2, steps // 4)
-        for g, group in enumerate(groups[1:], start=1):  # failed already? (and their reports)
-            group.check_alive(on_progress=heard(g))
-        # Blocking on the victim's own reports: the kill lands within a step or two of
-        # `kill_step`, however short a step is (the others' reports wait in their queues).
-        victim.wait_for_progress(
-            timeout_s, on_progress=heard(0), until=lambda i, info: info["step"] >= kill_step
-        )
-        killed_at_step = reports[killed][-1]["step"]
-        victim.kill_worker(killed)
-        killed_at, errors, after = time.monotonic(), [], []
+        victim, errors, seen_at = groups[0], [], []
         for _ in range(sizes[0]):  # each worker of the victim's job fails, none hangs
             try:
-                victim.results(timeout=collective_timeout_s + 5, on_progress=heard(0))
+                victim.results(timeout=timeout_s + collective_timeout_s, on_progress=heard(0))
             except WorkerError as error:
                 errors.append(error_line(error))
-                after.append(time.monotonic() - killed_at)
+                seen_at.append(time.monotonic())
         finished = [False] * sizes[0]
         for g, group in enumerate(groups[1:], start=1):
             group.results(timeout_s, on_progress=heard(g))
             finished.append(True)
+    killed_at = reports[killed][-1]["at"]  # its last report: the kill came right after it
+    killed_at_step = reports[killed][-1]["step"]
+    after = [t - killed_at for t in seen_at]
     wall = time.monotonic() - began
     ordered = [reports[k] for k in range(n_workers)]
     return FailureDemo(
