@@ -48,6 +48,11 @@ class ProgressBoard:
         self.done = dict.fromkeys(range(n_workers), 0)
         self._emit()
 
+    def finish(self) -> None:
+        """Everything is done (a run that ends early on purpose, as a failure demo does)."""
+        self.finished, self.done = self.total, {}
+        self._emit()
+
     def heard(self, index: int, info) -> None:
         """A worker's progress report (a `WorkerGroup`'s `on_progress`)."""
         done, _, words = units_of(info)

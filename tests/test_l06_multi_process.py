@@ -133,6 +133,7 @@ def test_replica_failure_loses_only_that_replica():
     assert demo.killed_at_step == 50 and demo.rate_after > 0
     assert demo.verdict.startswith("1 of 2 workers finished every step")
     assert any("worker 1: replicas demo (2 workers) step" in c[2] for c in calls)
+    assert calls[-1][0] == calls[-1][1] == 200 + 50  # the survivor's steps and the victim's
 
 
 def test_stop_button_mid_job_ends_every_worker_at_once():

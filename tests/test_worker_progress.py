@@ -54,3 +54,12 @@ def test_an_unchanged_status_is_sent_again_only_after_the_heartbeat():
 
 def test_no_callback_is_allowed():
     ProgressBoard(None, 4).heard(0, {"step": 1, "of": 4})
+
+
+def test_finish_fills_the_bar_and_keeps_the_status():
+    calls = []
+    board = ProgressBoard(lambda *a: calls.append(a), total=10, clock=lambda: 0.0)
+    board.stage("demo", 1, 10)
+    board.heard(0, {"step": 3, "of": 10})
+    board.finish()
+    assert calls[-1] == (10, 10, "worker 0: demo (1 worker) step 3/10")

@@ -234,7 +234,10 @@ def run_failure(
     }
     sizes = [1] * n_workers if layout == "replicas" else [n_workers]
     offsets = [sum(sizes[:g]) for g in range(len(sizes))]
-    board = ProgressBoard(progress, n_workers * steps)
+    kill_step = max(2, steps // 4)
+    # Replicas: the survivors do every step; a group: every worker stops at the kill.
+    total = (n_workers - 1) * steps + kill_step if layout == "replicas" else n_workers * kill_step
+    board = ProgressBoard(progress, total)
     board.stage(f"{layout} demo", n_workers, steps)
     reports = collections.defaultdict(list)
 
@@ -255,7 +258,7 @@ def run_failure(
         )
 
     groups: list[WorkerGroup] = []
-    killed, kill_step = sizes[0] - 1, max(2, steps // 4)
+    killed = sizes[0] - 1
     with tempfile.TemporaryDirectory() as folder, contextlib.ExitStack() as stack:
         args["start_file"] = os.path.join(folder, "start")
         for g, size in enumerate(sizes):
@@ -283,6 +286,7 @@ def run_failure(
         for g, group in enumerate(groups[1:], start=1):
             group.results(timeout_s, on_progress=heard(g))
             finished.append(True)
+    board.finish()
     killed_at = reports[killed][-1]["at"]  # its last report: the kill came right after it
     killed_at_step = reports[killed][-1]["step"]
     after = [t - killed_at for t in seen_at]
