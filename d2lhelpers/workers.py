@@ -45,10 +45,9 @@ from d2lhelpers.worker_failures import (
     WorkerError,
     WorkerState,
     WorkerTimeout,
-    failure_to_report,
-    timeout_error,
 )
 from d2lhelpers.worker_main import LOOPBACK
+from d2lhelpers.worker_messages import WorkerMessages
 
 __all__ = [  # the errors live with their diagnosis; callers catch them from here
     "PortInUseError",
@@ -63,7 +62,6 @@ __all__ = [  # the errors live with their diagnosis; callers catch them from her
 WORKER_MAIN_PATH = os.path.abspath(worker_main.__file__)
 PROJECT_ROOT = os.path.dirname(os.path.dirname(WORKER_MAIN_PATH))
 STDERR_LINES_KEPT = 50
-POLL_S = 0.1  # how often a wait looks at the clock when no message comes
 REAP_S = 5.0  # how long to wait for a SIGKILLed process to be reaped before giving up on it
 TF_SERVER_JOB = "worker"
 TF_SERVER_TARGET = "d2lhelpers.workers:tf_server"
@@ -98,7 +96,7 @@ def tf_config(ports: Sequence[int], index: int, job: str = TF_SERVER_JOB) -> dic
     }
 
 
-class WorkerGroup:
+class WorkerGroup(WorkerMessages):
     """K worker processes running `target` ('module:function' or 'file.py:function').
 
     The target gets a `worker_main.WorkerContext` (index, ports, addresses, args) and returns a
@@ -261,113 +259,9 @@ class WorkerGroup:
     def pids(self) -> list[int]:
         return [worker.process.pid for worker in self._workers]
 
-    @property
-    def ready_info(self) -> list:
-        """What each worker sent with its ready signal."""
-        return [worker.ready for worker in self._workers]
-
-    @property
-    def latest_progress(self) -> list:
-        """The last progress report of each worker (None before its first), in index order."""
-        return [worker.progress for worker in self._workers]
-
-    @property
-    def states(self) -> list[str]:
-        """Each worker's state: 'starting', 'ready', 'done' (result sent) or 'failed'."""
-        return [
-            "failed"
-            if w.failed_at is not None
-            else "done"
-            if w.has_result
-            else "ready"
-            if w.is_ready
-            else "starting"
-            for w in self._workers
-        ]
-
-    def results(
-        self, timeout: float = 120.0, on_progress: Callable[[int, object], None] | None = None
-    ) -> list:
-        """Every worker's result, in index order; `on_progress(index, info)` sees progress reports.
-
-        Raises `WorkerError` naming the first worker that fails, or `WorkerTimeout` naming those
-        still missing after `timeout` seconds. Either way the workers keep running until the
-        group is closed (the `with` does it).
-        """
-        self._wait_for("result", timeout, on_progress)
-        return [worker.result for worker in self._workers]
-
-    def wait_for_progress(
-        self,
-        timeout: float,
-        on_progress: Callable[[int, object], None] | None = None,
-        until: Callable[[int, object], bool] | None = None,
-    ) -> list:
-        """Wait until every worker has reported progress (or its result), or, with `until`,
-        until `until(index, latest_progress)` holds for every worker that has not sent its
-        result; return the latest progress of each, in index order. Raises like `results`."""
-        wanted = "progress" if until is None else until
-        self._wait_for(wanted, timeout, on_progress)
-        return [worker.progress for worker in self._workers]
-
-    def check_alive(self, on_progress: Callable[[int, object], None] | None = None) -> None:
-        """Take in what the workers said so far (progress to `on_progress`); raise `WorkerError`
-        if any worker has failed or ended without a result; else return at once."""
-        self._wait_for(None, 0.0, on_progress)
-
     def kill_worker(self, index: int, sig: int = signal.SIGKILL) -> None:
         """Send `sig` to worker `index` and its children (failure demos and tests)."""
         _signal_group(self._workers[index].process.pid, sig)
-
-    def _wait_for(self, wanted, timeout: float, on_progress=None) -> None:
-        if not self._workers:
-            raise RuntimeError("the workers are not running: enter the group's `with` first")
-        deadline = time.monotonic() + timeout
-        if on_progress is not None:  # reports that came while nobody was listening come first
-            while self._unheard_progress:
-                on_progress(*self._unheard_progress.popleft())
-        while True:
-            while True:  # take in everything already said before looking at the clock
-                try:
-                    index, kind, payload = self._events.get_nowait()
-                except queue.Empty:
-                    break
-                self._record(self._workers[index], kind, payload, on_progress)
-            missing = [worker for worker in self._workers if not _has(worker, wanted)]
-            past_deadline = time.monotonic() >= deadline
-            failure = failure_to_report(self._workers, force=past_deadline or not missing)
-            if failure is not None:
-                raise failure
-            if not missing:
-                return
-            if past_deadline:
-                raise timeout_error(missing, self.count, _describe(wanted), timeout)
-            if self.watch is not None:
-                self.watch(self)
-            try:
-                index, kind, payload = self._events.get(timeout=POLL_S)
-            except queue.Empty:
-                continue
-            self._record(self._workers[index], kind, payload, on_progress)
-
-    def _record(self, worker: WorkerState, kind: str, payload, on_progress) -> None:
-        if kind == "ready":
-            worker.ready, worker.is_ready = payload, True
-        elif kind == "progress":
-            worker.progress = payload
-            if on_progress is None:
-                self._unheard_progress.append((worker.index, payload))
-            else:
-                on_progress(worker.index, payload)
-        elif kind == "result":
-            worker.result, worker.has_result = payload, True
-        elif kind == "error":
-            worker.error = payload
-            worker.failed_at = worker.failed_at or time.monotonic()
-        elif kind == "exit":
-            worker.exit_code = payload
-            if not worker.has_result:
-                worker.failed_at = worker.failed_at or time.monotonic()
 
 
 def end_processes(processes: Sequence[subprocess.Popen], grace_s: float = 2.0) -> None:
@@ -419,25 +313,8 @@ def _daemon(function, *args) -> threading.Thread:
     return thread
 
 
-def _describe(wanted) -> str | None:
-    return "report the progress waited for" if callable(wanted) else wanted
-
-
 def _tail() -> collections.deque:
     return collections.deque(maxlen=STDERR_LINES_KEPT)
-
-
-def _has(worker: WorkerState, wanted) -> bool:
-    if callable(wanted):
-        return worker.has_result or (
-            worker.progress is not None and wanted(worker.index, worker.progress)
-        )
-    reached = {
-        "ready": worker.is_ready,
-        "progress": worker.progress is not None or worker.has_result,
-        "result": worker.has_result,
-    }
-    return reached.get(wanted, True)
 
 
 # --- notebook 02: a second TensorFlow process as a device at the end of a real link ---------------
