@@ -115,7 +115,7 @@ def overhead_row(size: int, n: int, devices) -> Row:
 
 def split_model_rows(devices) -> list[Row]:
     """Notebooks 03-04: split runs / one device, next to what the cost models predict."""
-    from d2lhelpers.tf_allreduce import allreduce_in_one_graph, allreduce_inputs
+    from d2lhelpers.tf_collectives import allreduce_in_one_graph, allreduce_inputs
 
     n = min(2, len(devices))
     usable = min(n, usable_cores()) if devices[0].kind == "logical CPU" else n

@@ -11,15 +11,6 @@ from d2lhelpers.benchmark import (
     measure,
     sync_devices,
 )
-from d2lhelpers.cluster import (
-    allreduce_job,
-    failure_demo,
-    plot_allreduce_job,
-    plot_training_sweep,
-    real_cluster_tf_config,
-    training_job,
-    training_sweep,
-)
 from d2lhelpers.costs import (
     AlphaBeta,
     break_even_comm_ms,
@@ -71,7 +62,20 @@ from d2lhelpers.lessons.l05_collectives import (
     run_allreduce_overlap,
     run_allreduce_sweep,
 )
-from d2lhelpers.lessons.l06_multi_process import cluster_panel, failure_panel
+from d2lhelpers.lessons.l06_multi_process import (
+    break_even,
+    cluster_panel,
+    failure_panel,
+    machine_defaults,
+    plot_allreduce_job,
+    plot_failure,
+    plot_training_sweep,
+    run_allreduce_job,
+    run_failure,
+    run_training,
+    run_training_sweep,
+)
+from d2lhelpers.mwms import real_cluster_tf_config
 from d2lhelpers.panel import Panel
 from d2lhelpers.parallelism import ParallelRun, communication_note
 from d2lhelpers.peaks import describe_devices, device_peak_rate, machine_baseline_rate
@@ -113,6 +117,10 @@ from d2lhelpers.workloads import (
 compute_copy_experiment = run_compute_copy
 allreduce_sweep = run_allreduce_sweep
 overlap_experiment = run_allreduce_overlap
+allreduce_job = run_allreduce_job
+training_job = run_training
+training_sweep = run_training_sweep
+failure_demo = run_failure
 
 __all__ = [
     "AllreduceModel",
@@ -138,6 +146,7 @@ __all__ = [
     "allreduce_sum",
     "allreduce_sweep",
     "branch_weights",
+    "break_even",
     "break_even_comm_ms",
     "busy_intervals",
     "busy_seconds",
@@ -169,6 +178,7 @@ __all__ = [
     "identical_matmuls",
     "local_copy_cost",
     "machine_baseline_rate",
+    "machine_defaults",
     "matmul_chain",
     "measure",
     "measured_bubble",
@@ -186,6 +196,7 @@ __all__ = [
     "plot_allreduce_sweep",
     "plot_compute_copy",
     "plot_concurrency",
+    "plot_failure",
     "plot_op_graph",
     "plot_rounds_and_bytes",
     "plot_three_schemes",
@@ -197,14 +208,18 @@ __all__ = [
     "remote_tf_workers",
     "replica_sweep",
     "replicas_vs_one_group",
+    "run_allreduce_job",
     "run_allreduce_overlap",
     "run_allreduce_sweep",
     "run_compute_copy",
+    "run_failure",
     "run_pipeline_parallel",
     "run_pipeline_trace",
     "run_replicas",
     "run_tensor_parallel",
     "run_three_schemes",
+    "run_training",
+    "run_training_sweep",
     "seed_reading",
     "select_devices",
     "setup_devices",

@@ -57,9 +57,8 @@ from d2lhelpers.timeline import (
     trace,
 )
 from d2lhelpers.units import GiB, MiB
-from d2lhelpers.workers import WorkerError, WorkerGroup, free_ports
+from d2lhelpers.workers import TF_SERVER_JOB, WorkerError, WorkerGroup, free_ports
 
-TF_SERVER_JOB = "worker"
 TF_SERVER_TARGET = "d2lhelpers.tf_servers:tf_server"
 HOST = "/job:localhost/replica:0/task:0/device:CPU:0"  # this process's CPU once connected
 TCP_PROBE_BYTES = 256 * MiB

@@ -15,18 +15,14 @@ children too: SIGTERM to the group, SIGKILL after a grace period. Two last resor
 it when its parent process dies. A worker that fails raises `WorkerError` naming it (index, pid,
 exit code, its traceback, the last lines of its stderr) as soon as the failure is seen.
 
-For notebook 02, `remote_tf_workers` starts `tf.distribute.Server` workers and connects this
-process to them, so ops placed on '/job:worker/replica:0/task:0/device:CPU:0' run in the worker
-and their results cross a real loopback gRPC link. Caveat: TensorFlow's gRPC servers listen on
-every interface (0.0.0.0:PORT, hard-coded in TF), not on 127.0.0.1 alone, and accept
-unauthenticated work while they live; the workers here live only as long as their `with`.
+`tf_servers` builds notebook 02's TensorFlow servers on top of this; `worker_messages` holds the
+group's message loop and `worker_failures` the diagnosis of a failed worker.
 """
 
 from __future__ import annotations
 
 import collections
 import contextlib
-import dataclasses
 import json
 import os
 import queue
@@ -40,17 +36,30 @@ import weakref
 from collections.abc import Callable, Sequence
 
 from d2lhelpers import worker_main
+from d2lhelpers.worker_failures import (
+    PortInUseError,
+    WorkerError,
+    WorkerState,
+    WorkerTimeout,
+)
 from d2lhelpers.worker_main import LOOPBACK
+from d2lhelpers.worker_messages import WorkerMessages
+
+__all__ = [  # the errors live with their diagnosis; callers catch them from here
+    "PortInUseError",
+    "WorkerError",
+    "WorkerGroup",
+    "WorkerTimeout",
+    "end_processes",
+    "free_ports",
+    "tf_config",
+]
 
 WORKER_MAIN_PATH = os.path.abspath(worker_main.__file__)
 PROJECT_ROOT = os.path.dirname(os.path.dirname(WORKER_MAIN_PATH))
 STDERR_LINES_KEPT = 50
-STDERR_LINES_SHOWN = 15
-POLL_S = 0.1  # how often a wait looks at the clock when no message comes
-CAUSE_WINDOW_S = 1.0  # after a worker's error, how long to look for a peer's death that caused it
 REAP_S = 5.0  # how long to wait for a SIGKILLed process to be reaped before giving up on it
-TF_SERVER_JOB = "worker"
-TF_SERVER_TARGET = "d2lhelpers.workers:tf_server"
+TF_SERVER_JOB = "worker"  # the job name in TF_CONFIG and in remote device names
 
 
 def free_ports(count: int) -> list[int]:
@@ -82,48 +91,7 @@ def tf_config(ports: Sequence[int], index: int, job: str = TF_SERVER_JOB) -> dic
     }
 
 
-class WorkerError(RuntimeError):
-    """A worker raised, exited or was killed, or did not answer in time; the message names it."""
-
-    def __init__(
-        self,
-        message: str,
-        index: int | None = None,
-        pid: int | None = None,
-        exit_code: int | None = None,
-        port_in_use: bool = False,
-    ):
-        super().__init__(message)
-        self.index, self.pid, self.exit_code, self.port_in_use = index, pid, exit_code, port_in_use
-
-
-class WorkerTimeout(WorkerError, TimeoutError):
-    """Some worker did not become ready, or send its result, within the timeout."""
-
-
-class PortInUseError(WorkerError):
-    """Every try to start the workers found one of their ports taken by another program."""
-
-
-@dataclasses.dataclass
-class _Worker:
-    index: int
-    port: int
-    process: subprocess.Popen
-    stderr_tail: collections.deque
-    threads: list[threading.Thread]
-    ready: object = None
-    is_ready: bool = False
-    progress: object = None
-    result: object = None
-    has_result: bool = False
-    error: dict | None = None
-    exit_code: int | None = None
-    failed_at: float | None = None  # when its error or its early exit came in
-    reported: bool = False  # a WorkerError about it has been raised
-
-
-class WorkerGroup:
+class WorkerGroup(WorkerMessages):
     """K worker processes running `target` ('module:function' or 'file.py:function').
 
     The target gets a `worker_main.WorkerContext` (index, ports, addresses, args) and returns a
@@ -135,6 +103,10 @@ class WorkerGroup:
     TF_CPP_MIN_LOG_LEVEL=3, TF_NUM_INTRAOP_THREADS / TF_NUM_INTEROP_THREADS, `TF_CONFIG` when
     `tf_config_job` names a job, and `env` last. A worker whose port was taken before it bound it
     (its error says so) makes the group start over on new ports, up to `port_attempts` times.
+
+    `watch(group)`, if given, is called after each message and at least every `POLL_S` while the
+    group waits (starting, `results`, `wait_for_progress`): a caller's progress display reads
+    `states` and `latest_progress` there, and a KeyboardInterrupt it raises ends the group.
     """
 
     def __init__(
@@ -151,6 +123,7 @@ class WorkerGroup:
         grace_s: float = 2.0,
         port_attempts: int = 3,
         pick_ports: Callable[[int], list[int]] = free_ports,
+        watch: Callable[[WorkerGroup], None] | None = None,
     ):
         if count < 1:
             raise ValueError(f"count must be at least 1, got {count}")
@@ -159,9 +132,10 @@ class WorkerGroup:
         self.threads = (intra_op_threads, inter_op_threads)
         self.ready_timeout, self.grace_s = ready_timeout, grace_s
         self.port_attempts, self.pick_ports = port_attempts, pick_ports
+        self.watch = watch
         self.ports: list[int] = []
         self.attempts = 0  # starts made, port retries included
-        self._workers: list[_Worker] = []
+        self._workers: list[WorkerState] = []
         self._events: queue.Queue = queue.Queue()
         self._unheard_progress: collections.deque = collections.deque()
         # Shared with the finalizer, which must not hold `self`: whatever is in it gets ended.
@@ -225,7 +199,7 @@ class WorkerGroup:
                 start_new_session=True,  # its own process group: killpg reaches its children
             )
             self._processes.append(process)
-            worker = _Worker(index, self.ports[index], process, _tail(), [])
+            worker = WorkerState(index, self.ports[index], process, _tail(), [])
             worker.threads = [
                 _daemon(_read_messages, worker, self._events),
                 _daemon(_read_stderr, worker),
@@ -280,140 +254,9 @@ class WorkerGroup:
     def pids(self) -> list[int]:
         return [worker.process.pid for worker in self._workers]
 
-    @property
-    def ready_info(self) -> list:
-        """What each worker sent with its ready signal."""
-        return [worker.ready for worker in self._workers]
-
-    def results(
-        self, timeout: float = 120.0, on_progress: Callable[[int, object], None] | None = None
-    ) -> list:
-        """Every worker's result, in index order; `on_progress(index, info)` sees progress reports.
-
-        Raises `WorkerError` naming the first worker that fails, or `WorkerTimeout` naming those
-        still missing after `timeout` seconds. Either way the workers keep running until the
-        group is closed (the `with` does it).
-        """
-        self._wait_for("result", timeout, on_progress)
-        return [worker.result for worker in self._workers]
-
-    def wait_for_progress(
-        self, timeout: float, on_progress: Callable[[int, object], None] | None = None
-    ) -> list:
-        """Wait until every worker has reported progress (or its result); return the latest
-        progress of each, in index order. Raises like `results`."""
-        self._wait_for("progress", timeout, on_progress)
-        return [worker.progress for worker in self._workers]
-
-    def check_alive(self) -> None:
-        """Raise `WorkerError` if any worker has failed or ended without a result; else return."""
-        self._wait_for(None, 0.0)
-
     def kill_worker(self, index: int, sig: int = signal.SIGKILL) -> None:
         """Send `sig` to worker `index` and its children (failure demos and tests)."""
         _signal_group(self._workers[index].process.pid, sig)
-
-    def _wait_for(self, wanted: str | None, timeout: float, on_progress=None) -> None:
-        if not self._workers:
-            raise RuntimeError("the workers are not running: enter the group's `with` first")
-        deadline = time.monotonic() + timeout
-        if on_progress is not None:  # reports that came while nobody was listening come first
-            while self._unheard_progress:
-                on_progress(*self._unheard_progress.popleft())
-        while True:
-            while True:  # take in everything already said before looking at the clock
-                try:
-                    index, kind, payload = self._events.get_nowait()
-                except queue.Empty:
-                    break
-                self._record(self._workers[index], kind, payload, on_progress)
-            missing = [worker for worker in self._workers if not _has(worker, wanted)]
-            past_deadline = time.monotonic() >= deadline
-            failure = self._failure_to_report(force=past_deadline or not missing)
-            if failure is not None:
-                raise failure
-            if not missing:
-                return
-            if past_deadline:
-                raise self._timeout(missing, wanted, timeout)
-            try:
-                index, kind, payload = self._events.get(timeout=POLL_S)
-            except queue.Empty:
-                continue
-            self._record(self._workers[index], kind, payload, on_progress)
-
-    def _record(self, worker: _Worker, kind: str, payload, on_progress) -> None:
-        if kind == "ready":
-            worker.ready, worker.is_ready = payload, True
-        elif kind == "progress":
-            worker.progress = payload
-            if on_progress is None:
-                self._unheard_progress.append((worker.index, payload))
-            else:
-                on_progress(worker.index, payload)
-        elif kind == "result":
-            worker.result, worker.has_result = payload, True
-        elif kind == "error":
-            worker.error = payload
-            worker.failed_at = worker.failed_at or time.monotonic()
-        elif kind == "exit":
-            worker.exit_code = payload
-            if not worker.has_result:
-                worker.failed_at = worker.failed_at or time.monotonic()
-
-    def _failure_to_report(self, force: bool) -> WorkerError | None:
-        failed = [w for w in self._workers if w.failed_at is not None and not w.reported]
-        if not failed:
-            return None
-        # A worker that dies takes its peers' collectives down with it, and a peer's error can
-        # come in before the dead worker's end of output does: look at the processes, wait a
-        # moment for news, then name the dead one, the cause.
-        peers = [w for w in self._workers if w.failed_at is None and not w.has_result]
-        for peer in peers:
-            code = peer.process.poll()
-            if code is not None and code < 0:  # killed by a signal: it will send no error
-                peer.failed_at = time.monotonic()
-                failed.append(peer)
-        peers = [w for w in peers if w.failed_at is None]
-        failed.sort(key=lambda w: w.failed_at)
-        died = [w for w in failed if w.error is None]
-        recent = time.monotonic() - failed[0].failed_at < CAUSE_WINDOW_S
-        if not died and peers and recent and not force:
-            return None
-        cause = (died or failed)[0]
-        cause.reported = True
-        return self._failure(cause, [w for w in failed if w is not cause])
-
-    def _failure(self, worker: _Worker, also_failed: Sequence[_Worker] = ()) -> WorkerError:
-        # Let the process finish dying and its stderr drain, so the message can show both.
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            worker.process.wait(timeout=1.0)
-        worker.threads[1].join(timeout=1.0)
-        code = worker.process.returncode
-        when = "before sending its result" if worker.is_ready else "before it was ready"
-        lines = [f"{_name(worker, self.count)} {_how_it_ended(code)} {when}"]
-        if worker.error:
-            lines += ["Its error:", _indent(worker.error["text"].rstrip())]
-        tail = list(worker.stderr_tail)[-STDERR_LINES_SHOWN:]
-        if tail:
-            lines += ["Last lines of its stderr:", _indent("\n".join(tail))]
-        for other in also_failed:
-            last = (other.error or {}).get("text", "").strip().splitlines()[-1:]
-            lines += [f"Then {_name(other, self.count)} failed too: {' '.join(last)}"]
-        port_in_use = bool(worker.error and worker.error.get("port_in_use"))
-        message = "\n".join(line.rstrip() for line in lines)
-        return WorkerError(message, worker.index, worker.process.pid, code, port_in_use)
-
-    def _timeout(self, missing: list[_Worker], wanted: str | None, timeout: float) -> WorkerTimeout:
-        what = {"ready": "become ready", "progress": "report progress", "result": "send a result"}
-        what = what.get(wanted, wanted)
-        names = ", ".join(_name(worker, self.count) for worker in missing)
-        lines = [f"timed out after {timeout:g} s waiting for {names} to {what}"]
-        first = missing[0]
-        tail = list(first.stderr_tail)[-STDERR_LINES_SHOWN:]
-        if tail:
-            lines += [f"Last lines of worker {first.index}'s stderr:", _indent("\n".join(tail))]
-        return WorkerTimeout("\n".join(lines), first.index, first.process.pid)
 
 
 def end_processes(processes: Sequence[subprocess.Popen], grace_s: float = 2.0) -> None:
@@ -441,7 +284,7 @@ def _signal_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
 
 
-def _read_messages(worker: _Worker, events: queue.Queue) -> None:
+def _read_messages(worker: WorkerState, events: queue.Queue) -> None:
     for line in worker.process.stdout:
         try:
             ((kind, payload),) = json.loads(line).items()
@@ -452,7 +295,7 @@ def _read_messages(worker: _Worker, events: queue.Queue) -> None:
     events.put((worker.index, "exit", worker.process.wait()))
 
 
-def _read_stderr(worker: _Worker) -> None:
+def _read_stderr(worker: WorkerState) -> None:
     # Reading it also keeps a chatty worker from blocking on a full pipe.
     for line in worker.process.stderr:
         if line.strip():
@@ -467,28 +310,3 @@ def _daemon(function, *args) -> threading.Thread:
 
 def _tail() -> collections.deque:
     return collections.deque(maxlen=STDERR_LINES_KEPT)
-
-
-def _has(worker: _Worker, wanted: str | None) -> bool:
-    reached = {
-        "ready": worker.is_ready,
-        "progress": worker.progress is not None or worker.has_result,
-        "result": worker.has_result,
-    }
-    return reached.get(wanted, True)
-
-
-def _name(worker: _Worker, count: int) -> str:
-    return f"worker {worker.index} of {count} (pid {worker.process.pid}, port {worker.port})"
-
-
-def _how_it_ended(code: int | None) -> str:
-    if code is None:
-        return "reported an error (still running)"
-    if code < 0:
-        return f"was killed by {signal.Signals(-code).name} (exit code {code})"
-    return f"exited with code {code}"
-
-
-def _indent(text: str) -> str:
-    return "\n".join("    " + line for line in text.splitlines())

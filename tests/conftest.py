@@ -4,10 +4,12 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
 import d2lhelpers as d2l
+from d2lhelpers import worker_main
 
 d2l.setup_devices()  # 4 logical CPUs on CI: TensorFlow allows this only before its first op
 
@@ -37,3 +39,45 @@ class FakeClock:
 @pytest.fixture
 def devices():
     return d2l.setup_devices()
+
+
+# --- the process table: no worker may be left behind ---------------------------------------------
+
+
+def is_running(pid: int) -> bool:
+    """True while `pid` exists and is not a zombie (a dead child not yet reaped)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            state = stat.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def started_by_this_process() -> list[int]:
+    """Live processes that a WorkerGroup of this process started, directly or not.
+
+    Found by the parent pid every worker carries in its environment (its children inherit it),
+    so an orphan re-parented to init is found as well.
+    """
+    marker = f"{worker_main.PARENT_VAR}={os.getpid()}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as environ:
+                variables = environ.read().split(b"\0")
+        except OSError:
+            continue
+        if marker in variables and is_running(int(entry)):
+            found.append(int(entry))
+    return found
+
+
+def wait_until_gone(pids, timeout=3.0) -> list[int]:
+    """The pids still running after up to `timeout` seconds of waiting for them to end."""
+    deadline = time.monotonic() + timeout
+    while any(map(is_running, pids)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return [pid for pid in pids if is_running(pid)]

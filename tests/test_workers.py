@@ -25,7 +25,7 @@ from d2lhelpers.workers import (
     free_ports,
     tf_config,
 )
-from tests.conftest import run_python
+from tests.conftest import is_running, run_python, started_by_this_process, wait_until_gone
 
 TARGETS = """
 import json, os, signal, socket, subprocess, sys, time
@@ -61,6 +61,13 @@ def fail(context):
     context.ready()
     raise ValueError(f"worker {context.index} cannot go on")
 
+def count(context):
+    context.ready()
+    for step in range(1, context.args["steps"] + 1):
+        time.sleep(0.02)
+        context.progress(step=step, of=context.args["steps"])
+    return step
+
 def bind_port(context):
     listener = socket.socket()
     listener.bind(("127.0.0.1", context.port))
@@ -91,44 +98,6 @@ def target(tmp_path):
     path = tmp_path / "targets.py"
     path.write_text(TARGETS)
     return lambda name: f"{path}:{name}"
-
-
-def is_running(pid: int) -> bool:
-    """True while `pid` exists and is not a zombie (a dead child not yet reaped)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            state = stat.read().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in ("Z", "X")
-
-
-def started_by_this_process() -> list[int]:
-    """Live processes that a WorkerGroup of this process started, directly or not.
-
-    Found by the parent pid every worker carries in its environment (its children inherit it),
-    so an orphan re-parented to init is found as well.
-    """
-    marker = f"{worker_main.PARENT_VAR}={os.getpid()}".encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as environ:
-                variables = environ.read().split(b"\0")
-        except OSError:
-            continue
-        if marker in variables and is_running(int(entry)):
-            found.append(int(entry))
-    return found
-
-
-def wait_until_gone(pids, timeout=3.0) -> list[int]:
-    deadline = time.monotonic() + timeout
-    while any(map(is_running, pids)) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return [pid for pid in pids if is_running(pid)]
 
 
 @pytest.fixture(autouse=True)
@@ -249,6 +218,41 @@ def test_check_alive_passes_while_running_and_raises_once_a_worker_died(target):
             while time.monotonic() < deadline:
                 group.check_alive()
                 time.sleep(0.05)
+
+
+def test_watch_sees_every_state_and_progress_can_be_waited_for(target):
+    seen = []
+    group = WorkerGroup(
+        target("count"),
+        2,
+        args={"steps": 30},
+        ready_timeout=10,
+        watch=lambda g: seen.append(g.states),
+    )
+    with group:
+        assert ["starting", "starting"] in seen  # watched while the workers started
+        assert group.states == ["ready", "ready"]
+        heard = []
+        latest = group.wait_for_progress(
+            10, on_progress=lambda i, info: heard.append(i), until=lambda i, info: info["step"] >= 5
+        )
+        assert all(info["step"] >= 5 for info in latest)
+        assert latest == group.latest_progress
+        assert sorted(set(heard)) == [0, 1]
+        results = group.results(timeout=10, on_progress=lambda i, info: heard.append(i))
+        assert results == [30, 30] and heard.count(0) == heard.count(1) == 30
+        assert group.states == ["done", "done"]
+        later = []
+        group.check_alive(on_progress=lambda i, info: later.append(info))  # nothing left unheard
+        assert later == []
+
+
+def test_check_alive_hands_on_progress_that_came_while_nobody_listened(target):
+    with WorkerGroup(target("count"), 1, args={"steps": 3}, ready_timeout=10) as group:
+        time.sleep(1.0)  # all three reports arrive, unheard
+        heard = []
+        group.check_alive(on_progress=lambda i, info: heard.append(info["step"]))
+        assert heard == [1, 2, 3]
 
 
 def test_finalizer_ends_the_workers_of_a_forgotten_group(target):

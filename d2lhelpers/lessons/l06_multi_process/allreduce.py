@@ -1,0 +1,194 @@
+"""Notebook 06, part 1: MWMS's ring all-reduce between worker processes, and its alpha-beta fit.
+
+A job of K workers sweeps message sizes; at each, every worker times `repeats` all-reduces after
+a warm-up and checks the sum exactly. The fit is t(S) = alpha + S / beta (`costs.AlphaBeta`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import matplotlib.pyplot as plt
+
+from d2lhelpers.admission import require_count, require_sweep
+from d2lhelpers.costs import AlphaBeta, fit_alpha_beta
+from d2lhelpers.lessons.l06_multi_process.jobs import (
+    machine_defaults,
+    memory_table,
+    require_seconds,
+    require_workers,
+    require_workers_memory,
+    run_job,
+)
+from d2lhelpers.mwms import ALLREDUCE_TARGET, RING_COPIES, WORKER_BYTES, worker_memory_bytes
+from d2lhelpers.report import Reported, Table
+from d2lhelpers.units import BYTES_PER_FLOAT, format_bytes, format_rate, format_seconds
+from d2lhelpers.worker_progress import ProgressBoard
+
+
+@dataclasses.dataclass
+class AllReduceJob(Reported):
+    """All-reduce times per size on `n_workers` MWMS workers, and the alpha-beta fit."""
+
+    n_workers: int
+    sizes: list[int]
+    worker_medians_s: list[list[float]]  # [worker][size]
+    sums_correct: list[bool]
+    workers: list[dict]  # each worker's whole result (memory included)
+    start_s: float
+    wall_s: float
+
+    @property
+    def times(self) -> list[float]:
+        """Per size, the slowest worker's median: the all-reduce is done when all are done."""
+        return [max(column) for column in zip(*self.worker_medians_s, strict=True)]
+
+    @property
+    def fitted(self) -> AlphaBeta:
+        """Least squares on relative error over every size (`fit_alpha_beta`)."""
+        return fit_alpha_beta(self.sizes, self.times)
+
+    @property
+    def two_point(self) -> AlphaBeta:
+        """alpha from the smallest size alone, beta from the largest less alpha."""
+        if not self.times[-1] > self.times[0]:  # time did not grow with size: all latency
+            return AlphaBeta(self.times[0], math.inf)
+        return AlphaBeta.from_measurements(self.times[0], self.sizes[-1], self.times[-1])
+
+    @property
+    def link(self) -> AlphaBeta:
+        """Per-link values of the fit, by the ring's count: alpha = 2(n-1) alpha_link and
+        S / beta = 2(n-1)/n S / beta_link, as `collectives.allreduce_time_s('ring', ...)` wants."""
+        if self.n_workers < 2:
+            raise ValueError("one worker all-reduces with nobody: no link to measure")
+        hops = 2 * (self.n_workers - 1)
+        fit = self.fitted
+        return AlphaBeta(fit.alpha_s / hops, fit.beta_bytes_per_s * hops / self.n_workers)
+
+    @property
+    def verdict(self) -> str:
+        fit = self.fitted
+        if not all(self.sums_correct):
+            wrong = [i for i, ok in enumerate(self.sums_correct) if not ok]
+            return f"the all-reduce's sums were WRONG on worker(s) {wrong}: its times mean nothing"
+        return (
+            f"all-reduce between {self.n_workers} processes: alpha = "
+            f"{format_seconds(fit.alpha_s)} per call, beta = {_rate(fit.beta_bytes_per_s)}; "
+            "the sums were exact on every worker"
+        )
+
+    def tables(self) -> list[Table]:
+        fit, two = self.fitted, self.two_point
+        columns = ["size", *(f"worker {k}" for k in range(self.n_workers))]
+        columns += ["all-reduce", "fit (resid.)", "two points (resid.)"]
+        rows = []
+        for i, size in enumerate(self.sizes):
+            t = self.times[i]
+            models = [
+                f"{format_seconds(m.predict(size))} ({(t - m.predict(size)) / t:+.0%})"
+                for m in (fit, two)
+            ]
+            each = [format_seconds(w[i]) for w in self.worker_medians_s]
+            rows.append((format_bytes(size), *each, format_seconds(t), *models))
+        verdicts = [
+            f"least squares: alpha = {format_seconds(fit.alpha_s)}, beta = "
+            f"{_rate(fit.beta_bytes_per_s)}",
+            f"two points: alpha = {format_seconds(two.alpha_s)} ({format_bytes(self.sizes[0])} "
+            f"alone), beta = {_rate(two.beta_bytes_per_s)} ({format_bytes(self.sizes[-1])})",
+            f"cluster start {self.start_s:.1f} s, job {self.wall_s:.1f} s",
+        ]
+        if self.n_workers > 1:
+            link = self.link
+            verdicts.append(
+                f"per link (ring of {self.n_workers}): alpha_link = "
+                f"{format_seconds(link.alpha_s)}, beta_link = {_rate(link.beta_bytes_per_s)}; on "
+                "loopback a 'link' is gRPC through the kernel, on the cores that compute"
+            )
+        flags = []
+        if not all(self.sums_correct):
+            flags.append(self.verdict)
+        title = (
+            f"MultiWorkerMirroredStrategy all-reduce (RING), {self.n_workers} worker processes "
+            "on loopback, 1 op thread each"
+        )
+        return [Table(title, columns, rows, verdicts, flags), memory_table(self.workers)]
+
+
+def _rate(bytes_per_s: float) -> str:
+    return "unbounded" if math.isinf(bytes_per_s) else format_rate(bytes_per_s, "B/s")
+
+
+def check_allreduce(n_workers, sizes, repeats, warmup, timeout_s) -> tuple[int, list[int]]:
+    """Admission for `run_allreduce_job`: counts, sizes, the process cap and memory."""
+    n = require_workers("the all-reduce job", n_workers, low=2)
+    sizes = sorted(set(require_sweep("sizes", sizes, low=BYTES_PER_FLOAT)))
+    if len(sizes) < 2 or any(s % BYTES_PER_FLOAT for s in sizes):
+        raise ValueError(f"need two or more different sizes, multiples of 4 bytes: got {sizes}")
+    require_count("repeats", repeats, 1)
+    require_count("warmup", warmup, 0)
+    require_seconds("timeout_s", timeout_s)
+
+    def largest(per_worker: float) -> str:
+        fit = int((per_worker - WORKER_BYTES) / RING_COPIES) // BYTES_PER_FLOAT * BYTES_PER_FLOAT
+        return f"the largest message that fits with {n} workers is {format_bytes(fit)}"
+
+    require_workers_memory(
+        "an all-reduce job of messages up to " + format_bytes(sizes[-1]),
+        n,
+        worker_memory_bytes(sizes[-1]),
+        largest,
+    )
+    return n, sizes
+
+
+def run_allreduce_job(
+    n_workers: int = 2,
+    sizes=None,
+    repeats: int | None = None,
+    timeout_s: float = 60.0,
+    progress=None,
+    warmup: int = 2,
+    board: ProgressBoard | None = None,
+) -> AllReduceJob:
+    """One job of `n_workers` MWMS workers timing an all-reduce of each size (bytes per worker).
+
+    `sizes` and `repeats` default to `machine_defaults()`. Refused (ValueError/TypeError) before
+    any process starts if a value is out of range or the workers would not fit in memory.
+    `progress(done, total, status)` with a status per worker. Raises `WorkerError` naming the
+    worker that failed; every process has ended when this returns or raises.
+    """
+    defaults = machine_defaults()
+    sizes = defaults.sizes if sizes is None else sizes
+    repeats = defaults.repeats if repeats is None else repeats
+    n_workers, sizes = check_allreduce(n_workers, sizes, repeats, warmup, timeout_s)
+    if board is None:
+        board = ProgressBoard(progress, n_workers * len(sizes))
+    board.stage("all-reduce", n_workers, len(sizes))
+    args = {"sizes": sizes, "repeats": repeats, "warmup": warmup}
+    results, start, wall = run_job(ALLREDUCE_TARGET, n_workers, args, timeout_s, board)
+    medians = [r["medians_s"] for r in results]
+    correct = [r["sums_correct"] for r in results]
+    return AllReduceJob(n_workers, sizes, medians, correct, results, start, wall)
+
+
+def plot_allreduce_job(job: AllReduceJob, ax=None):
+    """Log-log: each worker's medians, the all-reduce time, the two alpha-beta models."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 4.2))
+    low, high = job.sizes[0], job.sizes[-1]
+    grid = [low * (high / low) ** (i / 40) for i in range(41)]
+    for model, style, label in (
+        (job.fitted, "-", "least squares"),
+        (job.two_point, ":", "two points"),
+    ):
+        ax.plot(grid, [model.predict(s) for s in grid], style, label=f"model, {label}")
+    for k, medians in enumerate(job.worker_medians_s):
+        ax.plot(job.sizes, medians, "x", ms=5, label=f"worker {k}")
+    ax.plot(job.sizes, job.times, "o", c="black", mfc="none", label="measured (slowest worker)")
+    ax.set(xscale="log", yscale="log", xlabel="bytes per worker", ylabel="time (s)")
+    ax.set_title(f"MWMS ring all-reduce, {job.n_workers} processes on loopback")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    ax.figure.tight_layout()
+    return ax.figure

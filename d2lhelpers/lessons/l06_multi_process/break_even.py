@@ -1,0 +1,104 @@
+"""Notebook 06's Try it: how much compute per step K workers need before they beat one.
+
+By the model of `training.predict_step_s`, K workers beat one in samples/s when
+
+    K t(1) > t(1) max(1, K / cores) + T_ring(K, G),  so  t(1) > T_ring / (K - max(1, K / cores)),
+
+and never when K - max(1, K / cores) <= 0: on one core the workers share it. The answer is
+computed from the learner's own run and checked against what the K-worker run measured.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from d2lhelpers.collectives import allreduce_time_s
+from d2lhelpers.lessons.l06_multi_process.training import (
+    TrainingSweep,
+    scaling_outcome,
+    scaling_sentence,
+)
+from d2lhelpers.report import Reported, Table
+from d2lhelpers.units import cores_phrase, format_seconds
+
+
+def break_even_step_s(n_workers: int, ring_s: float, cores: int) -> float | None:
+    """The least one-worker compute per step for which K workers beat one in samples/s, by the
+    model: K t(1) > t(1) max(1, K/cores) + T_ring, so t(1) > T_ring / (K - max(1, K/cores)).
+    None when no compute is enough: K workers on one core share it, K - K/1 = 0."""
+    gain = n_workers - max(1.0, n_workers / cores)
+    return None if gain <= 0 else ring_s / gain
+
+
+@dataclasses.dataclass
+class BreakEven(Reported):
+    """Try it: how much compute per step two (or K) workers need before they beat one."""
+
+    n_workers: int
+    one_step_s: float  # measured: one worker's step, all compute
+    ring_s: float  # the model's all-reduce of the gradients on K workers
+    cores: int
+    measured: str  # this run's own K-vs-one sentence
+    outcome: str  # and its outcome: 'win', 'lose' or 'tie' (`scaling_outcome`)
+
+    @property
+    def needed_s(self) -> float | None:
+        return break_even_step_s(self.n_workers, self.ring_s, self.cores)
+
+    @property
+    def model_says_win(self) -> bool:
+        return self.needed_s is not None and self.one_step_s > self.needed_s
+
+    @property
+    def verdict(self) -> str:
+        k = self.n_workers
+        if self.needed_s is None:
+            return (
+                f"by the model, {k} workers never beat one here: on {cores_phrase(self.cores)} "
+                f"they share {'it' if self.cores == 1 else 'them'}, so each step computes "
+                f"{k / self.cores:g}x as long, and the all-reduce comes on top"
+            )
+        now = format_seconds(self.one_step_s)
+        if self.model_says_win:
+            return (
+                f"by the model, {k} workers win once one worker's step computes for more than "
+                f"{format_seconds(self.needed_s)}: this run's {now} already does"
+            )
+        return (
+            f"by the model, {k} workers win once one worker's step computes for more than "
+            f"{format_seconds(self.needed_s)}: {self.needed_s / self.one_step_s:.1f}x this "
+            f"run's {now}"
+        )
+
+    def tables(self) -> list[Table]:
+        needed = "never" if self.needed_s is None else format_seconds(self.needed_s)
+        rows = [
+            ("one worker's step (measured)", format_seconds(self.one_step_s)),
+            (
+                f"all-reduce of the gradients, {self.n_workers} workers (model)",
+                format_seconds(self.ring_s),
+            ),
+            ("usable CPU cores", self.cores),
+            ("compute per step needed to win", needed),
+        ]
+        if self.outcome == "tie":
+            judged = "this run cannot tell whether the model is right (inside the noise)"
+        elif (self.outcome == "win") == self.model_says_win:
+            judged = "the model agrees"
+        else:
+            judged = "the model disagrees (see its residuals in the sweep's table)"
+        check = f"check against this run: {self.measured}; {judged}"
+        return [Table("when do more workers win?", ("", "value"), rows, [self.verdict, check])]
+
+
+def break_even(sweep: TrainingSweep, n_workers: int = 2) -> BreakEven:
+    """The Try-it answer from a sweep holding 1 and `n_workers` workers and an all-reduce fit."""
+    one = sweep.one
+    job = next((j for j in sweep.jobs if j.n_workers == n_workers), None)
+    if one is None or job is None or sweep.link is None:
+        raise ValueError(f"need a sweep with 1 and {n_workers} workers and a link (its `link=`)")
+    ring = allreduce_time_s(
+        "ring", n_workers, job.gradient_bytes, sweep.link.alpha_s, sweep.link.beta_bytes_per_s
+    )
+    measured, outcome = scaling_sentence(job, one), scaling_outcome(job, one)
+    return BreakEven(n_workers, one.step_s, ring, sweep.cores, measured, outcome)

@@ -1,0 +1,168 @@
+"""What every notebook-06 job shares: admission before any process starts, the machine's
+defaults (smaller on a small machine), one MWMS job on loopback, and the workers' memory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import numbers
+import resource
+import time
+from collections.abc import Callable
+
+from d2lhelpers.admission import (
+    MEMORY_SHARE,
+    available_memory_bytes,
+    max_worker_processes,
+    require_count,
+    require_memory,
+    require_processes,
+)
+from d2lhelpers.mwms import COLLECTIVE_TIMEOUT_S, GRACE_S, WORKER_BYTES, worker_memory_bytes
+from d2lhelpers.report import Table
+from d2lhelpers.units import GiB, KiB, MiB, cores_phrase, format_bytes, usable_cores
+from d2lhelpers.worker_progress import ProgressBoard
+from d2lhelpers.workers import WorkerGroup
+
+SMALL_MEMORY = 3 * GiB  # below this much available memory, a machine is small
+
+
+@dataclasses.dataclass(frozen=True)
+class MachineDefaults:
+    """The sizes notebook 06 runs with by default on this machine, and why."""
+
+    cores: int
+    available_bytes: int
+    small: bool
+    largest_message: int
+    repeats: int
+    steps: int
+
+    @property
+    def sizes(self) -> list[int]:
+        sizes = [4 * KiB, 256 * KiB, 4 * MiB, 16 * MiB]
+        return [s for s in sizes if s < self.largest_message] + [self.largest_message]
+
+    def __str__(self) -> str:
+        memory = 2 * worker_memory_bytes(self.largest_message)
+        head = (
+            f"{cores_phrase(self.cores)} for this kernel and its worker processes, "
+            f"{format_bytes(self.available_bytes)} of memory available"
+        )
+        if not self.small:
+            return f"{head}: the full defaults (2 workers need about {format_bytes(memory)})"
+        return (
+            f"{head}: a small machine, so smaller defaults: messages up to "
+            f"{format_bytes(self.largest_message)}, {self.repeats} repeats, {self.steps} training "
+            f"steps; 2 workers need about {format_bytes(memory)} summed"
+        )
+
+
+def machine_defaults(cores: int | None = None, available: int | None = None) -> MachineDefaults:
+    """Full defaults, or smaller ones on one usable core or under `SMALL_MEMORY` available."""
+    cores = usable_cores() if cores is None else cores
+    available = available_memory_bytes() if available is None else available
+    small = cores == 1 or available < SMALL_MEMORY
+    if small:
+        return MachineDefaults(cores, available, True, 4 * MiB, 5, 40)
+    return MachineDefaults(cores, available, False, 16 * MiB, 10, 100)
+
+
+# --- admission: before any process starts ---------------------------------------------------------
+
+
+def require_seconds(name: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a number of seconds, got {value!r}")
+    if not value > 0:
+        raise ValueError(f"{name} must be more than 0 s, got {value}")
+    return float(value)
+
+
+def require_workers(what: str, n_workers, low: int = 1) -> int:
+    """A worker count of at least `low`, within the cap on worker processes."""
+    n = require_count("n_workers", n_workers, low)
+    return require_processes(what, n)
+
+
+def require_workers_memory(
+    what: str, n_workers: int, per_worker: int, largest_fit: Callable[[float], str]
+) -> None:
+    """Refuse `what` if `n_workers` workers of `per_worker` bytes each do not fit, summed; the
+    message ends with `largest_fit(bytes one worker may use)`."""
+    available = available_memory_bytes()
+    try:
+        require_memory(f"{what} ({n_workers} worker processes)", n_workers * per_worker, available)
+    except ValueError as error:
+        per = MEMORY_SHARE * available / n_workers
+        if per < WORKER_BYTES:
+            fit = int(MEMORY_SHARE * available // WORKER_BYTES)
+            hint = (
+                f"not even one TensorFlow worker each (~{format_bytes(WORKER_BYTES)}) fits: at "
+                f"most {fit} workers fit"
+            )
+        else:
+            hint = largest_fit(per)
+        raise ValueError(f"{error}; {hint}") from None
+
+
+# --- one job --------------------------------------------------------------------------------------
+
+
+def run_job(
+    target: str,
+    n_workers: int,
+    args: dict,
+    timeout_s: float,
+    board: ProgressBoard,
+    on_progress=None,
+):
+    """One MWMS job on loopback: (per-worker results, seconds to start, seconds in all).
+
+    Every process has ended when this returns or raises (`WorkerError` names the worker)."""
+    deadline = time.monotonic() + timeout_s
+    began = time.monotonic()
+    args = {**args, "timeout_s": args.get("timeout_s", COLLECTIVE_TIMEOUT_S)}
+
+    def heard(index, info):
+        board.heard(index, info)
+        if on_progress is not None:
+            on_progress(index, info)
+
+    with WorkerGroup(
+        target,
+        n_workers,
+        args=args,
+        tf_config_job="worker",
+        ready_timeout=timeout_s,
+        grace_s=GRACE_S,
+        watch=board.watch,
+    ) as group:
+        started = time.monotonic() - began
+        results = group.results(max(1.0, deadline - time.monotonic()), on_progress=heard)
+    return results, started, time.monotonic() - began
+
+
+def max_workers() -> int:
+    """The most worker processes one job may start here (`admission.max_worker_processes`)."""
+    return max_worker_processes()
+
+
+def memory_table(workers: list[dict]) -> Table:
+    """Peak RSS of every worker and of this process, with PSS beside (shared pages split)."""
+    rows = [
+        (f"worker {i}", format_bytes(w["peak_rss_bytes"]), format_bytes(w["pss_bytes"]))
+        for i, w in enumerate(workers)
+    ]
+    this = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * KiB
+    peak = sum(w["peak_rss_bytes"] for w in workers)
+    rows.append(("this kernel", format_bytes(this), ""))
+    return Table(
+        "memory",
+        ("process", "peak RSS", "PSS at the end"),
+        rows,
+        verdicts=[
+            f"summed: {format_bytes(peak + this)} of peak RSS, which counts TensorFlow's shared "
+            f"libraries once per process; PSS splits them"
+        ],
+    )

@@ -1,0 +1,161 @@
+"""Notebook 06's two panels: K worker processes (all-reduce sweep, then training with 1, 2, K
+workers against the models), and killing one worker of replicas or of one group.
+
+Both run nothing until Run, admit every value before any process starts, print nothing, and
+report each worker's progress; their estimates use constants measured on a 2-core machine
+(`START_S`, `ALPHA_S`, `BETA_BYTES_PER_S`, `FLOPS_PER_S`), scaled by the usable cores.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import ipywidgets as widgets
+import matplotlib.pyplot as plt
+
+from d2lhelpers.admission import MEMORY_SHARE, available_memory_bytes
+from d2lhelpers.lessons.l06_multi_process.allreduce import (
+    AllReduceJob,
+    check_allreduce,
+    plot_allreduce_job,
+    run_allreduce_job,
+)
+from d2lhelpers.lessons.l06_multi_process.failure import (
+    DEMO_BATCH,
+    DEMO_STEPS,
+    DEMO_WIDTH,
+    plot_failure,
+    run_failure,
+)
+from d2lhelpers.lessons.l06_multi_process.jobs import machine_defaults, max_workers
+from d2lhelpers.lessons.l06_multi_process.training import (
+    TrainingSweep,
+    check_sweep,
+    plot_training_sweep,
+    run_training_sweep,
+)
+from d2lhelpers.mwms import RING_COPIES, WORKER_BYTES, parameter_count
+from d2lhelpers.panel import Panel, slider
+from d2lhelpers.report import Reported, Table
+from d2lhelpers.tf_collectives import sizes_up_to
+from d2lhelpers.units import KiB, usable_cores
+from d2lhelpers.worker_progress import ProgressBoard
+
+START_S = 6.0  # one cluster's start: TensorFlow's import in each worker (4-14 s seen)
+ALPHA_S, BETA_BYTES_PER_S = 3e-3, 3e8  # an all-reduce between two processes on loopback
+FLOPS_PER_S = 5e9  # one op thread's training rate, small dense layers
+WARMUP = 5
+
+
+@dataclasses.dataclass
+class ClusterRun(Reported):
+    """The panel's run: an all-reduce sweep and a training sweep that uses its fit."""
+
+    job: AllReduceJob
+    sweep: TrainingSweep
+
+    @property
+    def verdict(self) -> str:
+        return f"{self.job.verdict}. {self.sweep.verdict}"
+
+    def tables(self) -> list[Table]:
+        return self.job.tables() + self.sweep.tables()
+
+
+def _admit(check, slider_name: str, *values) -> None:
+    try:
+        check(*values)
+    except ValueError as error:
+        raise ValueError(
+            f"{error} (move the '{slider_name}' or 'worker processes' slider down)"
+        ) from None
+
+
+def _counts(n_workers: int) -> list[int]:
+    return sorted({1, 2, n_workers})
+
+
+def _slowdown(n_workers: int) -> float:
+    return max(1.0, n_workers / usable_cores())
+
+
+def cluster_estimate(n_workers: int, largest_kib: int, width: int, steps: int, repeats: int):
+    """Expected seconds of a `cluster_panel` run (constants measured on 2 cores; rough)."""
+    sizes = sizes_up_to(largest_kib * KiB)
+    calls = repeats + 3  # the check, the warm-up, the timed calls
+    allreduce = sum(calls * (ALPHA_S + 2 * s / BETA_BYTES_PER_S) for s in sizes)
+    step = 6 * parameter_count(width) * 256 / FLOPS_PER_S + ALPHA_S
+    seconds = START_S * _slowdown(n_workers) + allreduce * _slowdown(n_workers)
+    for k in _counts(n_workers):
+        seconds += START_S * _slowdown(k) + (steps + WARMUP) * step * _slowdown(k)
+    return seconds
+
+
+def cluster_panel() -> Panel:
+    """Notebook 06: K worker processes: all-reduce sweep and data-parallel training vs models."""
+    defaults, cap = machine_defaults(), max_workers()
+    high = max(2, min(4, cap))
+    # The largest message that fits in memory with the most workers, up to 16 MiB.
+    room = (MEMORY_SHARE * available_memory_bytes() / high - WORKER_BYTES) / RING_COPIES
+    largest_kib = max(64, min(16 * 1024, int(room // KiB) // 64 * 64))
+    sliders = {
+        "n_workers": slider("worker processes", 2, 2, high),
+        "largest_kib": slider(
+            "largest message (KiB)",
+            min(largest_kib, defaults.largest_message // KiB),
+            64,
+            largest_kib,
+            64,
+        ),
+        "width": slider("model width", 256, 32, 1024, 32),
+    }
+    steps, repeats = defaults.steps, defaults.repeats
+
+    def experiment(n_workers, largest_kib, width, progress):
+        sizes, counts = sizes_up_to(largest_kib * KiB), _counts(n_workers)
+        # Everything is admitted before anything starts; a refusal names the slider to move.
+        _admit(check_allreduce, "largest message (KiB)", n_workers, sizes, repeats, 2, 60.0)
+        _admit(check_sweep, "model width", counts, width, 256, steps, WARMUP, 60.0)
+        total = n_workers * len(sizes) + sum(counts) * (steps + WARMUP)
+        board = ProgressBoard(progress, total)
+        job = run_allreduce_job(n_workers, sizes, repeats, board=board)
+        sweep = run_training_sweep(counts, job.link, width=width, steps=steps, board=board)
+        return ClusterRun(job, sweep)
+
+    def show(result: ClusterRun):
+        figure, (left, right) = plt.subplots(1, 2, figsize=(11, 3.8))
+        plot_allreduce_job(result.job, ax=left)
+        plot_training_sweep(result.sweep, ax=right)
+        figure.tight_layout()
+        return figure
+
+    def estimate(n_workers, largest_kib, width):
+        return cluster_estimate(n_workers, largest_kib, width, steps, repeats)
+
+    return Panel(
+        "Worker processes: all-reduce and data-parallel training",
+        sliders,
+        experiment,
+        show,
+        estimate,
+    )
+
+
+def failure_panel() -> Panel:
+    """Notebook 06: kill one worker of a replica set, or of one big group, and see what is lost."""
+    sliders = {
+        "n_workers": slider("worker processes", 2, 2, max(2, min(4, max_workers()))),
+        "layout": widgets.ToggleButtons(
+            options=["replicas", "group"], value="replicas", description="layout"
+        ),
+    }
+
+    def experiment(n_workers, layout, progress):
+        return run_failure(layout, n_workers=n_workers, progress=progress)
+
+    def estimate(n_workers, layout):
+        step = 6 * parameter_count(DEMO_WIDTH) * DEMO_BATCH / FLOPS_PER_S + ALPHA_S
+        starts = n_workers if layout == "replicas" else 1  # replicas start one after another
+        return START_S * starts + DEMO_STEPS * step * _slowdown(n_workers)
+
+    return Panel("Kill one worker", sliders, experiment, plot_failure, estimate)

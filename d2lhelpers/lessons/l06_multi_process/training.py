@@ -1,0 +1,344 @@
+"""Notebook 06, part 2: data-parallel training on K worker processes against the cost model.
+
+Weak scaling: every worker trains on its own `batch_per_worker` samples per step, so the ideal is
+K times the samples per second of one worker. The model of a step (`predict_step_s`):
+
+    t(K) = t(1) * max(1, K / cores) + T_ring(K, G),
+    T_ring(K, G) = 2(K-1) alpha_link + 2(K-1) ceil(G/K) / beta_link   (0 for K = 1)
+
+and K workers beat one in samples/s when K t(1) > t(K) (`break_even.break_even_step_s`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import numbers
+import statistics
+
+import matplotlib.pyplot as plt
+
+from d2lhelpers.admission import require_count, require_processes, require_sweep
+from d2lhelpers.benchmark import Measurement
+from d2lhelpers.collectives import allreduce_time_s
+from d2lhelpers.costs import AlphaBeta
+from d2lhelpers.lessons.l06_multi_process.jobs import (
+    machine_defaults,
+    require_seconds,
+    require_workers,
+    require_workers_memory,
+    run_job,
+)
+from d2lhelpers.mwms import TRAINING_TARGET, training_memory_bytes
+from d2lhelpers.report import Reported, Table
+from d2lhelpers.units import cores_phrase, format_bytes, format_rate, format_seconds, usable_cores
+from d2lhelpers.verdicts import compare
+from d2lhelpers.worker_progress import ProgressBoard
+
+BLOCKS = 10  # the step times are judged as this many blocks of consecutive steps
+
+
+@dataclasses.dataclass
+class TrainingJob(Reported):
+    """One data-parallel training job: each worker's step times, losses, final weights' hash."""
+
+    n_workers: int
+    width: int
+    batch_per_worker: int
+    workers: list[dict]
+    start_s: float
+    wall_s: float
+
+    @property
+    def step(self) -> Measurement:
+        """The slowest worker's step times: a step ends when every worker has the sum."""
+        slowest = max(self.workers, key=lambda w: statistics.median(w["step_s"]))
+        return Measurement(f"{self.n_workers}-worker step", slowest["step_s"])
+
+    @property
+    def step_s(self) -> float:
+        return self.step.median
+
+    @property
+    def per_sample(self) -> Measurement:
+        """Seconds per sample over all workers, one 'run' per block of consecutive steps (their
+        median): the spread of these blocks is the noise of the median step, not the spread of
+        single steps, which a busy machine makes wide."""
+        times = self.step.times
+        size = max(1, len(times) // BLOCKS)
+        blocks = [times[i : i + size] for i in range(0, len(times) - size + 1, size)]
+        samples = self.n_workers * self.batch_per_worker
+        return Measurement(
+            f"{self.n_workers} workers", [statistics.median(b) / samples for b in blocks]
+        )
+
+    @property
+    def throughput(self) -> float:
+        """Samples per second over all workers: K * b / step."""
+        return self.n_workers * self.batch_per_worker / self.step_s
+
+    @property
+    def gradient_bytes(self) -> int:
+        return self.workers[0]["gradient_bytes"]
+
+    @property
+    def weights_identical(self) -> bool:
+        return len({w["weights_sha256"] for w in self.workers}) == 1
+
+    def tables(self) -> list[Table]:
+        losses = self.workers[0]["losses"]
+        rows = [
+            ("workers x batch", f"{self.n_workers} x {self.batch_per_worker}"),
+            ("gradients all-reduced per step", format_bytes(self.gradient_bytes)),
+            ("step (slowest worker, median)", format_seconds(self.step_s)),
+            ("throughput", format_rate(self.throughput, "samples/s")),
+            ("loss on worker 0's shard", f"{losses[0]:.3f} -> {losses[-1]:.3f}"),
+            ("weights identical on every worker", "yes" if self.weights_identical else "NO"),
+            ("cluster start, job", f"{self.start_s:.1f} s, {self.wall_s:.1f} s"),
+        ]
+        flags = [] if self.weights_identical else ["the workers' weights differ: not in sync"]
+        title = f"data-parallel training, Dense({self.width})-relu-Dense(1)"
+        return [Table(title, ("", "value"), rows, flags=flags)]
+
+
+def check_training(n_workers, width, batch_per_worker, steps, warmup, timeout_s, low=1) -> None:
+    """Admission for a training job: counts, the process cap, and memory summed over workers."""
+    n = require_workers("the training job", n_workers, low)
+    width = require_count("width", width, 1)
+    batch = require_count("batch_per_worker", batch_per_worker, 1)
+    require_count("steps", steps, 1)
+    require_count("warmup", warmup, 0)
+    require_seconds("timeout_s", timeout_s)
+    base, per_unit = training_memory_bytes(0, batch), training_memory_bytes(1, batch)
+
+    def largest(per_worker: float) -> str:
+        fit = int((per_worker - base) // (per_unit - base))
+        return f"the widest model that fits with {n} workers has width {fit}"
+
+    require_workers_memory(
+        f"training Dense({width})", n, training_memory_bytes(width, batch), largest
+    )
+
+
+def run_training(
+    n_workers: int = 2,
+    width: int = 256,
+    batch_per_worker: int = 256,
+    steps: int | None = None,
+    timeout_s: float = 60.0,
+    progress=None,
+    warmup: int = 5,
+    learning_rate: float = 0.02,
+    seed: int = 0,
+    board: ProgressBoard | None = None,
+) -> TrainingJob:
+    """Data-parallel SGD of Dense(width)-relu-Dense(1) on `n_workers` MWMS workers.
+
+    Every worker trains on its own `batch_per_worker` samples per step (synthetic, made from
+    `seed` and its index). `steps` defaults to `machine_defaults()`. Refused before any process
+    starts if a value is out of range or does not fit. `progress(done, total, status)` with a
+    status per worker. Raises `WorkerError` naming the worker that failed; every process has
+    ended when this returns or raises.
+    """
+    steps = machine_defaults().steps if steps is None else steps
+    check_training(n_workers, width, batch_per_worker, steps, warmup, timeout_s)
+    if not isinstance(learning_rate, numbers.Real) or not learning_rate > 0:
+        raise ValueError(f"learning_rate must be a number above 0, got {learning_rate!r}")
+    if board is None:
+        board = ProgressBoard(progress, n_workers * (warmup + steps))
+    board.stage("training", n_workers, warmup + steps)
+    args = dict(
+        batch=batch_per_worker,
+        width=width,
+        steps=steps,
+        warmup=warmup,
+        seed=seed,
+        learning_rate=learning_rate,
+    )
+    results, start, wall = run_job(TRAINING_TARGET, n_workers, args, timeout_s, board)
+    return TrainingJob(n_workers, width, batch_per_worker, results, start, wall)
+
+
+def predict_step_s(
+    n_workers: int,
+    one_worker_step_s: float,
+    gradient_bytes: int,
+    link: AlphaBeta,
+    cores: int | None = None,
+) -> float:
+    """The model of a data-parallel step on K workers (the module's docstring).
+
+    t(1): the measured step of one worker, all compute (it all-reduces with nobody). Each worker
+    computes the same b samples, so compute stays t(1) until the workers outnumber the cores and
+    must share them. G: the gradient bytes; alpha_link, beta_link from an all-reduce sweep
+    (`AllReduceJob.link`). No overlap of compute and communication is assumed.
+    """
+    cores = usable_cores() if cores is None else cores
+    compute = one_worker_step_s * max(1.0, n_workers / cores)
+    if n_workers == 1:
+        return compute
+    ring = allreduce_time_s("ring", n_workers, gradient_bytes, link.alpha_s, link.beta_bytes_per_s)
+    return compute + ring
+
+
+def scaling_outcome(job: TrainingJob, one: TrainingJob) -> str:
+    """'win', 'lose' or 'tie': K workers against one in samples/s, beyond the noise or not."""
+    c = compare(job.per_sample, one.per_sample)
+    return "win" if c.a_faster else "lose" if c.a_slower else "tie"
+
+
+def scaling_sentence(job: TrainingJob, one: TrainingJob) -> str:
+    """K workers against one, in samples/s, from this run's step times and their noise."""
+    c = compare(job.per_sample, one.per_sample)
+    k = job.n_workers
+    if c.a_faster:
+        return f"{k} workers: {1 / c.ratio:.2f}x the samples/s of one worker (ideal {k}x)"
+    if c.a_slower:
+        return f"{k} workers: fewer samples/s than one worker ({c.ratio:.2f}x the time per sample)"
+    return f"{k} workers: no measurable difference in samples/s from one worker (within the noise)"
+
+
+@dataclasses.dataclass
+class TrainingSweep(Reported):
+    """Training jobs on 1, 2, ... workers beside the cost model's step times (if `link`)."""
+
+    jobs: list[TrainingJob]
+    link: AlphaBeta | None
+    cores: int = dataclasses.field(default_factory=usable_cores)
+
+    @property
+    def one(self) -> TrainingJob | None:
+        return next((j for j in self.jobs if j.n_workers == 1), None)
+
+    def predicted_s(self, job: TrainingJob) -> float | None:
+        if self.link is None or self.one is None:
+            return None
+        return predict_step_s(
+            job.n_workers, self.one.step_s, job.gradient_bytes, self.link, self.cores
+        )
+
+    @property
+    def verdict(self) -> str:
+        one = self.one
+        if one is None:
+            return ""
+        return "; ".join(scaling_sentence(job, one) for job in self.jobs if job is not one)
+
+    def tables(self) -> list[Table]:
+        first, one = self.jobs[0], self.one
+        rows = []
+        for job in self.jobs:
+            predicted = self.predicted_s(job)
+            losses = job.workers[0]["losses"]
+            rows.append(
+                (
+                    job.n_workers,
+                    format_seconds(job.step_s),
+                    "" if predicted is None else format_seconds(predicted),
+                    "" if predicted is None else f"{(job.step_s - predicted) / job.step_s:+.0%}",
+                    f"{job.throughput:,.0f}",
+                    f"{job.throughput / one.throughput:.2f}x" if one else "",
+                    f"{losses[0]:.2f} -> {losses[-1]:.2f}",
+                    "yes" if job.weights_identical else "NO",
+                )
+            )
+        verdicts = [self.verdict] if self.verdict else []
+        for job in self.jobs:
+            if job.n_workers > self.cores:
+                verdicts.append(
+                    f"{job.n_workers} workers on {cores_phrase(self.cores)}: they take turns on "
+                    f"{'it' if self.cores == 1 else 'them'} (the model's max(1, K / cores))"
+                )
+        if one is not None and self.link is not None:
+            for job in self.jobs:
+                if job.n_workers > 1 and job.throughput < one.throughput:
+                    ring = self.predicted_s(job) - one.step_s * max(1, job.n_workers / self.cores)
+                    verdicts.append(
+                        f"{job.n_workers} workers: the model puts the all-reduce at "
+                        f"{format_seconds(ring)} per step, beside one worker's compute of "
+                        f"{format_seconds(one.step_s)}"
+                    )
+        flags = [
+            f"{job.n_workers} workers ended with different weights: not in sync"
+            for job in self.jobs
+            if not job.weights_identical
+        ]
+        title = (
+            f"data-parallel training, Dense({first.width})-relu-Dense(1), batch "
+            f"{first.batch_per_worker} per worker, {format_bytes(first.gradient_bytes)} of "
+            f"gradients; {cores_phrase(self.cores)}"
+        )
+        columns = (
+            "workers",
+            "step",
+            "predicted",
+            "resid.",
+            "samples/s",
+            "vs 1 worker",
+            "loss, worker 0",
+            "same weights",
+        )
+        return [Table(title, columns, rows, verdicts, flags)]
+
+
+def check_sweep(worker_counts, width, batch_per_worker, steps, warmup, timeout_s) -> list[int]:
+    counts = require_sweep("worker_counts", worker_counts, 1)
+    require_processes("the training sweep", max(counts))
+    check_training(max(counts), width, batch_per_worker, steps, warmup, timeout_s)
+    return counts
+
+
+def run_training_sweep(
+    worker_counts=(1, 2, 4),
+    link: AlphaBeta | None = None,
+    progress=None,
+    width: int = 256,
+    batch_per_worker: int = 256,
+    steps: int | None = None,
+    warmup: int = 5,
+    timeout_s: float = 60.0,
+    board: ProgressBoard | None = None,
+    **options,
+) -> TrainingSweep:
+    """One `run_training` per worker count, one after another (never two clusters at once),
+    all admitted before the first starts. `progress(done, total, status)` over the whole sweep."""
+    steps = machine_defaults().steps if steps is None else steps
+    counts = check_sweep(worker_counts, width, batch_per_worker, steps, warmup, timeout_s)
+    if board is None:
+        board = ProgressBoard(progress, sum(counts) * (warmup + steps))
+    jobs = [
+        run_training(
+            n,
+            width=width,
+            batch_per_worker=batch_per_worker,
+            steps=steps,
+            warmup=warmup,
+            timeout_s=timeout_s,
+            board=board,
+            **options,
+        )
+        for n in counts
+    ]
+    return TrainingSweep(jobs, link)
+
+
+def plot_training_sweep(sweep: TrainingSweep, ax=None):
+    """Samples per second against workers: measured, the cost model, and the ideal K * one."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 3.8))
+    ks = [job.n_workers for job in sweep.jobs]
+    ax.plot(ks, [job.throughput for job in sweep.jobs], "o-", label="measured")
+    predicted = [sweep.predicted_s(job) for job in sweep.jobs]
+    if None not in predicted:
+        rates = [
+            j.n_workers * j.batch_per_worker / p for j, p in zip(sweep.jobs, predicted, strict=True)
+        ]
+        ax.plot(ks, rates, "s--", label="cost model")
+    one = sweep.one
+    if one is not None:
+        ax.plot(ks, [k * one.throughput for k in ks], ":", c="gray", label="ideal: K x one worker")
+    ax.axvline(sweep.cores, c="tab:red", lw=1, ls=":", label=cores_phrase(sweep.cores))
+    ax.set(xlabel="workers", ylabel="samples/s (all workers)", xticks=ks, ylim=(0, None))
+    ax.set_title("data-parallel training under MultiWorkerMirroredStrategy")
+    ax.legend(fontsize=8)
+    ax.figure.tight_layout()
+    return ax.figure

@@ -1,0 +1,426 @@
+"""Notebook 06's lesson: MWMS jobs on loopback (right sums, a fit, training in sync), failures
+measured, every refusal before any process starts, and verdicts computed from the numbers.
+
+Each cluster start costs seconds (TensorFlow's import in every worker), so the real jobs run once
+per module and several tests read each. After every test the process table must hold nothing
+that a worker group of this process started.
+"""
+
+import math
+import time
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from d2lhelpers.collectives import allreduce_time_s
+from d2lhelpers.costs import AlphaBeta
+from d2lhelpers.lessons import l06_multi_process as l06
+from d2lhelpers.lessons.l06_multi_process import allreduce, failure, jobs, panels, training
+from d2lhelpers.units import GiB, KiB, MiB
+from tests.conftest import started_by_this_process, wait_until_gone
+
+SIZES = (4 * KiB, 256 * KiB, 4 * MiB)
+WIDTH, BATCH, STEPS = 32, 64, 40
+
+
+@pytest.fixture(autouse=True)
+def no_process_left():
+    yield
+    assert wait_until_gone(started_by_this_process(), timeout=2.0) == []
+
+
+@pytest.fixture(scope="module")
+def allreduce_run():
+    calls = []
+    job = l06.run_allreduce_job(
+        2, SIZES, repeats=5, timeout_s=60, progress=lambda *call: calls.append(call)
+    )
+    return job, calls
+
+
+@pytest.fixture(scope="module")
+def sweep(allreduce_run):
+    return l06.run_training_sweep(
+        (1, 2), link=allreduce_run[0].link, width=WIDTH, batch_per_worker=BATCH, steps=STEPS
+    )
+
+
+# --- real jobs ------------------------------------------------------------------------------------
+
+
+def test_allreduce_job_sums_exactly_and_times_every_size(allreduce_run):
+    job, calls = allreduce_run
+    assert job.n_workers == 2 and job.sizes == list(SIZES)
+    assert job.sums_correct == [True, True]  # checked inside each worker, every element
+    assert all(len(m) == len(SIZES) and min(m) > 0 for m in job.worker_medians_s)
+    assert job.times == [max(a, b) for a, b in zip(*job.worker_medians_s, strict=True)]
+    assert job.times[-1] > job.times[0]  # 4 MiB takes longer than 4 KiB
+    assert 0 < job.start_s < job.wall_s < 60
+    assert "the sums were exact on every worker" in job.verdict
+
+
+def test_progress_names_each_worker_and_ends_at_the_total(allreduce_run):
+    _, calls = allreduce_run
+    assert calls[0][:2] == (0, 6) and "worker 0: all-reduce (2 workers) starting" in calls[0][2]
+    assert calls[-1][:2] == (6, 6)
+    assert any("worker 1: all-reduce (2 workers) size 3/3" in status for *_, status in calls)
+    assert all(done <= total for done, total, _ in calls)
+
+
+def test_allreduce_job_table_has_every_size_and_the_memory(allreduce_run):
+    job, _ = allreduce_run
+    sizes_table, memory = job.tables()
+    assert [row[0] for row in sizes_table.rows] == ["4.0 KiB", "256.0 KiB", "4.0 MiB"]
+    assert all(row[-1].endswith("%)") and row[-2].endswith("%)") for row in sizes_table.rows)
+    assert [row[0] for row in memory.rows] == ["worker 0", "worker 1", "this kernel"]
+    for worker in job.workers:
+        assert 200 * MiB < worker["peak_rss_bytes"] < 3 * GiB  # TensorFlow is in there
+        assert 0 < worker["pss_bytes"] <= worker["peak_rss_bytes"]
+    assert "least squares: alpha = " in str(job) and "<table>" in job._repr_html_()
+
+
+def test_allreduce_plot_is_log_log(allreduce_run):
+    import matplotlib.pyplot as plt
+
+    figure = l06.plot_allreduce_job(allreduce_run[0])
+    ax = figure.axes[0]
+    assert ax.get_xscale() == ax.get_yscale() == "log"
+    assert len(ax.lines) == 2 + 2 + 1  # two models, two workers, the all-reduce
+    plt.close(figure)
+
+
+def test_two_workers_train_in_sync_and_the_loss_falls(sweep):
+    one, two = sweep.jobs
+    assert two.n_workers == 2 and two.weights_identical
+    assert len({w["weights_sha256"] for w in one.workers + two.workers}) == 2
+    for worker in two.workers:
+        assert len(worker["losses"]) == STEPS + 5 and len(worker["step_s"]) == STEPS
+        assert worker["losses"][-1] < worker["losses"][0] / 3
+    assert two.gradient_bytes == 4 * (64 * WIDTH + WIDTH + WIDTH + 1)
+    assert two.throughput == pytest.approx(2 * BATCH / two.step_s)
+    assert sweep.predicted_s(one) == one.step_s
+    ring = allreduce_time_s(
+        "ring", 2, two.gradient_bytes, sweep.link.alpha_s, sweep.link.beta_bytes_per_s
+    )
+    compute = one.step_s * max(1, 2 / sweep.cores)
+    assert sweep.predicted_s(two) == pytest.approx(compute + ring)
+    assert sweep.verdict.startswith("2 workers: ")
+    (table,) = sweep.tables()
+    assert [row[-1] for row in table.rows] == ["yes", "yes"]
+    answer = l06.break_even(sweep)
+    assert answer.ring_s == pytest.approx(ring) and answer.one_step_s == one.step_s
+    assert "check against this run: 2 workers" in str(answer)
+
+
+def test_group_failure_fails_as_a_whole_and_is_measured():
+    demo = l06.run_failure("group", n_workers=2, collective_timeout_s=5)
+    assert demo.killed_at_step == 50 and not any(demo.finished)  # a quarter of 200, exactly
+    assert len(demo.errors) == 2
+    assert demo.errors[0].startswith("worker 1 of 2") and "killed by SIGKILL" in demo.errors[0]
+    assert demo.errors[1].startswith("worker 0 of 2")  # its peer fails too, never hangs
+    assert demo.error_after_s[0] < 3 and demo.error_after_s[1] < 5 + 3
+    assert demo.rate_before > 0 and demo.rate_after == 0 and demo.lost_share == 1.0
+    assert demo.verdict.startswith("the job failed as a whole: all 2 workers stopped")
+
+
+def test_replica_failure_loses_only_that_replica():
+    calls = []
+    demo = l06.run_failure("replicas", n_workers=2, steps=200, progress=lambda *c: calls.append(c))
+    assert demo.errors[0].startswith("worker 0 of 1") and "killed by SIGKILL" in demo.errors[0]
+    assert demo.finished == [False, True] and not demo.failed_as_whole
+    assert [r["step"] for r in demo.reports[1]] == list(range(1, 201))  # every step, counted
+    assert demo.killed_at_step == 50 and demo.rate_after > 0
+    assert demo.verdict.startswith("1 of 2 workers finished every step")
+    assert any("worker 1: replicas demo (2 workers) step" in c[2] for c in calls)
+    assert calls[-1][0] == calls[-1][1] == 200 + 50  # the survivor's steps and the victim's
+
+
+def test_stop_button_mid_job_ends_every_worker_at_once():
+    def stop(done, total, status):  # what the notebook's Stop raises, once the workers are busy
+        if "size" in status:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        l06.run_allreduce_job(2, SIZES, repeats=50, timeout_s=60, progress=stop)
+    # no_process_left checks the process table
+
+
+# --- admission: refused in well under a second, before any process starts ---------------------
+
+
+@pytest.fixture
+def no_worker_may_start(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("a worker group was started")
+
+    monkeypatch.setattr(jobs, "WorkerGroup", refuse)
+    monkeypatch.setattr(failure, "WorkerGroup", refuse)
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "words"),
+    [
+        (lambda: l06.run_allreduce_job(2, [4096, 2**33]), ValueError, "largest message that fits"),
+        (lambda: l06.run_allreduce_job(64, SIZES), ValueError, "at most"),
+        (lambda: l06.run_allreduce_job(1, SIZES), ValueError, "n_workers must be at least 2"),
+        (lambda: l06.run_allreduce_job(2, SIZES, repeats=0), ValueError, "repeats"),
+        (lambda: l06.run_allreduce_job(2, [4096, 4097]), ValueError, "multiples of 4"),
+        (lambda: l06.run_allreduce_job(2, [4096, 4096]), ValueError, "two or more"),
+        (lambda: l06.run_allreduce_job(2.5, SIZES), TypeError, "whole number"),
+        (lambda: l06.run_training(2, width=3 * 10**7), ValueError, "widest model that fits"),
+        (lambda: l06.run_training(2, steps=0), ValueError, "steps"),
+        (lambda: l06.run_training(2, width=0), ValueError, "width"),
+        (lambda: l06.run_training(2, batch_per_worker=0), ValueError, "batch_per_worker"),
+        (lambda: l06.run_training(64), ValueError, "at most"),
+        (lambda: l06.run_training_sweep(()), ValueError, "at least one"),
+        (lambda: l06.run_training_sweep((1, 64)), ValueError, "at most"),
+        (lambda: l06.run_failure("ring"), ValueError, "layout"),
+        (lambda: l06.run_failure("group", n_workers=1), ValueError, "at least 2"),
+        (lambda: l06.run_failure("group", steps=5), ValueError, "steps"),
+    ],
+)
+def test_bad_values_are_refused_at_once_naming_the_limit(call, error, words, no_worker_may_start):
+    began = time.monotonic()
+    with pytest.raises(error, match=words) as caught:
+        call()
+    assert time.monotonic() - began < 1.0
+    assert started_by_this_process() == []
+    if "fits" in words:  # the largest value that fits is named
+        assert any(ch.isdigit() for ch in str(caught.value).rsplit("fits", 1)[1])
+
+
+def test_too_many_workers_names_the_cap_of_two_per_core(monkeypatch, no_worker_may_start):
+    monkeypatch.setattr("d2lhelpers.admission.usable_cores", lambda: 1)
+    with pytest.raises(ValueError, match="at most 2 may run .2 per usable CPU core.: choose 2"):
+        l06.run_allreduce_job(3, SIZES)
+
+
+def test_memory_for_no_worker_at_all_says_how_many_fit(monkeypatch, no_worker_may_start):
+    monkeypatch.setattr(jobs, "available_memory_bytes", lambda: 1 * GiB)
+    with pytest.raises(ValueError, match="at most 1 workers fit"):
+        l06.run_allreduce_job(2, SIZES)
+
+
+# --- no processes: the numbers, the models and the sentences --------------------------------------
+
+
+def _fake_allreduce(times_per_worker, sizes) -> l06.AllReduceJob:
+    memory = {"peak_rss_bytes": 700 * MiB, "pss_bytes": 400 * MiB}
+    workers = [{"medians_s": t, "sums_correct": True, **memory} for t in times_per_worker]
+    return l06.AllReduceJob(
+        len(workers), list(sizes), times_per_worker, [True] * len(workers), workers, 4.0, 9.0
+    )
+
+
+def test_fit_on_exact_data_recovers_alpha_beta_and_the_link_values():
+    alpha, beta, n = 2e-3, 3e8, 4
+    sizes = [4 * KiB, 256 * KiB, 4 * MiB, 16 * MiB]
+    exact = [alpha + s / beta for s in sizes]
+    job = _fake_allreduce([exact, [t * 0.9 for t in exact], exact, exact], sizes)
+    assert job.times == exact  # the slowest worker decides
+    assert job.fitted.alpha_s == pytest.approx(alpha) and job.two_point.alpha_s == exact[0]
+    assert job.fitted.beta_bytes_per_s == pytest.approx(beta)
+    link = job.link  # per link, the ring's closed form gives back the whole all-reduce's time
+    for size in sizes:
+        ring = allreduce_time_s("ring", n, size, link.alpha_s, link.beta_bytes_per_s)
+        assert ring == pytest.approx(job.fitted.predict(size))
+    with pytest.raises(ValueError, match="nobody"):
+        _ = _fake_allreduce([exact], sizes).link
+
+
+def test_wrong_sums_are_flagged_not_fitted():
+    job = _fake_allreduce([[1e-3, 2e-3], [1e-3, 2e-3]], [4 * KiB, 8 * KiB])
+    job.sums_correct = [True, False]
+    assert "WRONG on worker(s) [1]" in job.verdict
+    assert job.tables()[0].flags == [job.verdict]
+
+
+def test_two_point_model_of_flat_times_is_all_latency():
+    job = _fake_allreduce([[1e-3, 1e-3], [1e-3, 0.9e-3]], [4 * KiB, 8 * KiB])
+    assert job.two_point == AlphaBeta(1e-3, math.inf)
+    assert "unbounded" in str(job)
+
+
+def _fake_training(n_workers, step_s, spread=0.0) -> l06.TrainingJob:
+    worker = {
+        "step_s": [step_s * (1 - spread), step_s, step_s * (1 + spread)],
+        "losses": [4.0, 1.0],
+        "weights_sha256": "same",
+        "gradient_bytes": 4000,
+        "peak_rss_bytes": 700 * MiB,
+        "pss_bytes": 400 * MiB,
+    }
+    return l06.TrainingJob(n_workers, 8, 100, [worker] * n_workers, 3.0, 4.0)
+
+
+def test_sweep_verdicts_follow_the_numbers_and_their_noise():
+    link = AlphaBeta(1e-3, 1e9)
+    slower = l06.TrainingSweep([_fake_training(1, 1e-3), _fake_training(2, 3.004e-3)], link, 2)
+    assert (
+        slower.verdict == "2 workers: fewer samples/s than one worker (1.50x the time per sample)"
+    )
+    text = str(slower)
+    assert "2 workers: the model puts the all-reduce at 2.00 ms per step" in text
+    (table,) = slower.tables()
+    assert table.rows[1][2:4] == ("3.00 ms", "+0%")  # 1 ms + 2 alpha + 2 * 2000 B / beta
+    faster = l06.TrainingSweep([_fake_training(1, 1e-3), _fake_training(2, 1.1e-3)], None, 2)
+    assert faster.verdict == "2 workers: 1.82x the samples/s of one worker (ideal 2x)"
+    noisy = l06.TrainingSweep(
+        [_fake_training(1, 1e-3, 0.5), _fake_training(2, 1.9e-3, 0.5)], None, 2
+    )
+    assert "no measurable difference" in noisy.verdict
+    four = l06.TrainingSweep([_fake_training(1, 1e-3), _fake_training(4, 6e-3)], link, 2)
+    assert "4 workers on 2 usable CPU cores: they take turns" in str(four)
+
+
+def test_predict_step_s_adds_the_ring_and_shares_the_cores():
+    link = AlphaBeta(1e-3, 1e9)
+    assert l06.predict_step_s(1, 2e-3, 1000, link, cores=2) == 2e-3
+    two = 2e-3 + 2 * 1e-3 + 2 * 500 / 1e9  # 2(K-1) alpha + 2(K-1) ceil(G/K) / beta
+    assert l06.predict_step_s(2, 2e-3, 1000, link, cores=2) == pytest.approx(two)
+    four = 2e-3 * 4 / 2 + 6 * 1e-3 + 6 * 250 / 1e9  # 4 workers take turns on 2 cores
+    assert l06.predict_step_s(4, 2e-3, 1000, link, cores=2) == pytest.approx(four)
+
+
+def test_break_even_is_never_on_one_core():
+    assert l06.break_even_step_s(2, 3e-3, cores=2) == pytest.approx(3e-3)  # t1 > T_ring
+    assert l06.break_even_step_s(4, 3e-3, cores=2) == pytest.approx(3e-3 / 2)  # 4 - 4/2
+    assert l06.break_even_step_s(2, 3e-3, cores=1) is None
+    sweep = l06.TrainingSweep(
+        [_fake_training(1, 1e-3), _fake_training(2, 4e-3)], AlphaBeta(1e-3, 1e9), cores=1
+    )
+    answer = l06.break_even(sweep)
+    assert answer.needed_s is None and "never beat one here: on 1 usable CPU core" in answer.verdict
+    assert ("compute per step needed to win", "never") in answer.tables()[0].rows
+    assert "the model agrees" in str(answer)  # it said never; the run was slower
+    two_cores = l06.break_even(
+        l06.TrainingSweep(
+            [_fake_training(1, 1e-3), _fake_training(2, 0.8e-3)], AlphaBeta(1e-3, 1e9), cores=2
+        )
+    )
+    assert "2.00 ms: 2.0x this run's 1.00 ms" in two_cores.verdict
+    assert "the model disagrees" in str(two_cores)  # two workers won, the model said they lose
+
+
+def _reports(step_s, start, count, first=1):
+    return [
+        {"step": first + i, "of": 999, "loss": 1.0, "step_s": step_s, "at": start + i * step_s}
+        for i in range(count)
+    ]
+
+
+def test_failure_demo_measures_the_loss_from_the_steps():
+    # Two replicas at 1 ms a step; replica 0 dies at t = 0.1 s, replica 1 keeps its pace.
+    reports = [_reports(1e-3, 0.0, 100), _reports(1e-3, 0.0, 300)]
+    demo = l06.FailureDemo(
+        "replicas", 2, 100, 0.1, ["worker 0 killed"], [0.1], reports, [False, True], 5.0, cores=2
+    )
+    assert demo.rate_before == pytest.approx(2000) and demo.rate_after == pytest.approx(1000)
+    assert demo.lost_share == pytest.approx(0.5) and demo.model_lost == 0.5
+    assert (
+        demo.verdict
+        == "1 of 2 workers finished every step: lost 50% of the steps per second (model: 50%)"
+    )
+    # The survivor runs twice as fast once it has the core to itself: less is lost, and why.
+    sped = [_reports(1e-3, 0.0, 100), _reports(1e-3, 0.0, 100) + _reports(0.5e-3, 0.1, 400, 101)]
+    demo = l06.FailureDemo("replicas", 2, 100, 0.1, ["x"], [0.1], sped, [False, True], 5.0, 1)
+    assert demo.lost_share == pytest.approx(0.0, abs=1e-9)
+    assert "the survivors' steps took 1.00 ms before the kill and 500.0 µs after" in str(demo)
+    # A survivor that finished before the kill leaves nothing to compare: said, not guessed.
+    early = [_reports(1e-3, 0.0, 100), _reports(1e-3, 0.0, 80)]
+    demo = l06.FailureDemo("replicas", 2, 100, 0.1, ["x"], [0.1], early, [False, True], 5.0, 2)
+    assert not demo.measured_after and "lost not measured: a survivor had finished" in demo.verdict
+
+
+def test_group_failure_is_called_whole_only_when_every_worker_stopped():
+    reports = [_reports(1e-3, 0.0, 100), _reports(1e-3, 0.0, 100)]
+    demo = l06.FailureDemo(
+        "group", 2, 100, 0.1, ["a", "b"], [0.1, 2.0], reports, [False, False], 5.0, cores=2
+    )
+    assert demo.failed_as_whole and demo.rate_after == 0 and demo.lost_share == 1.0
+    assert demo.verdict.startswith("the job failed as a whole: all 2 workers stopped")
+    kept = [_reports(1e-3, 0.0, 100), _reports(1e-3, 0.0, 300)]
+    demo = l06.FailureDemo("group", 2, 100, 0.1, ["a"], [0.1], kept, [False, True], 5.0, cores=2)
+    assert not demo.failed_as_whole and "failed as a whole" not in demo.verdict
+    assert "the group did not fail as a whole in this run" in str(demo)
+
+
+def test_small_machine_gets_smaller_defaults_that_fit_two_gib():
+    small = l06.machine_defaults(cores=1, available=8 * GiB)
+    assert small.small and small.largest_message == 4 * MiB and small.sizes[-1] == 4 * MiB
+    assert 2 * allreduce.worker_memory_bytes(small.largest_message) < 2 * GiB
+    assert "a small machine, so smaller defaults" in str(small)
+    assert "1 usable CPU core for" in str(small)
+    assert l06.machine_defaults(cores=2, available=2 * GiB).small
+    full = l06.machine_defaults(cores=2, available=8 * GiB)
+    assert not full.small and "the full defaults" in str(full) and full.sizes[-1] == 16 * MiB
+
+
+def test_panels_cap_their_sliders_and_estimate_before_running(monkeypatch):
+    monkeypatch.setattr(panels, "max_workers", lambda: 2)
+    panel = l06.cluster_panel()
+    assert panel.sliders["n_workers"].max == 2
+    seconds = panel.estimate(**panel.values())
+    assert 10 < seconds < 300
+    bigger = dict(panel.values(), width=1024)
+    assert panel.estimate(**bigger) > seconds
+    kill = l06.failure_panel()
+    assert kill.sliders["n_workers"].max == 2 and kill.estimate(**kill.values()) > 0
+    assert training.TrainingSweep is l06.TrainingSweep
+
+
+# --- random bad values: always a clear refusal, at once, before any process -----------------------
+
+_not_a_count = st.one_of(st.floats(allow_nan=True), st.text(max_size=3), st.booleans())
+_BAD = {
+    "n_workers": st.one_of(st.integers(max_value=0), st.integers(min_value=10**3), _not_a_count),
+    "repeats": st.one_of(st.integers(max_value=0), _not_a_count),
+    "steps": st.one_of(st.integers(max_value=0), _not_a_count),
+    "width": st.one_of(st.integers(max_value=0), st.integers(min_value=10**10), _not_a_count),
+    "batch_per_worker": st.one_of(st.integers(max_value=0), _not_a_count),
+    "warmup": st.one_of(st.integers(max_value=-1), _not_a_count),
+    "timeout_s": st.one_of(st.floats(max_value=0), st.text(max_size=3), st.booleans()),
+}
+_ENTRIES = {
+    "run_allreduce_job": (l06.run_allreduce_job, ("n_workers", "repeats", "warmup", "timeout_s")),
+    "run_training": (
+        l06.run_training,
+        ("n_workers", "steps", "width", "batch_per_worker", "warmup", "timeout_s"),
+    ),
+    "run_training_sweep": (
+        l06.run_training_sweep,
+        ("steps", "width", "batch_per_worker", "warmup", "timeout_s"),
+    ),
+    "run_failure": (l06.run_failure, ("n_workers", "steps", "width", "batch_per_worker")),
+}
+
+
+# The patch is the same for every example: a function-scoped fixture is safe here.
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=st.data(), entry=st.sampled_from(sorted(_ENTRIES)))
+def test_random_bad_values_are_refused_at_once(data, entry, no_worker_may_start):
+    function, names = _ENTRIES[entry]
+    name = data.draw(st.sampled_from(names))
+    value = data.draw(_BAD[name])
+    began = time.monotonic()
+    with pytest.raises((ValueError, TypeError)):
+        function(**{name: value})
+    assert time.monotonic() - began < 1.0
+
+
+def test_a_panel_refusal_names_the_slider_and_starts_nothing(monkeypatch, no_worker_may_start):
+    panel = l06.cluster_panel()
+    monkeypatch.setattr(jobs, "available_memory_bytes", lambda: 2 * GiB)
+    panel.sliders["largest_kib"].value = panel.sliders["largest_kib"].max
+    panel.sliders["n_workers"].value = 2
+    monkeypatch.setattr(allreduce, "RING_COPIES", 1000)  # now the messages cannot fit
+    monkeypatch.setattr(
+        allreduce, "worker_memory_bytes", lambda size: allreduce.WORKER_BYTES + 1000 * size
+    )
+    panel.run()
+    assert isinstance(panel.error, ValueError)
+    assert "largest message that fits" in str(panel.error)
+    assert "move the 'largest message (KiB)'" in str(panel.error)
