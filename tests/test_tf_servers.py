@@ -15,25 +15,10 @@ import d2lhelpers as d2l
 from d2lhelpers import tf_servers, worker_main
 from d2lhelpers.timeline import OpEvent
 from d2lhelpers.workers import free_ports
-from tests.conftest import run_python
+from tests.conftest import run_python, wait_until_gone
 
 WORKER = "/job:worker/replica:0/task:0/device:CPU:0"
 HERE = "/device:CPU:0"
-
-
-def is_running(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def wait_until_gone(pids, timeout=3.0) -> list[int]:
-    deadline = time.monotonic() + timeout
-    while any(map(is_running, pids)) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return [pid for pid in pids if is_running(pid)]
 
 
 TF_REMOTE = """
