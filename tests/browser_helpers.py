@@ -417,22 +417,33 @@ def ink(png: bytes) -> tuple[float, tuple[int, int]]:
 
 # Run in the notebook's kernel: each panel's last result drawn again, headless, as `ink` counts.
 REFERENCE_CODE = """
-import gc, io, json
+import gc, io, json, re
 from PIL import Image
-from d2lhelpers.panel import Panel, render_png
+from d2lhelpers import panel as module
 
 def ink(png):
     grey = Image.open(io.BytesIO(png)).convert("L")
     dark = sum(c for level, c in enumerate(grey.histogram()) if level < WHITE)
     return [dark / (grey.width * grey.height), list(grey.size)]
 
+def title(p):  # the panel's bold title, as the page shows it
+    return re.sub(r"<style>.*?</style>|<[^>]+>", "", p.widget.children[0].value).strip()
+
+def render(figure):
+    if hasattr(module, "render_png"):
+        return module.render_png(figure)
+    buffer = io.BytesIO()  # before render_png: what the inline backend's display made
+    figure.savefig(buffer, format="png", dpi=figure.dpi, bbox_inches="tight")
+    return buffer.getvalue()
+
 latest = {}
 for p in gc.get_objects():
-    if isinstance(p, Panel) and p.result is not None:
-        if p.title not in latest or p._started > latest[p.title]._started:
-            latest[p.title] = p
+    if isinstance(p, module.Panel) and p.result is not None:
+        t = title(p)
+        if t not in latest or getattr(p, "_started", 0) >= getattr(latest[t], "_started", 0):
+            latest[t] = p
 figures = {t: p.show(p.result) for t, p in latest.items()}
-print(json.dumps({t: ink(render_png(f)) for t, f in figures.items() if f is not None}))
+print(json.dumps({t: ink(render(f)) for t, f in figures.items() if f is not None}))
 """.replace("WHITE", str(WHITE))
 
 EXECUTE_JS = """async ([code, timeoutMs]) => {

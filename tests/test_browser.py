@@ -275,11 +275,11 @@ def exercise_panel(page, panel, lab: Lab) -> str:
     sliders = panel.locator(".widget-slider")
     ratios = [check_whole(page, panel, lab, "after Run All")]
     moves = []
+    defaults = [browser.slider_state(sliders.nth(i)) for i in range(sliders.count())]
     for run in range(RUNS_PER_PANEL):
-        states = [browser.slider_state(sliders.nth(i)) for i in range(sliders.count())]
-        targets = varied_values(states, run)
-        for i, (state, target) in enumerate(zip(states, targets, strict=True)):
-            if state["value"] != target:
+        targets = varied_values(defaults, run)
+        for i, target in enumerate(targets):
+            if browser.slider_state(sliders.nth(i))["value"] != target:
                 browser.set_slider(sliders.nth(i), target, lab.deadline)
         old_plot = browser.plot_source(panel)
         saw_disabled = browser.press_run(panel, lab.deadline, PANEL_RUN_CAP_S)
