@@ -12,6 +12,13 @@ half-finished data, no figure is left in pyplot's registry for the inline backen
 A Run click runs the experiment in a background thread (so Stop can be clicked) and draws on the
 kernel's main thread, between cells, where all other matplotlib drawing happens; `panel.run()`
 (tests, nbval, a notebook cell) stays synchronous and draws in the calling thread.
+
+Why (issue 16, observed in the browser test's websocket traffic): the old panel printed, then
+displayed the figure through the inline backend inside `with output:` in the click's handler.
+In JupyterLab 4.6 with ipykernel 7.4 the Output widget's own state sync, sent by the page when
+the printed text arrived, was handled by the kernel before the click's handler had finished; the
+figure was then sent twice, a whole PNG under the sync message and, under the click (the one the
+Output widget kept), a PNG of the right size with nothing but the background.
 """
 
 from __future__ import annotations
@@ -55,13 +62,15 @@ def slider(description: str, value: int, low: int, high: int, step: int = 1) -> 
 
 
 def render_png(figure) -> bytes:
-    """The figure as complete PNG bytes, drawn once; the figure is closed afterwards."""
-    try:
-        buffer = io.BytesIO()
-        figure.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight", facecolor="white")
-        return buffer.getvalue()
-    finally:
-        plt.close(figure)
+    """The figure as complete PNG bytes, drawn once.
+
+    It is taken out of pyplot's registry first, so nothing else (the inline backend's
+    `flush_figures`, a `plt.close('all')` in a cell) can draw or close it meanwhile.
+    """
+    plt.close(figure)
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight", facecolor="white")
+    return buffer.getvalue()
 
 
 def about(seconds: float) -> str:

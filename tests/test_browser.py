@@ -263,6 +263,13 @@ def check_whole(page, panel, lab: Lab, when: str) -> float:
     shown, size = browser.ink(png)  # raises on a truncated PNG
     title = browser.panel_title(panel)
     reference, reference_size = browser.reference_inks(page, lab.deadline)[title]
+    if not (size == reference_size and shown >= WHOLE * reference):  # keep it to look at
+        name = re.sub(r"\W+", "-", f"partial {title} {when[:5]}")
+        kept = lab.screenshots / f"{name}.png"
+        kept.write_bytes(png)
+        copy_screenshot(kept)
+        images = panel.locator(".widget-output img").count()
+        when = f"{when} ({images} image(s) in the output, the last kept as {kept.name})"
     assert size == reference_size and shown >= WHOLE * reference, (
         f"{title}, {when}: a partial plot: ink {shown:.4f} against {reference:.4f} headless, "
         f"size {size} against {reference_size}"
