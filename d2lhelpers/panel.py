@@ -234,6 +234,7 @@ class Panel:
             self.output.outputs = tuple(outputs)
             self.output.remove_class(GREY)
             self.status.value = status
+            self.clock.value = ""
             if self.error is not None or self.stopped:
                 self.progress.value = 0  # reset: nothing was completed
             else:
@@ -253,6 +254,10 @@ class Panel:
         What a notebook cell, nbval and the tests call. A kernel interrupt ends it: the bar
         resets, the previous output comes back, and the interrupt goes on to the cell.
         """
+        if self._thread is not None and self._thread.is_alive():
+            raise RuntimeError(
+                f"{self.title!r} is still running from its Run button: wait, or press Stop"
+            )
         values = self.values()
         self._set_running(True, threaded=False)
         self._begin(values)
@@ -357,6 +362,7 @@ class Panel:
         with self._lock:
             self.output.remove_class(GREY)
             self.progress.value = 0
+            self.clock.value = ""
             self.status.value = f"{how} after {self._elapsed():.1f} s; nothing new drawn"
         if self.shown_values is not None:
             self.caption.value = (

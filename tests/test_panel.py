@@ -171,6 +171,42 @@ def test_stop_ends_a_clicked_run_at_its_next_progress_report():
     assert not panel.button.disabled and panel.stop_button.disabled
 
 
+def test_run_refuses_while_a_clicked_run_is_going():
+    release = threading.Event()
+
+    def experiment(n, progress):
+        release.wait(10)
+        return Squares(n)
+
+    panel = squares_panel(experiment)
+    panel.button.click()
+    try:
+        with pytest.raises(RuntimeError, match="still running from its Run button"):
+            panel.run()
+    finally:
+        release.set()
+        panel.wait(10)
+    assert isinstance(panel.result, Squares)
+
+
+def test_the_clock_moves_while_a_clicked_run_is_silent(monkeypatch):
+    monkeypatch.setattr(panels, "HEARTBEAT_S", 0.05)
+    ticks = []
+
+    def experiment(n, progress):
+        progress(0, 1, "one long step")
+        for _ in range(40):
+            threading.Event().wait(0.01)
+            ticks.append(panel.clock.value)
+        return Squares(n)
+
+    panel = squares_panel(experiment, estimate=lambda n: 100.0)
+    panel.button.click()
+    panel.wait(10)
+    assert any("s (expected: about 1.7 min)" in t for t in ticks), ticks
+    assert panel.clock.value == "" and panel.status.value.startswith("done in")
+
+
 def test_only_the_experiments_own_thread_is_stopped():
     """Progress reported from a helper thread (a worker's reader) must not die of Stop."""
     panel = squares_panel()
