@@ -417,7 +417,7 @@ def ink(png: bytes) -> tuple[float, tuple[int, int]]:
 
 # Run in the notebook's kernel: each panel's last result drawn again, headless, as `ink` counts.
 REFERENCE_CODE = """
-import gc, io, json, re
+import gc, html, io, json, re
 from PIL import Image
 from d2lhelpers import panel as module
 
@@ -427,7 +427,8 @@ def ink(png):
     return [dark / (grey.width * grey.height), list(grey.size)]
 
 def title(p):  # the panel's bold title, as the page shows it
-    return re.sub(r"<style>.*?</style>|<[^>]+>", "", p.widget.children[0].value).strip()
+    text = re.sub(r"<style>.*?</style>|<[^>]+>", "", p.widget.children[0].value)
+    return html.unescape(text).strip()
 
 def render(figure):
     if hasattr(module, "render_png"):
