@@ -239,12 +239,8 @@ class Panel:
                 self.progress.value = 0  # reset: nothing was completed
             else:
                 self.progress.value = self.progress.max
-        if self.error is None and not self.stopped:
-            self.shown_values = values
-            self.caption.value = f"values: {html.escape(self.describe(values))}"
-        elif self.error is not None:
-            self.shown_values = None
-            self.caption.value = f"values: {html.escape(self.describe(values))}"
+        self.shown_values = None if self.error is not None else values
+        self.caption.value = f"values: {html.escape(self.describe(values))}"
 
     # --- running ---------------------------------------------------------------------------
 
@@ -291,8 +287,9 @@ class Panel:
             self._runner = threading.current_thread()
             try:
                 result = self._experiment(values)
-            except BaseException:  # _experiment shows errors; this only guards the finish
-                result = None
+            except BaseException as error:  # _experiment shows Exceptions; this, the rest
+                self.error, result = error, None
+                self._finish(values, [_text(f"Error: {type(error).__name__}")], "error")
             heartbeat.set()
             if self.error is not None or self.stopped or loop is None:
                 self._draw_and_release(values, result)
