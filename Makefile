@@ -1,20 +1,47 @@
-# make lab: JupyterLab on notebooks/.  make test: every test.  make bench: ratios vs ideals.
-# Each target creates .venv from pyproject.toml the first time (and again when it changes).
+# make lab: JupyterLab on work/, your copies of notebooks/.  make test: every test.
+# make bench: ratios vs ideals.  make reset-work: fresh copies of the lessons in work/.
+# Each target creates .venv from pyproject.toml the first time (and again when it changes),
+# with uv when it is installed (faster), else with pip.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 READY := $(VENV)/.installed
+WORK := work
+UV := $(shell command -v uv 2>/dev/null)
+# JupyterLab refuses to run as root without --allow-root (containers, course servers).
+ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: lab test bench lint clean screenshots
+.PHONY: lab work reset-work test bench lint clean screenshots
 
 $(READY): pyproject.toml
+ifneq ($(UV),)
+	test -x $(PY) || $(UV) venv --python $(PYTHON) $(VENV)
+	$(UV) pip install --quiet --python $(PY) -e '.[dev]'
+else
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
+endif
 	touch $(READY)
 
-lab: $(READY)
-	$(VENV)/bin/jupyter lab notebooks/
+# Your working copies: made once from notebooks/, then kept (your edits and outputs stay there,
+# git ignores them, and the tests check the committed lessons in notebooks/ only).
+work:
+	@mkdir -p $(WORK)
+	@for lesson in notebooks/*.ipynb; do \
+	  copy=$(WORK)/$${lesson#notebooks/}; \
+	  if [ ! -e "$$copy" ]; then cp "$$lesson" "$$copy"; \
+	  elif [ "$$lesson" -nt "$$copy" ]; then \
+	    echo "note: $$lesson changed since $$copy was made; 'make reset-work' starts over from it"; fi; \
+	done
+
+reset-work:
+	rm -rf $(WORK)
+	$(MAKE) work
+
+lab: $(READY) work
+	@echo "JupyterLab on $(WORK)/, your copies of notebooks/: open the URL with ?token= that it prints below."
+	$(VENV)/bin/jupyter lab $(ALLOW_ROOT) --ServerApp.root_dir=$(WORK)
 
 lint: $(READY)
 	$(PY) -m ruff check .
@@ -39,4 +66,4 @@ screenshots: $(READY)
 	@echo "screenshots in /tmp/d2l-screenshots; copy the ones the README shows into docs/screenshots/"
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build *.egg-info  # keeps work/: 'make reset-work' clears it

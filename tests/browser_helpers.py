@@ -8,7 +8,9 @@ test within its time bound instead of hanging `make test`.
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import io
 import json
 import os
 import re
@@ -20,6 +22,8 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+
+from PIL import Image
 
 CHROMIUM = Path("/usr/bin/chromium")  # Debian's package; Playwright must never download one
 # Without the network flags Chromium keeps dialling Google, and this machine refuses each call.
@@ -136,6 +140,8 @@ class JupyterLab:
             f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={self.root}",
             f"--LabApp.user_settings_dir={settings}",
             f"--LabApp.workspaces_dir={self.state / 'workspaces'}",
+            # window.jupyterapp: the test asks the notebook's own kernel for reference renders.
+            "--LabApp.expose_app_in_browser=True",
             # A safety net should pytest itself be killed: idle kernels are culled, then the
             # idle server stops. The test's own budget is shorter than either.
             "--MappingKernelManager.cull_idle_timeout=900",
@@ -356,9 +362,10 @@ def panel_error(text: str) -> bool:
 def press_run(panel, deadline: Deadline, cap_s: float) -> bool:
     """Click the panel's Run button and wait for the run to end; say if Run was disabled meanwhile.
 
-    A finished run has drawn a new plot or printed an error, and has enabled Run again.
+    A run has ended when Run, disabled by the click, is enabled again and the panel has drawn
+    a new plot, printed an error or said it stopped (the same values can draw the same plot).
     """
-    button = panel.locator("button.widget-button")
+    button = panel.locator("button.widget-button").filter(has_text="Run")
     output = panel.locator(".widget-output")
     old_plot, old_text = plot_source(panel), panel_text(panel)
     # A fast run disables and enables the button between two looks: record every change instead.
@@ -371,20 +378,118 @@ def press_run(panel, deadline: Deadline, cap_s: float) -> bool:
     )
     button.click(timeout=deadline.ms(10))
     panel.page.wait_for_function(
-        """([output, oldPlot, oldText]) => {
+        """([button, output, panel, oldPlot, oldText]) => {
+            if (!button.sawDisabled || button.disabled) return false;
             const images = output.querySelectorAll('img');
             const plot = images.length ? images[images.length - 1].getAttribute('src') : null;
             const text = output.innerText;
-            return (plot && plot !== oldPlot) || (text.includes('Error') && text !== oldText);
+            return (plot && plot !== oldPlot) || (text.includes('Error') && text !== oldText)
+                || /done in|stopped|interrupted/.test(panel.innerText);
         }""",
-        arg=[output.element_handle(), old_plot, old_text],
+        arg=[button.element_handle(), output.element_handle(), panel.element_handle(), old_plot,
+             old_text],
         polling=POLL_MS,
         timeout=deadline.ms(cap_s),
-    )
-    panel.page.wait_for_function(
-        "b => !b.disabled", arg=button.element_handle(), polling=POLL_MS, timeout=deadline.ms(cap_s)
-    )
+    )  # fmt: skip
     return button.evaluate("b => b.sawDisabled")
+
+
+# --- Whole plots: what the browser shows against a headless render in the same kernel ------
+
+WHITE = 250  # a grey level at or above this counts as white paper
+
+
+def png_of(src: str | None) -> bytes | None:
+    """The PNG bytes of an `<img src="data:image/png;base64,...">`."""
+    if not src or not src.startswith("data:image/png;base64,"):
+        return None
+    return base64.b64decode(src.split(",", 1)[1])
+
+
+def ink(png: bytes) -> tuple[float, tuple[int, int]]:
+    """The fraction of non-white pixels, and the size; raises on a truncated or broken PNG."""
+    image = Image.open(io.BytesIO(png))
+    image.load()
+    grey = image.convert("L")
+    dark = sum(count for level, count in enumerate(grey.histogram()) if level < WHITE)
+    return dark / (grey.width * grey.height), grey.size
+
+
+# Run in the notebook's kernel: each panel's last result drawn again, headless, as `ink` counts.
+REFERENCE_CODE = """
+import gc, html, io, json, re
+from PIL import Image
+from d2lhelpers import panel as module
+
+def ink(png):
+    grey = Image.open(io.BytesIO(png)).convert("L")
+    dark = sum(c for level, c in enumerate(grey.histogram()) if level < WHITE)
+    return [dark / (grey.width * grey.height), list(grey.size)]
+
+def title(p):  # the panel's bold title, as the page shows it
+    text = re.sub(r"<style>.*?</style>|<[^>]+>", "", p.widget.children[0].value)
+    return html.unescape(text).strip()
+
+def render(figure):
+    if hasattr(module, "render_png"):
+        return module.render_png(figure)
+    buffer = io.BytesIO()  # before render_png: what the inline backend's display made
+    figure.savefig(buffer, format="png", dpi=figure.dpi, bbox_inches="tight")
+    return buffer.getvalue()
+
+latest = {}
+for p in gc.get_objects():
+    if isinstance(p, module.Panel) and p.result is not None:
+        t = title(p)
+        if t not in latest or getattr(p, "_started", 0) >= getattr(latest[t], "_started", 0):
+            latest[t] = p
+figures = {t: p.show(p.result) for t, p in latest.items()}
+print(json.dumps({t: ink(render(f)) for t, f in figures.items() if f is not None}))
+""".replace("WHITE", str(WHITE))
+
+EXECUTE_JS = """async ([code, timeoutMs]) => {
+    const kernel = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
+    const future = kernel.requestExecute({code: code, silent: false, store_history: false});
+    let out = '';
+    future.onIOPub = msg => {
+        if (msg.header.msg_type === 'stream') out += msg.content.text;
+        if (msg.header.msg_type === 'error') out += 'ERROR: ' + msg.content.ename + ': '
+            + msg.content.evalue;
+    };
+    const timeout = new Promise((_, reject) =>
+        setTimeout(() => reject(new Error('kernel did not answer')), timeoutMs));
+    await Promise.race([future.done, timeout]);
+    return out;
+}"""
+
+
+def kernel_output(page, code: str, deadline: Deadline, cap_s: float = 60) -> str:
+    """What `code` prints when run in the open notebook's kernel (not shown in any cell)."""
+    return page.evaluate(EXECUTE_JS, [f"exec({code!r}, {{}})", deadline.ms(cap_s)])
+
+
+def reference_inks(page, deadline: Deadline) -> dict[str, tuple[float, tuple[int, int]]]:
+    """Panel title -> (ink, size) of its last result rendered headless in its own kernel."""
+    text = kernel_output(page, REFERENCE_CODE, deadline)
+    if text.startswith("ERROR"):
+        raise AssertionError(f"the headless render failed in the kernel: {text}")
+    return {title: (value, tuple(size)) for title, (value, size) in json.loads(text).items()}
+
+
+def panel_title(panel) -> str:
+    return panel.locator(".widget-html").first.inner_text().strip()
+
+
+def slider_values(panel) -> list[float]:
+    sliders = panel.locator(".widget-slider")
+    return [slider_state(sliders.nth(i))["value"] for i in range(sliders.count())]
+
+
+def stderr_outputs(page) -> list[str]:
+    """The text of every red stderr box in the notebook's cells."""
+    return page.locator(
+        f"{NOTEBOOK} .jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']"
+    ).all_inner_texts()
 
 
 def screenshot_whole_notebook(page, path: Path):

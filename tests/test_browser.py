@@ -1,10 +1,16 @@
 """Learners' experience in a real browser: every notebook run in JupyterLab, in headless Chromium.
 
 What a learner does, click by click: open the notebook, Run > Run All Cells, look at the panel,
-move a slider, press Run. Checked: no cell shows an error, every widget renders as a widget (not
-as the text `VBox(...)`), each panel's Run redraws its plot, and an oversize matrix is refused
-inside the panel while the kernel lives on. A screenshot of each notebook is saved; set
-BROWSER_SCREENSHOTS=DIR to keep a copy (the README's pictures come from there).
+move the sliders, press Run. Checked: no cell shows an error or TensorFlow's start-up noise,
+every widget renders as a widget (not as the text `VBox(...)`), each panel's Run redraws its plot,
+and every plot the browser shows is WHOLE: it decodes, and it has as much ink (non-white pixels)
+as the same result drawn again headless in the notebook's own kernel (a half-drawn plot, axes and
+a few markers, has far less). Right after Run All, each panel is run BROWSER_RUNS_PER_PANEL times
+(default 2) with varied slider values. An oversize matrix is refused inside the panel while the
+kernel lives on; a long run reports at least every 5 s, greys the previous result and stops on
+Stop. A screenshot of each notebook is saved; set BROWSER_SCREENSHOTS=DIR to keep a copy (the
+README's pictures come from there). BROWSER_NOTEBOOKS=01,03 runs only the notebooks whose names
+start so (`none`: only the bad-input and long-run checks).
 
 The notebooks run from a copy (JupyterLab saves what it shows), and the server, its kernels and
 the browser are shut down pass or fail. Without /usr/bin/chromium (Debian: `apt-get install
@@ -13,6 +19,7 @@ chromium chromium-driver`) the test skips, except under CI=true, where that is a
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import hashlib
 import importlib.util
@@ -24,16 +31,24 @@ import subprocess
 import time
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import pytest
 
+from d2lhelpers import panel as panel_module
 from tests import browser_helpers as browser
 from tests.conftest import FakeClock
 
 REPO = Path(__file__).resolve().parent.parent
-NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
+ALL_NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
+SELECTED = [k.strip() for k in os.environ.get("BROWSER_NOTEBOOKS", "").split(",") if k.strip()]
+NOTEBOOKS = [p for p in ALL_NOTEBOOKS if not SELECTED or p.name.startswith(tuple(SELECTED))]
 BUDGET_S = 600  # all notebooks together; the issue's bound
 NOTEBOOK_CAP_S = 300  # one notebook's Run All
-PANEL_RUN_CAP_S = 60  # one press of Run at the smallest size
+PANEL_RUN_CAP_S = 120  # one press of Run at small or default sizes
+RUNS_PER_PANEL = int(os.environ.get("BROWSER_RUNS_PER_PANEL", "2"))
+WHOLE = 0.9  # a plot's ink must be at least this share of its headless render's
+STATUS_GAP_S = 5  # a long run's status or clock changes at least this often
+STARTUP_NOISE = re.compile(r"cuda drivers|absl::InitializeLog")
 BAD_INPUT = "bad_input/oversize_panel.ipynb"
 OVERSIZE = 2**20  # a 2^20 x 2^20 float32 chain: terabytes, refused before allocating
 BAD_INPUT_CELLS = [
@@ -42,7 +57,25 @@ BAD_INPUT_CELLS = [
     f'panel.sliders["size"].max = {OVERSIZE}  # past any memory: the panel must refuse it\n'
     "panel",
     'print("kernel alive; panel.error is a", type(panel.error).__name__)',
+    "import time\n"
+    "import matplotlib.pyplot as plt\n"
+    "from d2lhelpers.panel import Panel, slider\n\n"
+    "def wait(seconds, progress):  # reports every 6 s: the panel's clock fills the gaps\n"
+    "    start = time.monotonic()\n"
+    "    while (left := seconds - (time.monotonic() - start)) > 0:\n"
+    "        progress(seconds - left, seconds, f'waiting, {left:.0f} s left')\n"
+    "        time.sleep(min(6, left))\n"
+    "    return seconds\n\n"
+    "def draw(seconds):\n"
+    "    figure, ax = plt.subplots(figsize=(3, 2))\n"
+    "    ax.bar(['waited'], [seconds])\n"
+    "    return figure\n\n"
+    "sliders = {'seconds': slider('seconds', 1, 1, 60)}\n"
+    "slow = Panel('A slow run', sliders, wait, draw, estimate=lambda seconds: seconds)\n"
+    "slow.run()\n"
+    "slow",
 ]
+LONG_RUN_S = 40
 JUPYTER_ARTIFACT = re.compile(r"\.ipynb_checkpoints|Untitled|-Copy\d")
 METADATA = {
     "kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},
@@ -74,9 +107,9 @@ def committed_notebooks_state() -> dict:
         text=True,
         check=False,
     ).stdout.splitlines()
-    names = {p.name for p in NOTEBOOKS}
+    names = {p.name for p in ALL_NOTEBOOKS}
     return {
-        "bytes": {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in NOTEBOOKS},
+        "bytes": {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in ALL_NOTEBOOKS},
         "git status": [line for line in status if Path(line[3:]).name in names],
         "artifacts": sorted(
             str(p.relative_to(REPO))
@@ -213,27 +246,66 @@ def run_notebook(page, lab: Lab, name: str) -> dict:
     return json.loads(path.read_text())
 
 
-def exercise_panel(panel, lab: Lab) -> str:
-    """Move the panel's first slider to its smallest value, press Run: a new plot must appear.
+def varied_values(states: list[dict], run: int) -> list[float]:
+    """Run `run`'s slider values: each slider at its smallest value or where Run All left it,
+    alternating between sliders and between runs, so runs differ and stay fast. The first
+    slider is the problem size by convention: the first run puts it at its smallest."""
+    targets = [s["min"] if (i + run) % 2 == 0 else s["value"] for i, s in enumerate(states)]
+    if run == 0 and targets == [s["value"] for s in states]:  # Run All ran at the minimum
+        targets[0] = min(states[0]["min"] + 1, states[0]["max"])
+    return targets
 
-    The first slider of a panel is its problem size by convention, so this is the fastest run.
-    """
-    first = panel.locator(".widget-slider").first
-    state = browser.slider_state(first)
-    target = state["min"] if state["value"] != state["min"] else min(state["min"] + 1, state["max"])
-    browser.set_slider(first, target, lab.deadline)
-    old_plot = browser.plot_source(panel)
-    saw_disabled = browser.press_run(panel, lab.deadline, PANEL_RUN_CAP_S)
-    text = browser.panel_text(panel)
-    assert not browser.panel_error(text), text
-    new_plot = browser.plot_source(panel)
-    assert new_plot and new_plot != old_plot, "Run did not redraw the plot"
-    assert saw_disabled, "the Run button was not disabled while running"
-    bar = panel.locator(".widget-hprogress .progress-bar")
-    if bar.count():
-        width = bar.evaluate("e => e.style.width")
-        assert width == "100%", f"progress bar at {width} after the run"
-    return f"{state['label']} {state['value']:g} -> {target:g}"
+
+def check_whole(page, panel, lab: Lab, when: str) -> float:
+    """The panel's plot decodes and holds the ink of the same result drawn headless; the ratio."""
+    png = browser.png_of(browser.plot_source(panel))
+    assert png, f"{when}: no plot shown"
+    shown, size = browser.ink(png)  # raises on a truncated PNG
+    title = browser.panel_title(panel)
+    reference, reference_size = browser.reference_inks(page, lab.deadline)[title]
+    if not (size == reference_size and shown >= WHOLE * reference):  # keep it to look at
+        name = re.sub(r"\W+", "-", f"partial {title} {when[:5]}")
+        kept = lab.screenshots / f"{name}.png"
+        kept.write_bytes(png)
+        copy_screenshot(kept)
+        images = panel.locator(".widget-output img").count()
+        when = f"{when} ({images} image(s) in the output, the last kept as {kept.name})"
+    assert size == reference_size and shown >= WHOLE * reference, (
+        f"{title}, {when}: a partial plot: ink {shown:.4f} against {reference:.4f} headless, "
+        f"size {size} against {reference_size}"
+    )
+    return shown / reference
+
+
+def exercise_panel(page, panel, lab: Lab) -> str:
+    """Right after Run All: check the plot is whole, then Run with varied values, each whole."""
+    sliders = panel.locator(".widget-slider")
+    ratios = []
+    if browser.plot_source(panel):  # the notebook ran it (some leave that to the learner)
+        ratios.append(check_whole(page, panel, lab, "after Run All"))
+    moves = []
+    defaults = [browser.slider_state(sliders.nth(i)) for i in range(sliders.count())]
+    for run in range(RUNS_PER_PANEL):
+        targets = varied_values(defaults, run)
+        for i, target in enumerate(targets):
+            if browser.slider_state(sliders.nth(i))["value"] != target:
+                browser.set_slider(sliders.nth(i), target, lab.deadline)
+        old_plot = browser.plot_source(panel)
+        saw_disabled = browser.press_run(panel, lab.deadline, PANEL_RUN_CAP_S)
+        text = browser.panel_text(panel)
+        assert not browser.panel_error(text), text
+        new_plot = browser.plot_source(panel)
+        assert new_plot, f"run {run + 1}: no plot"
+        if run == 0:
+            assert new_plot != old_plot, "Run did not redraw the plot"
+        assert saw_disabled, "the Run button was not disabled while running"
+        bar = panel.locator(".widget-hprogress .progress-bar")
+        if bar.count():
+            width = bar.evaluate("e => e.style.width")
+            assert width == "100%", f"progress bar at {width} after the run"
+        ratios.append(check_whole(page, panel, lab, f"run {run + 1} at {targets}"))
+        moves.append("/".join(f"{t:g}" for t in targets))
+    return f"runs at {', '.join(moves)}: ink vs headless {', '.join(f'{r:.2f}' for r in ratios)}"
 
 
 @pytest.mark.parametrize("name", [p.name for p in NOTEBOOKS])
@@ -245,6 +317,8 @@ def test_notebook_runs_in_jupyterlab(lab, name):
         notebook = run_notebook(page, lab, name)
         assert not error_outputs(notebook), error_outputs(notebook)
         assert not unrun_code_cells(notebook), f"cells never run: {unrun_code_cells(notebook)}"
+        noise = [t for t in browser.stderr_outputs(page) if STARTUP_NOISE.search(t)]
+        assert not noise, f"TensorFlow's start-up noise in a cell: {noise}"
 
         assert not browser.widget_reprs_shown_as_text(page)
         rendered = browser.rendered_widgets(page).count()
@@ -256,13 +330,13 @@ def test_notebook_runs_in_jupyterlab(lab, name):
             panel_shot = shot.with_name(f"{shot.stem}-panel{i + 1}.png")
             panels.nth(i).screenshot(path=str(panel_shot))
             copy_screenshot(panel_shot)
-            moves.append(exercise_panel(panels.nth(i), lab))
+            moves.append(exercise_panel(page, panels.nth(i), lab))
 
         browser.screenshot_whole_notebook(page, shot)
         copy_screenshot(shot)
         lab.report(
             f"{name}: {time.monotonic() - started:.1f} s, {rendered} widgets, "
-            f"{len(moves)} panel(s) rerun ({'; '.join(moves)}), screenshot {shot}"
+            f"{len(moves)} panel(s) ({'; '.join(moves)}), screenshot {shot}"
         )
     except Exception:
         page.screenshot(path=str(shot.with_name(f"{shot.stem}-failed.png")))
@@ -308,10 +382,72 @@ def test_an_oversize_matrix_is_refused_in_the_panel_and_the_kernel_lives(lab):
         assert browser.press_run(panel, lab.deadline, PANEL_RUN_CAP_S)
         text = browser.panel_text(panel)
         assert not browser.panel_error(text) and browser.plot_source(panel), text
-        lab.report(f"{BAD_INPUT}: refused in the panel, kernel alive, panel rerun")
+        check_whole(page, panel, lab, "after the refusal")
+        gaps = long_run_is_reported_and_stops(browser.slider_panels(page).nth(1), lab)
+        lab.report(
+            f"{BAD_INPUT}: refused in the panel, kernel alive, panel rerun; a {LONG_RUN_S} s "
+            f"run: status or clock changed every {max(gaps):.1f} s at most, then stopped"
+        )
     finally:
         page.close()
         lab.server.shut_down_kernel(BAD_INPUT)
+
+
+def long_run_is_reported_and_stops(panel, lab: Lab) -> list[float]:
+    """A run of LONG_RUN_S whose experiment reports only every 6 s: the estimate warned before
+    it, the status line or clock beside it changes at least every STATUS_GAP_S, the previous
+    result is greyed and labelled, and Stop ends it cleanly. Returns the gaps seen (seconds)."""
+    page = panel.page
+    browser.set_slider(panel.locator(".widget-slider").first, LONG_RUN_S, lab.deadline)
+    note = panel.inner_text()
+    assert f"expected to take about {LONG_RUN_S} s" in note and "over 30 s" in note, note
+    old_plot = browser.plot_source(panel)
+    panel.locator("button.widget-button").filter(has_text="Run").click()
+    stop = panel.locator("button.widget-button").filter(has_text="Stop")
+    page.wait_for_function("b => !b.disabled", arg=stop.element_handle(), timeout=10_000)
+    output = panel.locator(".widget-output")
+    seen, changes = panel.inner_text(), [time.monotonic()]
+    end = time.monotonic() + 3 * STATUS_GAP_S
+    while time.monotonic() < end:
+        page.wait_for_timeout(250)
+        text = panel.inner_text()
+        if text != seen:
+            seen = text
+            changes.append(time.monotonic())
+    gaps = [b - a for a, b in zip(changes, changes[1:], strict=False)] + [end - changes[-1]]
+    assert max(gaps) <= STATUS_GAP_S, f"the panel said nothing new for {max(gaps):.1f} s"
+    assert "previous run (values: seconds 1)" in seen, seen
+    opacity = float(output.evaluate("e => getComputedStyle(e).opacity"))
+    assert opacity < 0.5, f"the previous run is not greyed (opacity {opacity})"
+    stop.click()
+    run = panel.locator("button.widget-button").filter(has_text="Run")
+    page.wait_for_function("b => !b.disabled", arg=run.element_handle(), timeout=15_000)
+    text = panel.inner_text()
+    assert "stopped after" in text and "still showing the previous run" in text, text
+    assert browser.plot_source(panel) == old_plot, "Stop changed the plot"
+    width = panel.locator(".widget-hprogress .progress-bar").evaluate("e => e.style.width")
+    assert width == "0%", f"progress bar at {width} after Stop"
+    return gaps
+
+
+def test_varied_values_start_small_and_alternate():
+    states = [{"min": 64, "max": 2048, "value": 512}, {"min": 1, "max": 100, "value": 20}]
+    assert varied_values(states, 0) == [64, 20]
+    assert varied_values(states, 1) == [512, 1]
+    at_min = [{"min": 1, "max": 4, "value": 1}]
+    assert varied_values(at_min, 0) == [2]
+
+
+def test_ink_counts_non_white_pixels_and_refuses_a_truncated_png():
+    figure, ax = plt.subplots(figsize=(2, 2))
+    ax.plot([0, 1], [0, 1], lw=8)
+    whole = panel_module.render_png(figure)
+    figure, ax = plt.subplots(figsize=(2, 2))
+    axes_only = panel_module.render_png(figure)
+    assert browser.ink(whole)[0] > browser.ink(axes_only)[0] > 0
+    assert browser.png_of("data:image/png;base64," + base64.b64encode(whole).decode()) == whole
+    with pytest.raises(OSError):
+        browser.ink(whole[: len(whole) // 2])
 
 
 def test_deadline_gives_each_wait_what_is_left_then_refuses():

@@ -1,9 +1,17 @@
+import base64
+import io
+import threading
+
 import ipywidgets as widgets
 import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
 import pytest
+from PIL import Image
 
 from d2lhelpers import panel as panels
 from d2lhelpers.lessons.l01_two_devices import concurrency_panel, plot_concurrency
+from d2lhelpers.report import Reported, Table
 from d2lhelpers.workloads import ConcurrencyResult, Measurement, chain_bytes
 
 matplotlib.use("Agg")
@@ -11,6 +19,38 @@ matplotlib.use("Agg")
 
 def output_text(panel) -> str:
     return "".join(o.get("text", "") for o in panel.output.outputs)
+
+
+class Squares(Reported):
+    """A tiny result: a table, a verdict, and a plot with one marker per point."""
+
+    def __init__(self, n):
+        self.n = n
+        self.verdict = f"{n} squares, none missing"
+
+    def tables(self):
+        return [Table("squares", ["x", "x^2"], [[x, x * x] for x in range(self.n)])]
+
+
+def draw_squares(result):
+    figure, ax = plt.subplots(figsize=(4, 3))
+    ax.plot(range(result.n), [x * x for x in range(result.n)], "o-")
+    return figure
+
+
+def squares_panel(experiment=None, estimate=None):
+    def default(n, progress):
+        progress(1, 1, "squaring")
+        return Squares(n)
+
+    sliders = {"n": panels.slider("points", 5, 1, 50)}
+    return panels.Panel("squares", sliders, experiment or default, draw_squares, estimate)
+
+
+def ink(png: bytes) -> float:
+    """The fraction of pixels that are not white."""
+    pixels = np.asarray(Image.open(io.BytesIO(png)).convert("L"))
+    return float((pixels < 250).mean())
 
 
 def test_panel_runs_with_slider_values_and_reports_progress():
@@ -28,26 +68,191 @@ def test_panel_runs_with_slider_values_and_reports_progress():
     assert isinstance(panel.widget, widgets.VBox)
     assert sliders["a"].continuous_update is False  # dragging runs nothing
     sliders["b"].value = 5
-    panel.button.click()
+    panel.button.click()  # a background thread, as in the browser
+    panel.wait(10)
     assert panel.result == 15 and seen == ["worker 0: step 1/2", True]
-    assert not panel.button.disabled
-    assert panel.status in panel.widget.children[-2].children  # shown beside Run
+    assert not panel.button.disabled and panel.stop_button.disabled
+    assert panel.status in panel.widget.children  # a line of its own under Run
     assert (panel.progress.value, panel.progress.max) == (2, 2)
+    assert panel.status.value.startswith("done in")
 
 
-def test_panel_shows_errors_in_its_output_and_stays_usable():
+def test_panel_shows_verdict_then_one_whole_figure_then_the_table():
+    panel = squares_panel()
+    panel.sliders["n"].value = 30
+    assert isinstance(panel.run(), Squares)
+    kinds = [o["output_type"] for o in panel.output.outputs]
+    assert kinds == ["stream", "display_data", "display_data"]
+    verdict, image, table = panel.output.outputs
+    assert verdict["text"] == "30 squares, none missing\n"
+    png = base64.b64decode(image["data"]["image/png"])
+    assert png == panels.render_png(draw_squares(Squares(30)))  # what a headless render gives
+    assert ink(png) > 0.02
+    assert "<table>" in table["data"]["text/html"]
+    assert not plt.get_fignums(), "a figure was left for the inline backend to draw"
+    assert panel.caption.value == "values: points 30"
+
+
+def test_render_png_is_a_complete_png_and_closes_the_figure():
+    figure = draw_squares(Squares(10))
+    png = panels.render_png(figure)
+    assert png.startswith(b"\x89PNG") and png.endswith(b"IEND\xaeB`\x82")
+    Image.open(io.BytesIO(png)).load()  # raises on a truncated image
+    assert figure.number not in plt.get_fignums()
+
+
+def test_a_run_replaces_the_output_in_one_assignment_and_greys_the_previous_one():
+    changes, during = [], []
+
     def experiment(n, progress):
+        during.append((panel.caption.value, panels.GREY in panel.output._dom_classes))
+        progress(1, 1)
+        return Squares(n)
+
+    panel = squares_panel(experiment)
+    panel.run()
+    panel.output.observe(lambda change: changes.append(change), names="outputs")
+    panel.sliders["n"].value = 7
+    panel.run()
+    assert len(changes) == 1, "the output was cleared or appended to, not replaced"
+    assert during[0] == ("", False)  # nothing shown yet: nothing to grey
+    caption, greyed = during[1]
+    assert greyed and "previous run (values: points 5)" in caption and "points 7" in caption
+    assert panels.GREY not in panel.output._dom_classes
+    assert panel.caption.value == "values: points 7"
+
+
+def test_panel_shows_errors_as_one_line_and_stays_usable():
+    def experiment(n, progress):
+        progress(1, 2, "half way")
         if n > 5:
-            raise ValueError("too big")
+            raise ValueError("too big:\n choose at most 5 with the slider 'n'")
         return n
 
     sliders = {"n": panels.slider("n", 9, 1, 10)}
     panel = panels.Panel("t", sliders, experiment, lambda result: None)
     assert panel.run() is None
     assert isinstance(panel.error, ValueError)
+    assert (
+        output_text(panel) == "Error: ValueError: too big: choose at most 5 with the slider 'n'\n"
+    )
+    assert panel.progress.value == 0, "the bar was not reset after the error"
     assert not panel.button.disabled
     sliders["n"].value = 2
     assert panel.run() == 2 and panel.error is None
+    assert panel.progress.value == panel.progress.max
+
+
+def test_stop_ends_a_clicked_run_at_its_next_progress_report():
+    started, reports = threading.Event(), []
+
+    def experiment(n, progress):
+        for step in range(1000):
+            progress(step, 1000, f"step {step}")
+            reports.append(step)
+            started.set()
+            threading.Event().wait(0.01)
+        return Squares(n)
+
+    panel = squares_panel()
+    panel.run()  # something to keep showing
+    shown = panel.output.outputs
+    panel.experiment = experiment
+    panel.button.click()
+    assert started.wait(10)
+    assert not panel.stop_button.disabled and panel.button.disabled
+    panel.stop_button.click()
+    panel.wait(10)
+    assert panel.stopped and panel.result is None and panel.error is None
+    assert len(reports) < 1000
+    assert panel.progress.value == 0 and panel.status.value.startswith("stopped after")
+    assert panel.output.outputs == shown
+    assert "still showing the previous run (values: points 5)" in panel.caption.value
+    assert not panel.button.disabled and panel.stop_button.disabled
+
+
+def test_run_refuses_while_a_clicked_run_is_going():
+    release = threading.Event()
+
+    def experiment(n, progress):
+        release.wait(10)
+        return Squares(n)
+
+    panel = squares_panel(experiment)
+    panel.button.click()
+    try:
+        with pytest.raises(RuntimeError, match="still running from its Run button"):
+            panel.run()
+    finally:
+        release.set()
+        panel.wait(10)
+    assert isinstance(panel.result, Squares)
+
+
+def test_the_clock_moves_while_a_clicked_run_is_silent(monkeypatch):
+    monkeypatch.setattr(panels, "HEARTBEAT_S", 0.05)
+    ticks = []
+
+    def experiment(n, progress):
+        progress(0, 1, "one long step")
+        for _ in range(40):
+            threading.Event().wait(0.01)
+            ticks.append(panel.clock.value)
+        return Squares(n)
+
+    panel = squares_panel(experiment, estimate=lambda n: 100.0)
+    panel.button.click()
+    panel.wait(10)
+    assert any("s (expected: about 1.7 min)" in t for t in ticks), ticks
+    assert panel.clock.value == "" and panel.status.value.startswith("done in")
+
+
+def test_only_the_experiments_own_thread_is_stopped():
+    """Progress reported from a helper thread (a worker's reader) must not die of Stop."""
+    panel = squares_panel()
+    panel._stop.set()
+    panel._runner = threading.main_thread()
+    errors = []
+
+    def reader():
+        try:
+            panel._progress(1, 2, "worker 0: step 1")
+        except panels.Stopped as error:
+            errors.append(error)
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    thread.join()
+    assert not errors and panel.status.value == "worker 0: step 1"
+    with pytest.raises(panels.Stopped):
+        panel._progress(2, 2, "main")
+
+
+def test_estimate_is_shown_and_warns_before_a_long_run():
+    panel = squares_panel(estimate=lambda n: 2.0 * n)
+    assert panel.note.value == "expected to take about 10 s"
+    panel.sliders["n"].value = 40
+    assert "&#9888;" in panel.note.value and "about 80 s" in panel.note.value
+    panel.sliders["n"].value = 50
+    assert "1.7 min" in panel.note.value
+
+
+def test_values_the_estimate_refuses_are_named_before_the_run():
+    def estimate(n):
+        if n > 20:
+            raise ValueError("points: at most 20 fit")
+        return 1.0
+
+    panel = squares_panel(estimate=estimate)
+    panel.sliders["n"].value = 21
+    assert panel.note.value == "These values will be refused: points: at most 20 fit"
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"), [(0.2, "under 1 s"), (12.4, "about 12 s"), (210, "about 3.5 min")]
+)
+def test_about_rounds_a_duration_for_planning(seconds, text):
+    assert panels.about(seconds) == text
 
 
 def test_concurrency_panel_end_to_end(devices):
