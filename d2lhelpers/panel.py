@@ -86,8 +86,26 @@ def _text(text: str) -> dict:
     return {"output_type": "stream", "name": "stdout", "text": text.rstrip("\n") + "\n"}
 
 
-def _png(png: bytes) -> dict:
-    data = {"image/png": base64.b64encode(png).decode("ascii"), "text/plain": "<figure>"}
+def figure_text(figure) -> str:
+    """The figure in words (titles, axis labels, legend): its plain-text form and alt text."""
+    parts = [figure.get_suptitle()] if hasattr(figure, "get_suptitle") else []
+    for axes in figure.axes:
+        bits = [axes.get_title() or axes.get_title(loc="left")]
+        bits += [
+            f"{axis}: {label}"
+            for axis, label in (("x", axes.get_xlabel()), ("y", axes.get_ylabel()))
+            if label
+        ]
+        legend = axes.get_legend()
+        if legend is not None:
+            bits.append("lines: " + ", ".join(t.get_text() for t in legend.get_texts()))
+        parts.append(", ".join(b for b in bits if b))
+    text = "; ".join(p for p in parts if p) or "a plot"
+    return "Figure: " + " ".join(text.split())[:400]
+
+
+def _png(png: bytes, text: str = "<figure>") -> dict:
+    data = {"image/png": base64.b64encode(png).decode("ascii"), "text/plain": text}
     return {"output_type": "display_data", "data": data, "metadata": {}}
 
 
@@ -96,14 +114,14 @@ def _html(obj) -> dict:
     return {"output_type": "display_data", "data": data, "metadata": {}}
 
 
-def result_outputs(result, png: bytes | None) -> list[dict]:
+def result_outputs(result, png: bytes | None, figure_words: str = "<figure>") -> list[dict]:
     """Output-area entries for a finished run: its verdict, its figure, then its table(s)."""
     outputs = []
     verdict = getattr(result, "verdict", None)
     if verdict:
         outputs.append(_text(str(verdict)))
     if png is not None:
-        outputs.append(_png(png))
+        outputs.append(_png(png, figure_words))
     parts = result if isinstance(result, (tuple, list)) else [result]
     outputs += [_html(part) for part in parts if hasattr(part, "_repr_html_")]
     return outputs
@@ -338,8 +356,9 @@ class Panel:
             return
         try:
             figure = self.show(result)
+            words = None if figure is None else figure_text(figure)
             png = None if figure is None else render_png(figure)
-            outputs = result_outputs(result, png)
+            outputs = result_outputs(result, png, words)
         except Exception as error:
             self.error = error
             message = " ".join(str(error).split())

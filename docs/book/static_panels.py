@@ -22,25 +22,13 @@ def _d2l_book_install():
     import re
 
     from IPython import get_ipython
-    from IPython.display import HTML, display
+    from IPython.display import HTML, display, publish_display_data
 
     shell = get_ipython()
     note = (
         "In this page the panel is a picture of one run: its sliders and its Run button work "
         "when the notebook is opened in JupyterLab (<code>make lab</code>)."
     )
-
-    class PrintHere:
-        """Stands in for the panel's Output widget: output goes to the cell itself."""
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            return False
-
-        def clear_output(self, *args, **kwargs):
-            pass
 
     def title_of(panel) -> str:
         title = getattr(panel, "title", None)
@@ -55,6 +43,15 @@ def _d2l_book_install():
         low, high = getattr(widget, "min", None), getattr(widget, "max", None)
         scope = f" (slider from {low} to {high})" if low is not None and high is not None else ""
         return f"{label} = {value}{scope}"
+
+    def publish(panel):
+        """The panel's verdict, image and table, from its Output widget (which a static page
+        cannot show) into the cell itself."""
+        for entry in getattr(panel.output, "outputs", ()):
+            if entry.get("output_type") == "stream":
+                print(entry.get("text", ""), end="")
+            else:
+                publish_display_data(entry.get("data", {}), entry.get("metadata", {}))
 
     def show_panel(panel):
         sliders = getattr(panel, "sliders", {}) or {}
@@ -71,34 +68,24 @@ def _d2l_book_install():
             print("(this panel has no run() or output area the book knows: no default run)")
             return
         run, values = panel.run, panel.values()
-        panel.output = PrintHere()
         result = run()
         if getattr(panel, "error", None) is not None:
             raise RuntimeError(f"the panel's default run failed: {panel.error!r}")
+        publish(panel)
 
         def run_again():
-            return result if panel.values() == values else run()
+            if panel.values() == values:
+                return result
+            again = run()
+            publish(panel)
+            return again
 
         panel.run = run_again
 
     def describe_figure(figure, printer, cycle):
-        parts = []
-        suptitle = figure.get_suptitle() if hasattr(figure, "get_suptitle") else ""
-        if suptitle:
-            parts.append(suptitle)
-        for axes in figure.axes:
-            bits = [axes.get_title() or axes.get_title(loc="left")]
-            bits += [
-                f"{axis}: {label}"
-                for axis, label in (("x", axes.get_xlabel()), ("y", axes.get_ylabel()))
-                if label
-            ]
-            legend = axes.get_legend()
-            if legend is not None:
-                bits.append("lines: " + ", ".join(t.get_text() for t in legend.get_texts()))
-            parts.append(", ".join(b for b in bits if b))
-        text = "; ".join(p for p in parts if p) or "a plot"
-        printer.text("Figure: " + " ".join(text.split())[:400])
+        from d2lhelpers.panel import figure_text  # the notebook imported d2lhelpers by now
+
+        printer.text(figure_text(figure))
 
     shell.display_formatter.ipython_display_formatter.for_type_by_name(
         "d2lhelpers.panel", "Panel", show_panel
