@@ -1,0 +1,28 @@
+"""Notebook 07, serving requests: replicas behind a load balancer vs a split model, under load.
+
+In notebook order: `runs` (one serving run, its result, the memory and the capacity model),
+`sweep` (the latency-throughput sweep per layout, the failure), `plots`, `panel`.
+"""
+
+from d2lhelpers.lessons.l07_serving.panel import serving_panel
+from d2lhelpers.lessons.l07_serving.plots import plot_latency_throughput, plot_requests
+from d2lhelpers.lessons.l07_serving.runs import (
+    ServingRun,
+    largest_batch,
+    model_config,
+    run_serving,
+)
+from d2lhelpers.lessons.l07_serving.sweep import LoadSweep, run_failure, run_load_sweep
+
+__all__ = [
+    "LoadSweep",
+    "ServingRun",
+    "largest_batch",
+    "model_config",
+    "plot_latency_throughput",
+    "plot_requests",
+    "run_failure",
+    "run_load_sweep",
+    "run_serving",
+    "serving_panel",
+]
