@@ -39,6 +39,7 @@ from d2lhelpers.devices import (
     device_summary,
     gpu,
     num_gpus,
+    on_gpu,
     select_devices,
     setup_devices,
     try_all_gpus,
@@ -54,6 +55,17 @@ from d2lhelpers.lessons.l04_splitting_work import (
 )
 from d2lhelpers.lessons.l05_collectives import allreduce_panel
 from d2lhelpers.lessons.l06_multi_process import cluster_panel, failure_panel
+from d2lhelpers.lessons.l07_serving import (
+    check_layout_tokens,
+    decoder_config,
+    largest_batch,
+    plot_latency_throughput,
+    plot_requests,
+    run_load_sweep,
+    run_serving,
+    run_serving_failure,
+    serving_panel,
+)
 from d2lhelpers.panel import Panel
 from d2lhelpers.parallelism import ParallelRun
 from d2lhelpers.peaks import describe_devices, device_peak_rate, machine_baseline_rate
@@ -91,6 +103,15 @@ from d2lhelpers.workloads import (
 )
 
 __all__ = [
+    "serving_panel",
+    "run_serving_failure",
+    "run_serving",
+    "run_load_sweep",
+    "plot_requests",
+    "plot_latency_throughput",
+    "largest_batch",
+    "decoder_config",
+    "check_layout_tokens",
     "AlphaBeta",
     "Benchmark",
     "Device",
@@ -146,6 +167,7 @@ __all__ = [
     "mlp_branches_in_one_graph",
     "mlp_panel",
     "num_gpus",
+    "on_gpu",
     "op_graph",
     "overlap_experiment",
     "overlap_seconds",

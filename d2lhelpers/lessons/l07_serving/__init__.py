@@ -8,20 +8,22 @@ from d2lhelpers.lessons.l07_serving.panel import serving_panel
 from d2lhelpers.lessons.l07_serving.plots import plot_latency_throughput, plot_requests
 from d2lhelpers.lessons.l07_serving.runs import (
     ServingRun,
+    check_layout_tokens,
+    decoder_config,
     largest_batch,
-    model_config,
     run_serving,
 )
-from d2lhelpers.lessons.l07_serving.sweep import LoadSweep, run_failure, run_load_sweep
+from d2lhelpers.lessons.l07_serving.sweep import LoadSweep, run_load_sweep, run_serving_failure
 
 __all__ = [
     "LoadSweep",
     "ServingRun",
+    "check_layout_tokens",
     "largest_batch",
-    "model_config",
+    "decoder_config",
     "plot_latency_throughput",
     "plot_requests",
-    "run_failure",
+    "run_serving_failure",
     "run_load_sweep",
     "run_serving",
     "serving_panel",

@@ -51,8 +51,11 @@ def plot_requests(run: ServingRun, ax=None):
         _, ax = plt.subplots(figsize=(8, 0.6 + 0.18 * len(run.log.requests)))
     for r in run.log.requests:
         y = r.id
+        if r.started_s is None:  # never served: refused after a failure, or out of time
+            ax.plot([r.arrival_s], [y], "x", c="tab:red", ms=6)
+            continue
         end = r.finished_s if r.finished_s is not None else run.log.wall_s
-        start = r.started_s if r.started_s is not None else end
+        start = r.started_s
         ax.barh(y, start - r.arrival_s, left=r.arrival_s, color="lightgray", height=0.8)
         if r.first_token_s is not None:
             ax.barh(y, r.first_token_s - start, left=start, color="tab:orange", height=0.8)

@@ -29,7 +29,7 @@ def percentile(values: Sequence[float], q: float) -> float | None:
     return float(np.percentile(values, q)) if values else None
 
 
-def model_config(width: int, layers: int, prompt_len: int, n_out: int, heads: int = 4):
+def decoder_config(width: int, layers: int, prompt_len: int, n_out: int, heads: int = 4):
     """The model for these sizes: its positions hold the prompt and the output."""
     admission.require_count("model width", width, heads, 4096)
     admission.require_count("layers", layers, 1, 64)
@@ -50,17 +50,25 @@ def check_layout_fits(layout: str, config: ModelConfig, devices, slots: int) -> 
     check_fits(needed, devices if layout != "one device" else devices[:1], what)
 
 
-def largest_batch(layout: str, config: ModelConfig, devices, cap: int = 4096) -> int:
-    """The most sequences in flight whose KV cache still fits on `layout`'s devices (computed)."""
-    n, best = len(devices), 0
+def largest_batch(layout: str, config: ModelConfig, devices, cap: int = 1 << 24) -> int:
+    """The most sequences in flight whose weights and KV cache still fit (computed, not tried).
+
+    A multiple of the device count; found by bisection against 80% of the free memory (the
+    host's, summed over logical CPU devices, which share it).
+    """
+    n = len(devices)
     free = min(free_memory_bytes(d) for d in devices)
-    shared = devices[0].memory_bytes is None  # logical CPUs share the host's memory
-    for slots in range(n, cap + 1, n):
+    shared = devices[0].memory_bytes is None
+
+    def fits(slots: int) -> bool:
         per_device = cache_bytes_per_device(layout, config, n, slots)
-        if (per_device * n if shared else per_device) > 0.8 * free:
-            break
-        best = slots
-    return best
+        return (per_device * n if shared else per_device) <= 0.8 * free
+
+    low, high = 0, cap // n  # in units of n sequences
+    while low < high:
+        middle = (low + high + 1) // 2
+        low, high = (middle, high) if fits(middle * n) else (low, middle - 1)
+    return low * n
 
 
 @dataclasses.dataclass
@@ -139,7 +147,7 @@ def run_serving(
     seed: int = 0,
 ) -> ServingRun:
     """Serve `n_requests` arriving at `rate` per second on `layout`, timed for real."""
-    config = model_config(width, layers, prompt_len, n_out)
+    config = decoder_config(width, layers, prompt_len, n_out)
     admission.require_count("requests", n_requests, 1, MAX_REQUESTS)
     admission.require_count("sequences per device", slots_per_device, 1, MAX_SLOTS)
     if not 0 < rate <= 1e6:
@@ -182,3 +190,57 @@ def capacity_model(
         "tensor parallel": compute + 2 * layers * allreduce_s,
         "pipeline": compute * (2 * n - 1) / n,
     }
+
+
+@dataclasses.dataclass
+class TokenCheck(Reported):
+    """Greedy tokens of each layout beside one device's, for the same prompts."""
+
+    reference: list[list[int]]
+    layouts: dict[str, list[list[int]]]
+
+    @property
+    def verdict(self) -> str:
+        same = [name for name, tokens in self.layouts.items() if tokens == self.reference]
+        differ = [name for name in self.layouts if name not in same]
+        if not differ:
+            return f"every layout generated exactly one device's tokens ({', '.join(same)})"
+        return f"{', '.join(differ)} generated other tokens than one device: a bug, not a result"
+
+    def tables(self) -> list[Table]:
+        rows = [["one device", " ".join(map(str, self.reference[0]))]] + [
+            [name, " ".join(map(str, tokens[0]))] for name, tokens in self.layouts.items()
+        ]
+        return [Table(self.verdict, ["layout", "tokens of the first prompt"], rows)]
+
+
+def greedy_tokens(layout: Layout, prompts: list[list[int]], n_out: int) -> list[list[int]]:
+    """Each slot's prompt fed one position a step, then `n_out` greedy tokens."""
+    seqs = [list(p) for p in prompts]
+    for position in range(len(prompts[0]) + n_out - 1):
+        tokens = np.array([s[position] for s in seqs], np.int32)
+        out = layout.step(tokens, np.full(len(seqs), position, np.int32))
+        if position >= len(prompts[0]) - 1:
+            for seq, token in zip(seqs, out, strict=True):
+                seq.append(int(token))
+    return [s[len(prompts[0]) :] for s in seqs]
+
+
+def check_layout_tokens(
+    n_devices: int = 2, width: int = 64, layers: int = 2, prompt_len: int = 8, n_out: int = 16
+) -> TokenCheck:
+    """Generate from the same prompts on one device and on each split layout; compare."""
+    config = decoder_config(width, layers, prompt_len, n_out)
+    devices = select_devices(admission.require_count("devices", n_devices, 2))
+    slots = 2 * n_devices
+    for name in SPLIT_LAYOUTS:
+        check_layout_fits(name, config, devices, slots)
+    rng = np.random.default_rng(0)
+    prompts = [[int(t) for t in rng.integers(0, config.vocab, prompt_len)] for _ in range(slots)]
+    one = make_layout("one device", config, devices[:1], slots)
+    reference = greedy_tokens(one, prompts, n_out)
+    layouts = {
+        name: greedy_tokens(make_layout(name, config, devices, slots), prompts, n_out)
+        for name in SPLIT_LAYOUTS
+    }
+    return TokenCheck(reference, layouts)

@@ -15,7 +15,7 @@ from d2lhelpers.lessons.l07_serving.runs import (
     ServingRun,
     capacity_model,
     check_layout_fits,
-    model_config,
+    decoder_config,
     run_serving,
     step_time,
 )
@@ -114,7 +114,12 @@ class LoadSweep(Reported):
         return self.sweeps[0].capacity(self.one_device_step.median)
 
     def flags(self) -> list[str]:
-        found = []
+        found = [
+            f"{m.label}: {w}"
+            for m in [self.one_device_step, self.allreduce, *(s.step for s in self.sweeps)]
+            if m is not None
+            for w in m.warnings
+        ]
         for s in self.sweeps:
             if beats_ideal(s.step, self.one_device_step.median, noise_of(self.one_device_step)):
                 found.append(
@@ -202,7 +207,7 @@ def run_load_sweep(
     progress: Callable | None = None,
 ) -> LoadSweep:
     """Each layout at offered loads (fractions of its measured capacity), beside its model."""
-    config = model_config(width, layers, prompt_len, n_out)
+    config = decoder_config(width, layers, prompt_len, n_out)
     devices = select_devices(admission.require_count("devices", n_devices, 2))
     loads = [float(x) for x in loads]
     if not loads or any(not 0 < x <= 10 for x in loads):
@@ -286,7 +291,8 @@ class FailureRun(Reported):
             [
                 r.log.layout,
                 len(r.finished),
-                len(r.failed),
+                len(r.failed_in_flight),
+                len(r.failed) - len(r.failed_in_flight),
                 sum(q.rerouted for q in r.log.requests),
                 format_seconds(r.log.failover_s) if r.log.failed_at_s is not None else "-",
                 format_rate(r.log.throughput, "tok/s"),
@@ -305,7 +311,7 @@ class FailureRun(Reported):
         return [Table(self.verdict, cols, rows)]
 
 
-def run_failure(
+def run_serving_failure(
     n_devices: int = 2,
     rate: float | None = None,
     n_requests: int = 24,
@@ -320,7 +326,7 @@ def run_failure(
         raise ValueError("fail_after is the share of the arrivals after which a device is lost")
     runs = []
     probe = make_layout(
-        "replicas", model_config(width, 2, 8, n_out), select_devices(n_devices), 4 * n_devices
+        "replicas", decoder_config(width, 2, 8, n_out), select_devices(n_devices), 4 * n_devices
     )
     step = step_time(probe, max_runs=10).median
     rate = rate or 0.6 * probe.slots / step / (8 + n_out - 1)
