@@ -144,11 +144,13 @@ class LoadSweep(Reported):
         best = max(self.sweeps, key=lambda s: s.saturation)
         others = [s for s in self.sweeps if s is not best]
         close = [s.layout for s in others if not compare(s.step, best.step).measurable]
-        text = (
-            f"{best.layout} saturates highest here, at {format_rate(best.saturation, 'tokens/s')}"
-        )
+        text = f"{best.layout} reached the highest throughput here, "
+        text += format_rate(best.saturation, "tokens/s")
         if close:
-            text += f" (its step is within the noise of {', '.join(close)})"
+            text += (
+                f"; but its step time is not measurably different from {' and '.join(close)}'s, "
+                "so this ranking may not repeat"
+            )
         return text
 
     def tables(self) -> list[Table]:
