@@ -1,12 +1,17 @@
+import pickle
+
 import pytest
 
 from d2lhelpers.benchmark import (
+    PEAK_TOLERANCE,
     Benchmark,
+    MeasuredPeak,
     Measurement,
     compare_to_ideal,
     format_rate,
     format_seconds,
     measure,
+    measurement_warnings,
 )
 from tests.conftest import FakeClock
 
@@ -123,8 +128,139 @@ def test_measurement_statistics():
 
 
 def test_compare_to_ideal_flags_results_better_than_ideal():
-    assert compare_to_ideal(1.05, 1.0, "both").endswith("1.05x ideal")
+    assert compare_to_ideal(1.05, 1.0, "both") == "both: 1.050 s, ideal 1.000 s: 1.05x ideal"
+    assert compare_to_ideal(1.0, 1.0, "same") == "same: 1.000 s, ideal 1.000 s: 1.00x ideal"
     assert "WARNING: faster than the ideal" in compare_to_ideal(0.7, 1.0, "overlap")
+
+
+def test_compare_to_ideal_without_noise_flags_any_result_below_the_ideal():
+    # the committed reference's overlapped run+copy at 0.94x max(run, copy) passed silently
+    line = compare_to_ideal(0.94, 1.0, "overlapped")
+    assert line.startswith("overlapped: 940.00 ms, ideal 1.000 s: 0.94x ideal  WARNING: ")
+    assert "impossible, so not a result" in line and "(1) the runs were too noisy" in line
+    assert "WARNING" in compare_to_ideal(0.999, 1.0, "x")
+
+
+def test_compare_to_ideal_with_noise_flags_only_beyond_the_noise():
+    assert "WARNING" not in compare_to_ideal(0.95, 1.0, "x", noise=0.05)
+    flagged = compare_to_ideal(0.94, 1.0, "x", noise=0.05)
+    assert "faster than the ideal by more than its noise of 50.00 ms" in flagged
+    # a Measurement brings its own noise: here an IQR of 0.2 s around 0.9 s
+    wide = Measurement("m", [0.8, 0.8, 0.9, 1.0, 1.0])
+    assert "WARNING" not in compare_to_ideal(wide, 1.0, "x")
+    assert compare_to_ideal(wide, 1.0, "x").startswith("x: 900.00 ms, ideal 1.000 s: 0.90x")
+    tight = Measurement("m", [0.9] * 5)
+    assert "noise of 45.00 ms" in compare_to_ideal(tight, 1.0, "x")  # the 5% floor
+    assert "WARNING" not in compare_to_ideal(tight, 1.0, "x", noise=0.2)
+
+
+def timed(seconds: float, runs: int = 5) -> FakeClock:
+    """Readings for `measure(..., warmup=0, number=1)`: `runs` blocks of `seconds` each."""
+    return FakeClock(0.0, *[x for i in range(runs) for x in (float(i), i + seconds)])
+
+
+def test_a_rate_above_the_peak_remeasures_the_peak_and_blames_it_when_it_explains():
+    calls = []
+
+    def remeasure():
+        calls.append(1)
+        return 12e9  # the first peak (8 GFLOP/s) had been measured on a busy machine
+
+    m = measure(
+        lambda: None,
+        "chain",
+        flops=1e9,
+        peak=MeasuredPeak(8e9, remeasure),
+        warmup=0,
+        number=1,
+        clock=timed(0.1),
+        sync=no_sync,
+    )
+    assert m.rate == pytest.approx(10e9) and calls == [1]
+    assert m.remeasured_peak == 12e9 and m.best_peak == 12e9
+    (warning,) = m.warnings
+    assert warning.startswith("the peak was measured low: 10.0 GFLOP/s is 1.2x the device's")
+    assert "0.83x the peak measured again now (12.0 GFLOP/s)" in warning
+    assert "impossible" not in warning and "deduplicated" not in warning
+    assert "= 0.83 of the peak 12.0 GFLOP/s (re-measured)" in str(m)
+
+
+def test_a_rate_above_a_remeasured_peak_lists_the_causes_in_order():
+    m = measure(
+        lambda: None,
+        "dup",
+        flops=50e9,
+        peak=MeasuredPeak(10e9, lambda: 11e9),
+        warmup=0,
+        number=1,
+        clock=timed(0.1),
+        sync=no_sync,
+    )
+    (warning,) = m.warnings
+    assert warning.startswith(
+        "500.0 GFLOP/s is 50.0x the device's measured peak (10.0 GFLOP/s, 11.0 GFLOP/s when "
+        "measured again): impossible, so not a result"
+    )
+    order = [warning.index(f"({i}) ") for i in (1, 2, 3)]
+    assert order == sorted(order)
+    assert "(1) the runs were too noisy" in warning and "(these runs were not noisy)" in warning
+    assert "(2) the reference (peak or baseline) was measured low (measured again" in warning
+    assert "(3) the work was deduplicated" in warning
+
+
+def test_a_rate_at_the_peak_does_not_remeasure():
+    calls = []
+    peak = MeasuredPeak(10e9, lambda: calls.append(1) or 10e9)
+    m = measure(
+        lambda: None, flops=1.2e9, peak=peak, warmup=0, number=1, clock=timed(0.1), sync=no_sync
+    )
+    assert m.rate == pytest.approx(PEAK_TOLERANCE * 10e9) and calls == []
+    assert m.warnings == [] and m.remeasured_peak is None
+
+
+def test_a_plain_float_peak_cannot_be_remeasured_and_noise_is_named_first():
+    m = Measurement("n", [0.05, 0.05, 0.1, 0.15, 0.15], work=50e9, peak=10e9)
+    noisy, above = measurement_warnings(m)
+    assert noisy.startswith("noisy: IQR is 100% of the median")
+    assert "50.0x the device's measured peak (10.0 GFLOP/s)" in above
+    assert "when measured again" not in above and "(these runs were noisy)" in above
+
+
+def test_a_measured_peak_scales_with_its_remeasure_and_pickles_as_a_number():
+    peak = MeasuredPeak(2.0, lambda: 3.0)
+    assert peak == 2.0 and (4 * peak) == 8.0 and (peak * 4) == 8.0
+    assert (4 * peak).remeasure() == 12.0 and (peak * 0.5).remeasure() == 1.5
+    assert isinstance(4 * peak, MeasuredPeak) and MeasuredPeak(1.0).remeasure() is None
+    assert type(pickle.loads(pickle.dumps(4 * peak))) is float
+    with pytest.raises(TypeError):
+        peak * "x"
+
+
+def test_a_run_too_short_to_be_work_is_flagged():
+    (warning,) = measurement_warnings(Measurement("nothing", [5e-8] * 5))
+    assert "too short to be device work" in warning
+    assert measurement_warnings(Measurement("op", [2e-6] * 5)) == []
+    assert "no time at all" in measurement_warnings(Measurement("z", [0.0] * 3))[0]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [
+        (dict(min_runs=0), ValueError),
+        (dict(max_runs=0), ValueError),
+        (dict(warmup=-1), ValueError),
+        (dict(number=0), ValueError),
+        (dict(min_runs=2.5), TypeError),
+        (dict(max_runs="5"), TypeError),
+    ],
+)
+def test_measure_refuses_degenerate_settings_before_running(kwargs, error):
+    calls = []
+    with pytest.raises(error):
+        measure(lambda: calls.append(1), sync=no_sync, **kwargs)
+    assert calls == []
+    with pytest.raises(TypeError, match="a function to call"):
+        measure(None, sync=no_sync)
 
 
 def test_formatting():
