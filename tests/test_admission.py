@@ -5,7 +5,6 @@ import pytest
 from d2lhelpers import admission
 from d2lhelpers.admission import (
     MEMORY_SHARE,
-    WORKERS_PER_CORE,
     available_memory_bytes,
     largest_fitting,
     max_worker_processes,
@@ -117,7 +116,7 @@ def test_largest_fitting_finds_the_largest_size():
 
 
 def test_the_worker_cap_is_per_usable_core(monkeypatch):
-    assert WORKERS_PER_CORE == 2 and max_worker_processes(1) == 2 and max_worker_processes(3) == 6
+    assert max_worker_processes(1) == 2 and max_worker_processes(3) == 6
     monkeypatch.setattr(admission, "usable_cores", lambda: 1)
     assert max_worker_processes() == 2
     assert require_processes("the all-reduce", 2) == 2

@@ -5,7 +5,6 @@ import pytest
 from d2lhelpers.benchmark import Measurement
 from d2lhelpers.verdicts import (
     LIKELY_CAUSES,
-    NOISE_FLOOR,
     Comparison,
     beats_ideal,
     compare,
@@ -25,7 +24,6 @@ def quiet(median: float, iqr: float = 0.0, n: int = 5) -> Measurement:
 
 
 def test_noise_is_the_iqr_or_the_floor_whichever_is_larger():
-    assert NOISE_FLOOR == 0.05
     assert noise_of(quiet(1.0, iqr=0.2)) == pytest.approx(0.2)
     assert noise_of(quiet(1.0, iqr=0.01)) == pytest.approx(0.05)  # the floor wins
     assert noise_of(2.0) == pytest.approx(0.1)  # a bare number: the floor of itself
