@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 READY := $(VENV)/.installed
 
-.PHONY: lab test bench lint clean screenshots
+.PHONY: lab test bench lint clean screenshots mutate one-core
 
 $(READY): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -23,6 +23,18 @@ lint: $(READY)
 
 test: lint
 	$(PY) -m pytest --nbval-lax --durations=10 tests notebooks
+
+# Mutation testing of the measurement and model modules ([tool.mutmut] in pyproject.toml); not part
+# of `make test`. Limit it with globs: make mutate MUTANTS='d2lhelpers.verdicts* d2lhelpers.costs*'
+MUTANTS ?=
+mutate: $(READY)
+	$(VENV)/bin/mutmut run $(MUTANTS)
+	$(VENV)/bin/mutmut results
+	$(VENV)/bin/mutmut export-cicd-stats && cat mutants/mutmut-cicd-stats.json
+
+# Every notebook on one CPU core, every printed statement checked against its numbers (minutes).
+one-core: $(READY)
+	$(PY) -m tests.one_core
 
 bench: $(READY)
 	$(PY) benchmarks/run_all.py
