@@ -14,7 +14,8 @@ printed output is read as a sceptical learner would:
   "at most 2 can compute at the same time". Lines quoting committed reference results of other
   machines ("[4 logical CPU devices ...]" or with a "·" label) are not about this machine.
 
-Not part of `make test` (it takes minutes); CI runs it as `make one-core`.
+Not part of `make test` (it takes minutes); CI runs it as `make one-core`. With
+ONE_CORE_KEEP=folder the executed notebooks are kept there, to read what was printed.
 """
 
 from __future__ import annotations
@@ -140,7 +141,13 @@ def run_on_one_core(path: Path, core: int | None = None, timeout: float = 1800) 
 
 def check_notebook(path: Path) -> list[str]:
     """Every contradiction found in one notebook run on one core, each with its cell number."""
+    import json
+
     notebook, stderr = run_on_one_core(path)
+    if os.environ.get("ONE_CORE_KEEP"):
+        keep = Path(os.environ["ONE_CORE_KEEP"])
+        keep.mkdir(parents=True, exist_ok=True)
+        (keep / path.name).write_text(json.dumps(notebook, indent=1))
     problems = [
         f"cell {n}: {p}" for n, text in output_texts(notebook) for p in contradictions(text)
     ]
