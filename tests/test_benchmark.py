@@ -285,3 +285,154 @@ def test_measure_sizes_blocks_so_overhead_is_negligible():
     assert len(calls) == 1 + 5 * 10
     assert len(syncs) == 1 + 1 + 5  # after warm-up, after calibration, once per block
     assert m.times == pytest.approx([0.0012] * 5)
+
+
+# --- Edges found by mutation testing (make mutate) ---------------------------------------------
+
+
+def test_measure_defaults_label_warmup_and_budget():
+    calls = []
+    # noisy runs of 0.5 s and 1.5 s: the 2 s budget is spent after the third (2.5 s)
+    durations = [0.5, 1.5] * 5
+    readings, t = [0.0], 0.0
+    for d in durations:
+        readings += [t, t + d]
+        t += d
+    m = measure(lambda: calls.append(1), clock=FakeClock(*readings), number=1, sync=no_sync)
+    assert m.label == "run" and len(calls) == 1 + 3 and len(m.times) == 3
+
+
+def test_measure_stops_at_exactly_the_noise_limit_and_not_at_exactly_the_budget():
+    # IQR exactly 10% of the median: stable enough, stop after min_runs
+    readings = [0.0] + [
+        x for i, d in enumerate([9.5, 9.5, 10, 10.5, 10.5]) for x in (i * 20.0, i * 20.0 + d)
+    ]
+    m = measure(
+        lambda: None, warmup=0, number=1, budget_s=1e9, clock=FakeClock(*readings), sync=no_sync
+    )
+    assert len(m.times) == 5 and m.warnings == []
+    # the budget is spent only once the time is *over* it: 1 + 3 + 1 = 5 s is not over 5 s
+    readings, t = [0.0], 0.0
+    for d in [1, 3, 1, 3, 1, 3]:
+        readings += [t, t + d]
+        t += d
+    m = measure(
+        lambda: None, warmup=0, number=1, budget_s=5.0, clock=FakeClock(*readings), sync=no_sync
+    )
+    assert len(m.times) == 4
+
+
+def test_measure_calls_back_after_each_block_with_the_count():
+    seen = []
+    measure(
+        lambda: None,
+        warmup=0,
+        number=1,
+        budget_s=1e9,
+        on_repeat=seen.append,
+        clock=timed(0.1),
+        sync=no_sync,
+    )
+    assert seen == [1, 2, 3, 4, 5]
+
+
+def test_one_long_call_is_timed_alone():
+    calls = []
+    # calibration from a clock that does not start at zero: 0.02 s per call -> one call per block
+    readings = [100.0, 100.02, 200.0] + [x for i in range(5) for x in (200.0 + i, 200.02 + i)]
+    m = measure(
+        lambda: calls.append(1), warmup=0, budget_s=1e9, clock=FakeClock(*readings), sync=no_sync
+    )
+    assert len(calls) == 1 + 5 and m.times == pytest.approx([0.02] * 5)
+
+
+def test_measure_names_the_setting_it_refuses():
+    for kwargs, name in [
+        (dict(warmup=-1), "warmup"),
+        (dict(min_runs=0), "min_runs"),
+        (dict(max_runs=0), "max_runs"),
+        (dict(number=0), "number"),
+        (dict(number=10**6 + 1), "number"),
+    ]:
+        with pytest.raises(ValueError, match=f"^{name} must be at least"):
+            measure(lambda: None, sync=no_sync, **kwargs)
+    with pytest.raises(ValueError, match="^give flops or nbytes, not both$"):
+        measure(lambda: None, flops=1, nbytes=1, sync=no_sync)
+    m = measure(lambda: None, number=10**6, warmup=0, max_runs=1, clock=timed(1.0, 1), sync=no_sync)
+    assert m.times == [1e-6]
+
+
+def test_every_warning_word_for_word():
+    assert measurement_warnings(Measurement("z", [0.0, 0.0, 0.0, 1.0, 1.0])) == [
+        "the clock measured no time at all: the run was not timed"
+    ]
+    assert measurement_warnings(Measurement("t", [1e-6] * 3)) == []
+    assert measurement_warnings(Measurement("t", [5e-7] * 3)) == [
+        "each call took 0.5 µs: too short to be device work (one TensorFlow op alone takes "
+        "about 10 µs); the function probably does nothing"
+    ]
+    assert measurement_warnings(Measurement("n", [9.5, 9.5, 10, 10.5, 10.5])) == []
+    assert measurement_warnings(Measurement("n", [9, 9, 10, 11, 11])) == [
+        "noisy: IQR is 20% of the median (above 10%); something else is using this machine, "
+        "or the runs are too short"
+    ]
+    at_tolerance = Measurement("r", [1.0] * 3, work=12e9, unit="B/s", peak=10e9)
+    assert measurement_warnings(at_tolerance) == []
+    low = Measurement(
+        "r", [1.0] * 3, work=12.5e9, unit="B/s", peak=10e9, remeasured_peak=12.5e9 / 1.2
+    )
+    assert measurement_warnings(low) == [
+        "the peak was measured low: 12.5 GB/s is 1.2x the device's measured peak (10.0 GB/s), "
+        "but 1.20x the peak measured again now (10.4 GB/s); the first peak was probably "
+        "measured while the machine was busy"
+    ]
+    (impossible,) = measurement_warnings(
+        Measurement("r", [1.0] * 3, work=50e9, unit="B/s", peak=10e9, remeasured_peak=11e9)
+    )
+    assert impossible == (
+        "50.0 GB/s is 5.0x the device's measured peak (10.0 GB/s, 11.0 GB/s when measured "
+        "again): impossible, so not a result. Likely causes, in order: (1) the runs were too "
+        "noisy (another program, or another copy of this notebook, was running) (these runs "
+        "were not noisy); (2) the reference (peak or baseline) was measured low (measured "
+        "again, it still explains nothing); (3) the work was deduplicated (identical ops "
+        "merged) or skipped, or the clock stopped before the device finished"
+    )
+    noisy = measurement_warnings(Measurement("r", [1, 1, 2, 3, 3], work=50e9, peak=1e9))
+    assert "(these runs were noisy); (2)" in noisy[1]
+
+
+def test_a_measurement_prints_in_one_piece():
+    m = Measurement("copy", [0.5, 0.5, 0.5], work=2e9, unit="B/s", peak=3e9, remeasured_peak=5e9)
+    m.warnings = ["one", "two"]
+    assert str(m) == (
+        "copy: 500.00 ms (IQR 0.0 µs, 3 runs), 4.0 GB/s = 0.80 of the peak 5.0 GB/s "
+        "(re-measured)\n  WARNING: one\n  WARNING: two"
+    )
+    m = Measurement("chain", [0.5, 0.5, 0.5], work=2e9, peak=5e9)
+    assert (
+        str(m)
+        == "chain: 500.00 ms (IQR 0.0 µs, 3 runs), 4.0 GFLOP/s = 0.80 of the peak 5.0 GFLOP/s"
+    )
+
+
+def test_the_ideal_line_word_for_word():
+    assert compare_to_ideal(3.0, 2.0, "x") == "x: 3.000 s, ideal 2.000 s: 1.50x ideal"
+    assert compare_to_ideal(1.0, 2.0, "x") == (
+        "x: 1.000 s, ideal 2.000 s: 0.50x ideal  WARNING: faster than the ideal: impossible, so "
+        "not a result. Likely causes, in order: (1) the runs were too noisy (another program, or "
+        "another copy of this notebook, was running); (2) the reference (peak or baseline) was "
+        "measured low; (3) work was skipped or merged, or the clock stopped before the device "
+        "finished"
+    )
+
+
+def test_a_peak_without_a_remeasure_stays_without_one_when_scaled():
+    assert (2 * MeasuredPeak(1.0)).remeasure() is None
+
+
+def test_benchmark_defaults_to_done(capsys):
+    b = Benchmark(clock=FakeClock(1.0, 1.5), sync=no_sync)
+    assert b.elapsed is None
+    with b:
+        pass
+    assert capsys.readouterr().out == "Done: 0.5000 sec\n"

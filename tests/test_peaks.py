@@ -1,7 +1,9 @@
+import datetime
 import json
 import multiprocessing
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -216,3 +218,102 @@ def test_a_reader_during_writes_sees_a_whole_file(tmp_path):
     reader.join(timeout=30)
     assert errors == [] and json.loads(path.read_text())["i"] == 39
     assert [p.name for p in tmp_path.iterdir()] == ["b.json"]
+
+
+# --- Edges found by mutation testing (make mutate) ---------------------------------------------
+
+
+def test_device_peaks_are_kept_per_kind_or_per_physical_device(monkeypatch):
+    import types
+
+    monkeypatch.setattr(peaks, "_device_peaks", {})
+    asked = []
+
+    def fake(device, sizes):
+        asked.append((device.name, sizes))
+        return 1e9 * len(asked), sizes[0]
+
+    monkeypatch.setattr(peaks, "best_chain_rate", fake)
+    vgpu = [types.SimpleNamespace(name=f"/GPU:{i}", kind="virtual GPU") for i in range(2)]
+    gpus = [types.SimpleNamespace(name=f"/GPU:{i}", kind="GPU") for i in range(2)]
+    cpu = types.SimpleNamespace(name="/CPU:0", kind="logical CPU")
+    assert peaks.device_peak_rate(vgpu[0]) == peaks.device_peak_rate(vgpu[1]) == 1e9
+    assert peaks.device_peak_rate(gpus[0]) == 2e9 and peaks.device_peak_rate(gpus[1]) == 3e9
+    assert peaks.device_peak_rate(cpu) == 4e9
+    assert asked == [
+        ("/GPU:0", peaks.GPU_SIZES),
+        ("/GPU:0", peaks.GPU_SIZES),
+        ("/GPU:1", peaks.GPU_SIZES),
+        ("/CPU:0", peaks.CPU_SIZES),
+    ]
+    assert peaks.device_peak_rate(gpus[1]).remeasure() == 5e9
+    assert asked[-1] == ("/GPU:1", peaks.GPU_SIZES)
+
+
+def test_cache_dir_without_xdg_is_under_home(monkeypatch, tmp_path):
+    monkeypatch.delenv("D2LHELPERS_CACHE", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert peaks.cache_dir() == tmp_path / ".cache" / "d2lhelpers"
+
+
+def test_machine_busy_uses_the_usable_cores_and_a_load_equal_to_them_is_not_busy(monkeypatch):
+    monkeypatch.setattr(peaks.os, "getloadavg", lambda: (2.0, 0.0, 0.0))
+    assert peaks.machine_busy(cores=2) is None
+    monkeypatch.setattr(peaks, "usable_cores", lambda: 1)
+    assert peaks.machine_busy() == "the machine was busy (load average 2.0 on 1 usable CPU core)"
+
+
+def test_read_cache_edges(tmp_path):
+    path, saved = tmp_path / "b.json", 1000.0
+    good = {k: "x" for k in peaks.BASELINE_KEYS} | {"version": peaks.CACHE_VERSION}
+    path.write_text(json.dumps(good | {"saved_at": saved}))
+    assert peaks.read_cache(path, now=saved) is not None  # just written
+    assert peaks.read_cache(path, max_age_s=10, now=saved + 10) is not None  # exactly the age
+    path.write_text(json.dumps(good | {"saved_at": "yesterday"}))
+    assert peaks.read_cache(path, now=saved) is None
+
+
+def test_write_atomically_writes_beside_the_file_and_cleans_up_on_failure(tmp_path, monkeypatch):
+    path = tmp_path / "deep" / "er" / "b.json"
+    replaced = []
+    real_replace = peaks.os.replace
+
+    def spy(src, dst):
+        replaced.append((Path(src), Path(dst)))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(peaks.os, "replace", spy)
+    peaks.write_atomically(path, {"a": 1})
+    ((src, dst),) = replaced
+    assert dst == path and src.parent == path.parent
+    assert src.name.startswith(".b.json.") and src.name.endswith(".tmp")
+    assert json.loads(path.read_text()) == {"a": 1}
+
+    def fail(src, dst):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(peaks.os, "replace", fail)
+    with pytest.raises(OSError, match="disk full"):
+        peaks.write_atomically(path, {"a": 2})
+    assert [p.name for p in path.parent.iterdir()] == ["b.json"]
+    assert json.loads(path.read_text()) == {"a": 1}
+
+
+def test_cached_measurement_asks_machine_busy_by_default_and_keeps_a_quiet_value(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setattr(peaks, "machine_busy", lambda: "the machine was busy (test)")
+    busy = peaks.cached_measurement(tmp_path / "a.json", Counting())
+    assert busy["not_cached"] == "not kept: the machine was busy (test)"
+
+    def without_noise():
+        return {"device": "/CPU:0", "size": 256, "flops_per_s": 1.0}
+
+    kept = peaks.cached_measurement(tmp_path / "b.json", without_noise, busy=not_busy)
+    assert "not_cached" not in kept and (tmp_path / "b.json").exists()
+    assert datetime.datetime.fromisoformat(kept["measured_at"]).year >= 2024
+    at_limit = peaks.cached_measurement(
+        tmp_path / "c.json", Counting(noise=peaks.NOISY_IQR), busy=not_busy
+    )
+    assert "not_cached" not in at_limit
