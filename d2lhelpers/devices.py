@@ -315,9 +315,14 @@ def device_summary() -> str:
 def free_memory_bytes(device: Device) -> int:
     """Memory still free for `device`: its own for a GPU, the host's for a logical CPU."""
     if device.memory_bytes is None:
-        return available_memory_bytes()
+        return _host_available_bytes()
     used = tf.config.experimental.get_memory_info(device.name)["current"]
     return device.memory_bytes - used
+
+
+def _host_available_bytes() -> int:
+    """The host memory this process could still get (`admission.available_memory_bytes`)."""
+    return available_memory_bytes()
 
 
 def check_fits(bytes_per_device: int, devices: list[Device], what: str = "this run") -> None:
