@@ -28,6 +28,7 @@ test: lint
 # of `make test`. Limit it with globs: make mutate MUTANTS='d2lhelpers.verdicts* d2lhelpers.costs*'
 MUTANTS ?=
 mutate: $(READY)
+	rm -rf mutants  # mutmut keeps old verdicts when only the tests changed: start afresh
 	$(VENV)/bin/mutmut run $(MUTANTS)
 	$(VENV)/bin/mutmut results
 	$(VENV)/bin/mutmut export-cicd-stats && cat mutants/mutmut-cicd-stats.json
