@@ -436,3 +436,19 @@ def test_benchmark_defaults_to_done(capsys):
     with b:
         pass
     assert capsys.readouterr().out == "Done: 0.5000 sec\n"
+
+
+def test_calibration_from_a_clock_that_does_not_start_at_zero():
+    calls = []
+    # one call takes 1 ms -> ten calls per 10 ms block, whatever the clock's origin
+    readings = [100.0, 100.001, 200.0] + [x for i in range(5) for x in (200.0 + i, 200.01 + i)]
+    m = measure(
+        lambda: calls.append(1), warmup=0, budget_s=1e9, clock=FakeClock(*readings), sync=no_sync
+    )
+    assert len(calls) == 1 + 5 * 10 and m.times == pytest.approx([0.001] * 5)
+
+
+def test_a_rate_at_exactly_the_tolerance_of_the_remeasured_peak_is_explained_by_it():
+    m = Measurement("r", [1.0] * 3, work=12e9, unit="B/s", peak=5e9, remeasured_peak=10e9)
+    (warning,) = measurement_warnings(m)
+    assert warning.startswith("the peak was measured low")
