@@ -11,8 +11,12 @@ printed output is read as a sceptical learner would:
   efficiency, bubble, utilisation) and a rate above the peak are printed only beside a flag
   (WARNING / impossible / not a result) in the same output;
 - a sentence about this machine's cores names the usable cores (1 here): no "2 CPU cores", no
-  "at most 2 can compute at the same time". Lines quoting committed reference results of other
-  machines ("[4 logical CPU devices ...]" or with a "·" label) are not about this machine.
+  "on 2 cores", no "at most 2 can compute at the same time";
+- a traced overlap ("at the same time for 100%") and the time it hid ("hidden: 8%") printed in
+  one output do not disagree by more than 50 points, unless a sentence says why ("disagree").
+
+Lines quoting committed reference results of other machines ("[4 logical CPU devices ...]" or with
+a "·" label) are not about this machine.
 
 Not part of `make test` (it takes minutes); CI runs it as `make one-core`. With
 ONE_CORE_KEEP=folder the executed notebooks are kept there, to read what was printed.
@@ -34,7 +38,10 @@ SHARE_WORDS = re.compile(r"hidden|overlap|efficien|bubble|utili[sz]|busy|of the 
 PERCENT = re.compile(r"(?<![\w.])(-?\d+(?:\.\d+)?)\s?%")
 TIMES_IDEAL = re.compile(r"(\d+(?:\.\d+)?)x ideal")
 OF_PEAK = re.compile(r"= (\d+(?:\.\d+)?) of the peak")
-CORES = re.compile(r"(\d+) (?:usable )?CPU cores?\b")
+CORES = re.compile(r"(\d+) (?:usable )?(?:CPU )?cores?\b")
+HIDDEN = re.compile(r"hidden(?: by overlap)?: (-?\d+(?:\.\d+)?)%")
+TRACED = re.compile(r"traced|at the same time")
+DISAGREE = 50  # percentage points between a traced overlap and the time it hid
 AT_ONCE = re.compile(r"at most (\d+) can compute at the same time")
 PEAK_TOLERANCE = 1.2  # as d2lhelpers.benchmark: a rate this far above the peak is impossible
 
@@ -92,6 +99,20 @@ def contradictions(text: str, cores: int = 1) -> list[str]:
     """What in one output `text` its own numbers contradict, on a process with `cores` cores."""
     problems = []
     flagged = bool(FLAG.search(text))
+    hidden = [float(v) for v in HIDDEN.findall(text)]
+    traced = [
+        float(v)
+        for line in text.splitlines()
+        if TRACED.search(line) and not HIDDEN.search(line)
+        for v in PERCENT.findall(line)
+    ]
+    if hidden and traced and "disagree" not in text:
+        gap = max(abs(h - t) for h in hidden for t in traced)
+        if gap > DISAGREE:
+            problems.append(
+                f"a traced overlap ({', '.join(f'{t:g}%' for t in traced)}) and the time hidden "
+                f"({', '.join(f'{h:g}%' for h in hidden)}) disagree by {gap:g} points, unexplained"
+            )
     for line in text.splitlines():
         if line.startswith("ERROR "):
             problems.append(f"the cell failed: {line}")

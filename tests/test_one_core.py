@@ -23,6 +23,8 @@ from tests.one_core import contradictions, html_to_text, output_texts
         "share this machine's 2 usable CPU cores",
         "each runs one op on one thread, so at most 2 can compute at the same time.",
         "ERROR ValueError: size must be at least 1",
+        "is another program using the cores? (load average now: 4.4 on 2 cores)",
+        "hidden: 8% of the shorter part\ntraced: at the same time for CPU:0 100%, CPU:1 100%",
     ],
 )
 def test_a_contradiction_is_found(text):
@@ -40,6 +42,9 @@ def test_a_contradiction_is_found(text):
         "4 logical CPU devices sharing 1 usable CPU core (no GPU): at most 1 can compute at once",
         "[4 logical CPU devices sharing 2 CPU cores · TensorFlow 2.21.0] concurrent: 1.02",
         "the seed's 2 GPUs took 0.0869 s; 150% of one",  # no share word: not a share
+        "hidden: 33% of min(run, copy)\ntraced overlapped call: copies ran for 56% of the shorter",
+        "hidden: 8%\ntraced: at the same time for 100%\nthey disagree: one core takes turns",
+        "(2 stages on 1 cores: at most 1 stages compute at once)",
     ],
 )
 def test_a_consistent_output_passes(text):
