@@ -11,7 +11,7 @@ UV := $(shell command -v uv 2>/dev/null)
 # JupyterLab refuses to run as root without --allow-root (containers, course servers).
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: lab work reset-work test bench lint clean screenshots
+.PHONY: lab work reset-work test bench lint clean screenshots mutate one-core
 
 $(READY): pyproject.toml
 ifneq ($(UV),)
@@ -51,12 +51,7 @@ lint: $(READY)
 test: lint
 	$(PY) -m pytest --nbval-lax --durations=10 tests notebooks
 
-# make book: run every notebook (default sliders) and render the pages into build/book/.
-BOOK := build/book
-.PHONY: book
-book: $(READY)
-	$(PY) docs/book/build.py --out $(BOOK)
-	@echo "open $(BOOK)/index.html"
+.PHONY: lab work reset-work test bench lint clean screenshots mutate one-core
 
 bench: $(READY)
 	$(PY) benchmarks/run_all.py

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numbers
 import os
+from collections.abc import Callable, Iterable
 
 from d2lhelpers.units import format_bytes, usable_cores
 
@@ -23,52 +24,83 @@ def require_count(name: str, value, low: int = 1, high: int | None = None) -> in
     value = int(value)
     if value < low or (high is not None and value > high):
         upper = f" and at most {high}" if high is not None else ""
-        raise ValueError(f"{name} must be at least {low}{upper}, got {value}")
+        fix = f": choose {high} or fewer" if high is not None and value > high else ""
+        raise ValueError(f"{name} must be at least {low}{upper}, got {value}{fix}")
     return value
 
 
 def require_sweep(name: str, values, low: int = 1, high: int | None = None) -> list[int]:
     """A non-empty sequence of counts, each checked by `require_count`."""
-    values = list(values) if not isinstance(values, (str, bytes)) else None
+    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+        raise TypeError(f"{name} must be a list of whole numbers, got {values!r}")
+    values = list(values)
     if not values:
         raise ValueError(f"{name} must list at least one value")
     return [require_count(f"{name}[{i}]", v, low, high) for i, v in enumerate(values)]
 
 
-def available_memory_bytes() -> int:
-    """Memory this process could still get: MemAvailable, or a cgroup's limit if lower."""
+CGROUP_LIMITS = (  # (limit, usage) of cgroup v2, then v1
+    ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+    ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes"),
+)
+
+
+def available_memory_bytes(meminfo: str = "/proc/meminfo", cgroups=CGROUP_LIMITS) -> int:
+    """Memory this process could still get: MemAvailable, or a cgroup's limit less its usage if
+    that is lower (a container or a class server's per-learner limit)."""
     available = None
     try:
-        with open("/proc/meminfo") as f:
+        with open(meminfo) as f:
             for line in f:
                 if line.startswith("MemAvailable:"):
                     available = int(line.split()[1]) * 1024
-    except OSError:
+    except (OSError, ValueError, IndexError):
         pass
     if available is None:
         available = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
-    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+    for limit_path, usage_path in cgroups:
         try:
-            limit = open(path).read().strip()
-            used_path = path.replace("memory.max", "memory.current").replace(
-                "limit_in_bytes", "usage_in_bytes"
-            )
-            if limit.isdigit():
-                available = min(available, int(limit) - int(open(used_path).read().strip()))
+            with open(limit_path) as f:
+                limit = f.read().strip()
+            if limit.isdigit():  # cgroup v2 writes "max" when there is no limit
+                with open(usage_path) as f:
+                    available = min(available, int(limit) - int(f.read().strip()))
         except (OSError, ValueError):
             pass
     return max(0, available)
 
 
-def require_memory(what: str, needed_bytes: float, available: int | None = None) -> None:
-    """Refuse `what` if it needs more than `MEMORY_SHARE` of the memory available now."""
+def require_memory(
+    what: str, needed_bytes: float, available: int | None = None, *, largest: str | None = None
+) -> None:
+    """Refuse `what` if it needs more than `MEMORY_SHARE` of the memory available now.
+
+    `largest` names what would fit (e.g. "size 2048", from `largest_fitting`); without it the
+    message asks for smaller values.
+    """
     available = available_memory_bytes() if available is None else available
     allowed = MEMORY_SHARE * available
     if needed_bytes > allowed:
+        fix = f"the largest that fits is {largest}" if largest else "choose smaller values"
         raise ValueError(
             f"{what} needs about {format_bytes(needed_bytes)}, but only {format_bytes(available)} "
-            f"is available (at most {format_bytes(allowed)} may be used): choose smaller values"
+            f"is available (at most {format_bytes(allowed)} may be used): {fix}"
         )
+
+
+def largest_fitting(
+    bytes_for: Callable[[int], float], low: int, high: int, available: int | None = None
+) -> int | None:
+    """The largest n in [low, high] whose `bytes_for(n)` fits `MEMORY_SHARE` of the available
+    memory (`bytes_for` must grow with n), or None when not even `low` fits."""
+    available = available_memory_bytes() if available is None else available
+    allowed = MEMORY_SHARE * available
+    if bytes_for(low) > allowed:
+        return None
+    while low < high:  # invariant: low fits
+        middle = (low + high + 1) // 2
+        low, high = (middle, high) if bytes_for(middle) <= allowed else (low, middle - 1)
+    return low
 
 
 def max_worker_processes(cores: int | None = None) -> int:

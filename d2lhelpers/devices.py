@@ -10,16 +10,40 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
 import subprocess
 
 import tensorflow as tf
 
-from d2lhelpers.units import format_bytes, usable_cores
+from d2lhelpers.admission import available_memory_bytes, require_count
+from d2lhelpers.units import GiB, cores_phrase, format_bytes, usable_cores
 
 DEFAULT_COUNT = 4  # sliders go from 1 to this on CPU-only machines and on one GPU
 MAX_CPU_COUNT = 8
+LOGICAL_CPUS_PER_CORE = 2  # the cap: 2 logical CPUs per usable core (MAX_CPU_COUNT at least)
+MAX_VIRTUAL_GPUS = 8  # more slices of one chip teach nothing more, and each needs memory
+MIN_VIRTUAL_GPU_MB = 256  # a virtual GPU smaller than this cannot hold a lesson's matrices
 UNKNOWN_GPU_MB = 8 * 1024  # assumed chip memory when nvidia-smi cannot tell us
+SMALL_MEMORY_BYTES = 3 * GiB  # below this much available memory: a small machine
+
+
+def small_machine(cores: int | None = None, available_bytes: int | None = None) -> bool:
+    """One usable core, or under `SMALL_MEMORY_BYTES` available: lessons pick smaller defaults."""
+    cores = usable_cores() if cores is None else cores
+    available = available_memory_bytes() if available_bytes is None else available_bytes
+    return cores <= 1 or available < SMALL_MEMORY_BYTES
+
+
+def max_device_count(num_physical_gpus: int, cpu_cores: int | None = None, gpu_memory_mb=None):
+    """The most devices `plan_devices` sets up: the real GPUs; `MAX_VIRTUAL_GPUS` slices of one
+    chip (fewer if a slice would be under `MIN_VIRTUAL_GPU_MB`); 2 logical CPUs per usable core,
+    and `MAX_CPU_COUNT` at least."""
+    if num_physical_gpus >= 2:
+        return num_physical_gpus
+    if num_physical_gpus == 1:
+        chip_mb = gpu_memory_mb or UNKNOWN_GPU_MB
+        return max(1, min(MAX_VIRTUAL_GPUS, int(chip_mb * 0.9) // MIN_VIRTUAL_GPU_MB))
+    cores = cpu_cores or usable_cores()
+    return max(MAX_CPU_COUNT, LOGICAL_CPUS_PER_CORE * cores)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,9 +61,31 @@ def plan_devices(
     gpu_memory_mb: int | None = None,
     cpu_cores: int | None = None,
 ) -> Plan:
-    """Choose real GPUs, virtual GPUs or logical CPUs for `count` devices (None: a default)."""
-    if count is not None and count < 1:
-        raise ValueError(f"count must be at least 1, got {count}")
+    """Choose real GPUs, virtual GPUs or logical CPUs for `count` devices (None: a default).
+
+    A count above `max_device_count` is refused at once, naming the cap: each device costs
+    memory and threads when TensorFlow's runtime starts (a million logical CPUs grew to 6 GB).
+    """
+    if count is not None:
+        require_count("count", count)
+        cap = max_device_count(num_physical_gpus, cpu_cores, gpu_memory_mb)
+        if count > cap and num_physical_gpus != 1:
+            if num_physical_gpus >= 2:
+                raise ValueError(
+                    f"{count} devices asked for, but this machine has {num_physical_gpus} GPUs: "
+                    f"choose at most {num_physical_gpus}"
+                )
+            raise ValueError(
+                f"{count} logical CPU devices asked for, but at most {cap} may be set up "
+                f"({LOGICAL_CPUS_PER_CORE} per usable CPU core, {MAX_CPU_COUNT} at least): "
+                f"choose at most {cap}"
+            )
+        if count > cap:
+            raise ValueError(
+                f"{count} virtual GPUs asked for, but at most {cap} may be carved from this chip "
+                f"({MAX_VIRTUAL_GPUS} at most, each with {MIN_VIRTUAL_GPU_MB} MiB or more): "
+                f"choose at most {cap}"
+            )
     if num_physical_gpus >= 2:
         if count is not None and count > num_physical_gpus:
             raise ValueError(
@@ -150,7 +196,7 @@ def _describe(plan: Plan) -> list[Device]:
     if plan.kind == "logical CPU":
         for i, logical in enumerate(tf.config.list_logical_devices("CPU")):
             note = (
-                f"logical CPU {i} of {plan.count}: one op thread, sharing {cores} CPU cores "
+                f"logical CPU {i} of {plan.count}: one op thread, sharing {cores_phrase(cores)} "
                 f"and the host's memory with the others"
             )
             devices.append(Device(logical.name, plan.kind, i, note))
@@ -224,7 +270,7 @@ def cpu() -> Device:
     if devices[0].kind == "logical CPU":
         return devices[0]
     name = tf.config.list_logical_devices("CPU")[0].name
-    return Device(name, "CPU", 0, f"the host CPU ({usable_cores()} cores)")
+    return Device(name, "CPU", 0, f"the host CPU ({cores_phrase()})")
 
 
 def try_gpu(i: int = 0) -> Device:
@@ -244,17 +290,26 @@ def select_devices(count: int) -> list[Device]:
 
 
 def device_summary() -> str:
-    """One line: how many devices this kernel has and what they really are."""
+    """One line: how many devices this kernel has, what they really are, and, on a small machine
+    (`small_machine()`), that the lessons pick smaller defaults."""
     devices = setup_devices()
     kind, count, cores = devices[0].kind, len(devices), usable_cores()
     if kind == "logical CPU":
-        return (
-            f"{count} logical CPU devices sharing {cores} CPU cores (no GPU): each runs one op "
-            f"on one thread, so at most {min(count, cores)} can compute at the same time."
+        line = (
+            f"{count} logical CPU devices sharing {cores_phrase(cores)} (no GPU): each runs one "
+            f"op on one thread, so at most {min(count, cores)} can compute at the same time."
         )
-    if kind == "virtual GPU":
-        return f"{count} virtual GPUs carved from one {_gpu_model_name()}: they share its SMs."
-    return f"{count} physical GPUs ({_gpu_model_name()})."
+    elif kind == "virtual GPU":
+        line = f"{count} virtual GPUs carved from one {_gpu_model_name()}: they share its SMs."
+    else:
+        line = f"{count} physical GPUs ({_gpu_model_name()})."
+    if small_machine(cores):
+        memory = format_bytes(available_memory_bytes())
+        line += (
+            f" This is a small machine: smaller defaults ({cores_phrase(cores)}, {memory} of "
+            "memory available)."
+        )
+    return line
 
 
 def free_memory_bytes(device: Device) -> int:
@@ -266,11 +321,8 @@ def free_memory_bytes(device: Device) -> int:
 
 
 def _host_available_bytes() -> int:
-    with contextlib.suppress(OSError, ValueError), open("/proc/meminfo") as meminfo:
-        for line in meminfo:
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    """The host memory this process could still get (`admission.available_memory_bytes`)."""
+    return available_memory_bytes()
 
 
 def check_fits(bytes_per_device: int, devices: list[Device], what: str = "this run") -> None:

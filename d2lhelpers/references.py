@@ -21,6 +21,27 @@ SEED_000 = {  # d2l "Automatic Parallelism", TensorFlow tab; 2 GPUs, model not s
     "Run on GPU1 and copy to CPU": 2.5692,
 }
 
+SEED_000_SIZE, SEED_000_MATMULS = 4000, 50  # run(x): 50 products of one 4000x4000 float32 matrix
+FLOAT32_BYTES = 4
+
+
+def seed_copy_rate() -> float:
+    """The seed's own device-to-host rate, B/s: its 50 results copied in 'Copy to CPU'."""
+    results = SEED_000_MATMULS * SEED_000_SIZE**2 * FLOAT32_BYTES
+    return results / SEED_000["Copy to CPU"]
+
+
+def seed_final_copy_s() -> float:
+    """What the `.numpy()` in every seed timing costs: one 4000x4000 result at the seed's own
+    copy rate (about 43 ms of the 62.9 ms 'GPU1 time')."""
+    return SEED_000_SIZE**2 * FLOAT32_BYTES / seed_copy_rate()
+
+
+def seed_compute_s(label: str) -> float:
+    """A seed timing less its final `.numpy()` copy: the time its GPU work can have taken."""
+    return SEED_000[label] - seed_final_copy_s()
+
+
 # Which rows of each results file belong to a notebook's topic (substrings of row names).
 TOPICS = {
     "concurrency": ("concurrent", "two_streams", "workload rate", "chain_vs_best"),

@@ -9,8 +9,8 @@ its likely causes, in order, never shown as a plain result.
 from __future__ import annotations
 
 import dataclasses
+from typing import Protocol, runtime_checkable
 
-from d2lhelpers.benchmark import Measurement
 from d2lhelpers.units import format_seconds
 
 NOISE_FLOOR = 0.05  # even a quiet run's median moves this much between runs of a notebook
@@ -19,6 +19,20 @@ LIKELY_CAUSES = (
     "the reference (peak or baseline) was measured low",
     "work was skipped or merged, or the clock stopped before the device finished",
 )
+
+
+@runtime_checkable
+class Measurement(Protocol):
+    """What a verdict needs of a measurement (`benchmark.Measurement` has it): median and IQR.
+
+    A protocol, not an import, so that `benchmark` may use this module's flags.
+    """
+
+    @property
+    def median(self) -> float: ...
+
+    @property
+    def iqr(self) -> float: ...
 
 
 def noise_of(m: Measurement | float) -> float:

@@ -1,12 +1,17 @@
+import pickle
+
 import pytest
 
 from d2lhelpers.benchmark import (
+    PEAK_TOLERANCE,
     Benchmark,
+    MeasuredPeak,
     Measurement,
     compare_to_ideal,
     format_rate,
     format_seconds,
     measure,
+    measurement_warnings,
 )
 from tests.conftest import FakeClock
 
@@ -123,8 +128,139 @@ def test_measurement_statistics():
 
 
 def test_compare_to_ideal_flags_results_better_than_ideal():
-    assert compare_to_ideal(1.05, 1.0, "both").endswith("1.05x ideal")
+    assert compare_to_ideal(1.05, 1.0, "both") == "both: 1.050 s, ideal 1.000 s: 1.05x ideal"
+    assert compare_to_ideal(1.0, 1.0, "same") == "same: 1.000 s, ideal 1.000 s: 1.00x ideal"
     assert "WARNING: faster than the ideal" in compare_to_ideal(0.7, 1.0, "overlap")
+
+
+def test_compare_to_ideal_without_noise_flags_any_result_below_the_ideal():
+    # the committed reference's overlapped run+copy at 0.94x max(run, copy) passed silently
+    line = compare_to_ideal(0.94, 1.0, "overlapped")
+    assert line.startswith("overlapped: 940.00 ms, ideal 1.000 s: 0.94x ideal  WARNING: ")
+    assert "impossible, so not a result" in line and "(1) the runs were too noisy" in line
+    assert "WARNING" in compare_to_ideal(0.999, 1.0, "x")
+
+
+def test_compare_to_ideal_with_noise_flags_only_beyond_the_noise():
+    assert "WARNING" not in compare_to_ideal(0.95, 1.0, "x", noise=0.05)
+    flagged = compare_to_ideal(0.94, 1.0, "x", noise=0.05)
+    assert "faster than the ideal by more than its noise of 50.00 ms" in flagged
+    # a Measurement brings its own noise: here an IQR of 0.2 s around 0.9 s
+    wide = Measurement("m", [0.8, 0.8, 0.9, 1.0, 1.0])
+    assert "WARNING" not in compare_to_ideal(wide, 1.0, "x")
+    assert compare_to_ideal(wide, 1.0, "x").startswith("x: 900.00 ms, ideal 1.000 s: 0.90x")
+    tight = Measurement("m", [0.9] * 5)
+    assert "noise of 45.00 ms" in compare_to_ideal(tight, 1.0, "x")  # the 5% floor
+    assert "WARNING" not in compare_to_ideal(tight, 1.0, "x", noise=0.2)
+
+
+def timed(seconds: float, runs: int = 5) -> FakeClock:
+    """Readings for `measure(..., warmup=0, number=1)`: `runs` blocks of `seconds` each."""
+    return FakeClock(0.0, *[x for i in range(runs) for x in (float(i), i + seconds)])
+
+
+def test_a_rate_above_the_peak_remeasures_the_peak_and_blames_it_when_it_explains():
+    calls = []
+
+    def remeasure():
+        calls.append(1)
+        return 12e9  # the first peak (8 GFLOP/s) had been measured on a busy machine
+
+    m = measure(
+        lambda: None,
+        "chain",
+        flops=1e9,
+        peak=MeasuredPeak(8e9, remeasure),
+        warmup=0,
+        number=1,
+        clock=timed(0.1),
+        sync=no_sync,
+    )
+    assert m.rate == pytest.approx(10e9) and calls == [1]
+    assert m.remeasured_peak == 12e9 and m.best_peak == 12e9
+    (warning,) = m.warnings
+    assert warning.startswith("the peak was measured low: 10.0 GFLOP/s is 1.2x the device's")
+    assert "0.83x the peak measured again now (12.0 GFLOP/s)" in warning
+    assert "impossible" not in warning and "deduplicated" not in warning
+    assert "= 0.83 of the peak 12.0 GFLOP/s (re-measured)" in str(m)
+
+
+def test_a_rate_above_a_remeasured_peak_lists_the_causes_in_order():
+    m = measure(
+        lambda: None,
+        "dup",
+        flops=50e9,
+        peak=MeasuredPeak(10e9, lambda: 11e9),
+        warmup=0,
+        number=1,
+        clock=timed(0.1),
+        sync=no_sync,
+    )
+    (warning,) = m.warnings
+    assert warning.startswith(
+        "500.0 GFLOP/s is 50.0x the device's measured peak (10.0 GFLOP/s, 11.0 GFLOP/s when "
+        "measured again): impossible, so not a result"
+    )
+    order = [warning.index(f"({i}) ") for i in (1, 2, 3)]
+    assert order == sorted(order)
+    assert "(1) the runs were too noisy" in warning and "(these runs were not noisy)" in warning
+    assert "(2) the reference (peak or baseline) was measured low (measured again" in warning
+    assert "(3) the work was deduplicated" in warning
+
+
+def test_a_rate_at_the_peak_does_not_remeasure():
+    calls = []
+    peak = MeasuredPeak(10e9, lambda: calls.append(1) or 10e9)
+    m = measure(
+        lambda: None, flops=1.2e9, peak=peak, warmup=0, number=1, clock=timed(0.1), sync=no_sync
+    )
+    assert m.rate == pytest.approx(PEAK_TOLERANCE * 10e9) and calls == []
+    assert m.warnings == [] and m.remeasured_peak is None
+
+
+def test_a_plain_float_peak_cannot_be_remeasured_and_noise_is_named_first():
+    m = Measurement("n", [0.05, 0.05, 0.1, 0.15, 0.15], work=50e9, peak=10e9)
+    noisy, above = measurement_warnings(m)
+    assert noisy.startswith("noisy: IQR is 100% of the median")
+    assert "50.0x the device's measured peak (10.0 GFLOP/s)" in above
+    assert "when measured again" not in above and "(these runs were noisy)" in above
+
+
+def test_a_measured_peak_scales_with_its_remeasure_and_pickles_as_a_number():
+    peak = MeasuredPeak(2.0, lambda: 3.0)
+    assert peak == 2.0 and (4 * peak) == 8.0 and (peak * 4) == 8.0
+    assert (4 * peak).remeasure() == 12.0 and (peak * 0.5).remeasure() == 1.5
+    assert isinstance(4 * peak, MeasuredPeak) and MeasuredPeak(1.0).remeasure() is None
+    assert type(pickle.loads(pickle.dumps(4 * peak))) is float
+    with pytest.raises(TypeError):
+        peak * "x"
+
+
+def test_a_run_too_short_to_be_work_is_flagged():
+    (warning,) = measurement_warnings(Measurement("nothing", [5e-8] * 5))
+    assert "too short to be device work" in warning
+    assert measurement_warnings(Measurement("op", [2e-6] * 5)) == []
+    assert "no time at all" in measurement_warnings(Measurement("z", [0.0] * 3))[0]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [
+        (dict(min_runs=0), ValueError),
+        (dict(max_runs=0), ValueError),
+        (dict(warmup=-1), ValueError),
+        (dict(number=0), ValueError),
+        (dict(min_runs=2.5), TypeError),
+        (dict(max_runs="5"), TypeError),
+    ],
+)
+def test_measure_refuses_degenerate_settings_before_running(kwargs, error):
+    calls = []
+    with pytest.raises(error):
+        measure(lambda: calls.append(1), sync=no_sync, **kwargs)
+    assert calls == []
+    with pytest.raises(TypeError, match="a function to call"):
+        measure(None, sync=no_sync)
 
 
 def test_formatting():
@@ -149,3 +285,170 @@ def test_measure_sizes_blocks_so_overhead_is_negligible():
     assert len(calls) == 1 + 5 * 10
     assert len(syncs) == 1 + 1 + 5  # after warm-up, after calibration, once per block
     assert m.times == pytest.approx([0.0012] * 5)
+
+
+# --- Edges found by mutation testing (make mutate) ---------------------------------------------
+
+
+def test_measure_defaults_label_warmup_and_budget():
+    calls = []
+    # noisy runs of 0.5 s and 1.5 s: the 2 s budget is spent after the third (2.5 s)
+    durations = [0.5, 1.5] * 5
+    readings, t = [0.0], 0.0
+    for d in durations:
+        readings += [t, t + d]
+        t += d
+    m = measure(lambda: calls.append(1), clock=FakeClock(*readings), number=1, sync=no_sync)
+    assert m.label == "run" and len(calls) == 1 + 3 and len(m.times) == 3
+
+
+def test_measure_stops_at_exactly_the_noise_limit_and_not_at_exactly_the_budget():
+    # IQR exactly 10% of the median: stable enough, stop after min_runs
+    readings = [0.0] + [
+        x for i, d in enumerate([9.5, 9.5, 10, 10.5, 10.5]) for x in (i * 20.0, i * 20.0 + d)
+    ]
+    m = measure(
+        lambda: None, warmup=0, number=1, budget_s=1e9, clock=FakeClock(*readings), sync=no_sync
+    )
+    assert len(m.times) == 5 and m.warnings == []
+    # the budget is spent only once the time is *over* it: 1 + 3 + 1 = 5 s is not over 5 s
+    readings, t = [0.0], 0.0
+    for d in [1, 3, 1, 3, 1, 3]:
+        readings += [t, t + d]
+        t += d
+    m = measure(
+        lambda: None, warmup=0, number=1, budget_s=5.0, clock=FakeClock(*readings), sync=no_sync
+    )
+    assert len(m.times) == 4
+
+
+def test_measure_calls_back_after_each_block_with_the_count():
+    seen = []
+    measure(
+        lambda: None,
+        warmup=0,
+        number=1,
+        budget_s=1e9,
+        on_repeat=seen.append,
+        clock=timed(0.1),
+        sync=no_sync,
+    )
+    assert seen == [1, 2, 3, 4, 5]
+
+
+def test_one_long_call_is_timed_alone():
+    calls = []
+    # calibration from a clock that does not start at zero: 0.02 s per call -> one call per block
+    readings = [100.0, 100.02, 200.0] + [x for i in range(5) for x in (200.0 + i, 200.02 + i)]
+    m = measure(
+        lambda: calls.append(1), warmup=0, budget_s=1e9, clock=FakeClock(*readings), sync=no_sync
+    )
+    assert len(calls) == 1 + 5 and m.times == pytest.approx([0.02] * 5)
+
+
+def test_measure_names_the_setting_it_refuses():
+    for kwargs, name in [
+        (dict(warmup=-1), "warmup"),
+        (dict(min_runs=0), "min_runs"),
+        (dict(max_runs=0), "max_runs"),
+        (dict(number=0), "number"),
+        (dict(number=10**6 + 1), "number"),
+    ]:
+        with pytest.raises(ValueError, match=f"^{name} must be at least"):
+            measure(lambda: None, sync=no_sync, **kwargs)
+    with pytest.raises(ValueError, match="^give flops or nbytes, not both$"):
+        measure(lambda: None, flops=1, nbytes=1, sync=no_sync)
+    m = measure(lambda: None, number=10**6, warmup=0, max_runs=1, clock=timed(1.0, 1), sync=no_sync)
+    assert m.times == [1e-6]
+
+
+def test_every_warning_word_for_word():
+    assert measurement_warnings(Measurement("z", [0.0, 0.0, 0.0, 1.0, 1.0])) == [
+        "the clock measured no time at all: the run was not timed"
+    ]
+    assert measurement_warnings(Measurement("t", [1e-6] * 3)) == []
+    assert measurement_warnings(Measurement("t", [5e-7] * 3)) == [
+        "each call took 0.5 µs: too short to be device work (one TensorFlow op alone takes "
+        "about 10 µs); the function probably does nothing"
+    ]
+    assert measurement_warnings(Measurement("n", [9.5, 9.5, 10, 10.5, 10.5])) == []
+    assert measurement_warnings(Measurement("n", [9, 9, 10, 11, 11])) == [
+        "noisy: IQR is 20% of the median (above 10%); something else is using this machine, "
+        "or the runs are too short"
+    ]
+    at_tolerance = Measurement("r", [1.0] * 3, work=12e9, unit="B/s", peak=10e9)
+    assert measurement_warnings(at_tolerance) == []
+    low = Measurement(
+        "r", [1.0] * 3, work=12.5e9, unit="B/s", peak=10e9, remeasured_peak=12.5e9 / 1.2
+    )
+    assert measurement_warnings(low) == [
+        "the peak was measured low: 12.5 GB/s is 1.2x the device's measured peak (10.0 GB/s), "
+        "but 1.20x the peak measured again now (10.4 GB/s); the first peak was probably "
+        "measured while the machine was busy"
+    ]
+    (impossible,) = measurement_warnings(
+        Measurement("r", [1.0] * 3, work=50e9, unit="B/s", peak=10e9, remeasured_peak=11e9)
+    )
+    assert impossible == (
+        "50.0 GB/s is 5.0x the device's measured peak (10.0 GB/s, 11.0 GB/s when measured "
+        "again): impossible, so not a result. Likely causes, in order: (1) the runs were too "
+        "noisy (another program, or another copy of this notebook, was running) (these runs "
+        "were not noisy); (2) the reference (peak or baseline) was measured low (measured "
+        "again, it still explains nothing); (3) the work was deduplicated (identical ops "
+        "merged) or skipped, or the clock stopped before the device finished"
+    )
+    noisy = measurement_warnings(Measurement("r", [1, 1, 2, 3, 3], work=50e9, peak=1e9))
+    assert "(these runs were noisy); (2)" in noisy[1]
+
+
+def test_a_measurement_prints_in_one_piece():
+    m = Measurement("copy", [0.5, 0.5, 0.5], work=2e9, unit="B/s", peak=3e9, remeasured_peak=5e9)
+    m.warnings = ["one", "two"]
+    assert str(m) == (
+        "copy: 500.00 ms (IQR 0.0 µs, 3 runs), 4.0 GB/s = 0.80 of the peak 5.0 GB/s "
+        "(re-measured)\n  WARNING: one\n  WARNING: two"
+    )
+    m = Measurement("chain", [0.5, 0.5, 0.5], work=2e9, peak=5e9)
+    assert (
+        str(m)
+        == "chain: 500.00 ms (IQR 0.0 µs, 3 runs), 4.0 GFLOP/s = 0.80 of the peak 5.0 GFLOP/s"
+    )
+
+
+def test_the_ideal_line_word_for_word():
+    assert compare_to_ideal(3.0, 2.0, "x") == "x: 3.000 s, ideal 2.000 s: 1.50x ideal"
+    assert compare_to_ideal(1.0, 2.0, "x") == (
+        "x: 1.000 s, ideal 2.000 s: 0.50x ideal  WARNING: faster than the ideal: impossible, so "
+        "not a result. Likely causes, in order: (1) the runs were too noisy (another program, or "
+        "another copy of this notebook, was running); (2) the reference (peak or baseline) was "
+        "measured low; (3) work was skipped or merged, or the clock stopped before the device "
+        "finished"
+    )
+
+
+def test_a_peak_without_a_remeasure_stays_without_one_when_scaled():
+    assert (2 * MeasuredPeak(1.0)).remeasure() is None
+
+
+def test_benchmark_defaults_to_done(capsys):
+    b = Benchmark(clock=FakeClock(1.0, 1.5), sync=no_sync)
+    assert b.elapsed is None
+    with b:
+        pass
+    assert capsys.readouterr().out == "Done: 0.5000 sec\n"
+
+
+def test_calibration_from_a_clock_that_does_not_start_at_zero():
+    calls = []
+    # one call takes 1 ms -> ten calls per 10 ms block, whatever the clock's origin
+    readings = [100.0, 100.001, 200.0] + [x for i in range(5) for x in (200.0 + i, 200.01 + i)]
+    m = measure(
+        lambda: calls.append(1), warmup=0, budget_s=1e9, clock=FakeClock(*readings), sync=no_sync
+    )
+    assert len(calls) == 1 + 5 * 10 and m.times == pytest.approx([0.001] * 5)
+
+
+def test_a_rate_at_exactly_the_tolerance_of_the_remeasured_peak_is_explained_by_it():
+    m = Measurement("r", [1.0] * 3, work=12e9, unit="B/s", peak=5e9, remeasured_peak=10e9)
+    (warning,) = measurement_warnings(m)
+    assert warning.startswith("the peak was measured low")

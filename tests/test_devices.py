@@ -1,10 +1,12 @@
+import time
+
 import pytest
 import tensorflow as tf
 
 import d2lhelpers as d2l
 from d2lhelpers import devices as devices_module
-from d2lhelpers.devices import Plan, check_fits, plan_devices
-from d2lhelpers.units import format_bytes
+from d2lhelpers.devices import Plan, check_fits, max_device_count, plan_devices, small_machine
+from d2lhelpers.units import GiB, format_bytes
 from tests.conftest import run_python
 
 
@@ -32,6 +34,88 @@ def test_plan_devices_refuses_impossible_counts():
         plan_devices(0, 0)
     with pytest.raises(ValueError, match="has 2 GPUs: choose at most 2"):
         plan_devices(2, 3)
+
+
+@pytest.mark.parametrize(
+    ("gpus", "cores", "memory", "cap"),
+    [(0, 1, None, 8), (0, 2, None, 8), (0, 6, None, 12), (0, 64, None, 128), (3, 2, None, 3)]
+    + [(1, 2, 80_000, 8), (1, 2, None, 8), (1, 2, 1000, 3), (1, 2, 100, 1)],
+)
+def test_the_device_cap(gpus, cores, memory, cap):
+    assert max_device_count(gpus, cores, memory) == cap
+
+
+@pytest.mark.parametrize(
+    ("gpus", "count", "cores", "words"),
+    [
+        (
+            0,
+            10**6,
+            2,
+            "at most 8 may be set up (2 per usable CPU core, 8 at least): choose at most 8",
+        ),
+        (0, 9, 2, "choose at most 8"),
+        (0, 13, 6, "choose at most 12"),
+        (1, 9, 2, "at most 8 may be carved from this chip"),
+        (2, 10**6, 2, "has 2 GPUs: choose at most 2"),
+    ],
+)
+def test_setup_devices_refuses_a_count_above_the_cap_at_once(
+    monkeypatch, gpus, count, cores, words
+):
+    monkeypatch.setattr(devices_module, "_plan", None)
+    monkeypatch.setattr(devices_module, "_devices", None)
+    monkeypatch.setattr(devices_module, "usable_cores", lambda: cores)
+    monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind=None: ["GPU"] * gpus)
+    monkeypatch.setattr(devices_module, "_gpu_memory_mb", lambda index=0: 80_000)
+    configured = []
+    monkeypatch.setattr(devices_module, "_configure", lambda plan, g: configured.append(plan))
+    start = time.perf_counter()
+    with pytest.raises(ValueError) as error:
+        d2l.setup_devices(count)
+    assert time.perf_counter() - start < 1.0
+    assert words in str(error.value) and configured == []
+    assert plan_devices(gpus, count - 1 if count < 100 else 1, 80_000, cores).count >= 1
+
+
+@pytest.mark.parametrize("count", [2.5, "4", True, [4]])
+def test_plan_devices_refuses_a_count_of_the_wrong_type(count):
+    with pytest.raises(TypeError, match="count must be a whole number"):
+        plan_devices(0, count, None, 2)
+
+
+@pytest.mark.parametrize(
+    ("cores", "available", "small"),
+    [(1, 64 * GiB, True), (2, 64 * GiB, False), (2, 2 * GiB, True), (8, 3 * GiB, False)],
+)
+def test_small_machine_is_one_core_or_under_3_gib(cores, available, small):
+    assert small_machine(cores, available) is small
+
+
+def test_small_machine_asks_the_process_affinity_and_memory(monkeypatch):
+    monkeypatch.setattr(devices_module, "usable_cores", lambda: 1)
+    monkeypatch.setattr(devices_module, "available_memory_bytes", lambda: 64 * GiB)
+    assert small_machine()
+    monkeypatch.setattr(devices_module, "usable_cores", lambda: 4)
+    assert not small_machine()
+    monkeypatch.setattr(devices_module, "available_memory_bytes", lambda: 2 * GiB)
+    assert small_machine()
+
+
+def test_device_summary_speaks_of_usable_cores_and_a_small_machine(devices, monkeypatch):
+    monkeypatch.setattr(devices_module, "usable_cores", lambda: 1)
+    monkeypatch.setattr(devices_module, "available_memory_bytes", lambda: 16 * GiB)
+    line = d2l.device_summary()
+    assert line.startswith("4 logical CPU devices sharing 1 usable CPU core (no GPU)")
+    assert "at most 1 can compute at the same time" in line and "2 CPU cores" not in line
+    assert "This is a small machine: smaller defaults (1 usable CPU core, 16.0 GiB" in line
+    assert "\n" not in line
+    monkeypatch.setattr(devices_module, "usable_cores", lambda: 2)
+    line = d2l.device_summary()
+    assert "sharing 2 usable CPU cores" in line and "at most 2 can compute" in line
+    assert "small machine" not in line
+    monkeypatch.setattr(devices_module, "available_memory_bytes", lambda: 2 * GiB)
+    assert "small machine: smaller defaults (2 usable CPU cores, 2.0 GiB" in d2l.device_summary()
 
 
 @pytest.mark.parametrize(

@@ -275,7 +275,8 @@ def test_summarize_times_gives_median_and_inclusive_iqr():
 
 
 def test_the_seed_workload_and_the_published_peaks():
-    assert results.matmul_flops(4000, 50) == 2 * 4000**3 * 50 == 6.4e12
+    assert results.matmul_flops(4000, 50) == 6.4e12  # the seed's 50 products of 4000x4000
+    assert results.matmul_flops(2, 3) == 48  # 2 * 2 * 2 multiply-adds per product, 3 products
     assert results.PEAK_TFLOPS == {"FP32": 67.0, "TF32": 495.0}  # issue 8's figures
     assert results.PEAK_PCIE_GBPS == 64.0
 
@@ -463,7 +464,19 @@ def test_validate_on_the_command_line_needs_no_torch(tmp_path):
     assert missing.returncode == reference.EXIT_INVALID_FILE and "cannot read" in missing.stderr
 
 
-def test_the_committed_reference_results_are_valid():
-    if not COMMITTED.exists():
-        pytest.skip("no H200 reference results committed yet (results/h200-pytorch.json)")
-    assert results.validate_file(COMMITTED) == []
+def test_the_validator_reads_a_written_valid_file_an_invalid_one_and_the_committed_one(tmp_path):
+    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    writer = results.ResultsWriter([good], hand_made_results()["machine"], date="2026-11-20")
+    writer.data = hand_made_results()
+    writer.write()
+    committed = [COMMITTED] if COMMITTED.exists() else []  # none yet: results/h200-pytorch.json
+    for path in [good, *committed]:
+        assert results.validate_file(path) == [], path
+    data = hand_made_results()
+    r = rows_named(data, "tf32_chain_50")
+    r["value"], r["ratio"] = 600.0, 600.0 / 67.0
+    bad.write_text(json.dumps(data))
+    errors = results.validate_file(bad)
+    assert len(errors) == 1 and "tf32_chain_50" in errors[0] and "above its peak" in errors[0]
+    (tmp_path / "cut.json").write_text(good.read_text()[:100])
+    assert results.validate_file(tmp_path / "cut.json") != []

@@ -1,4 +1,20 @@
-from d2lhelpers.references import SEED_000, machine_label, reference_lines
+import re
+from pathlib import Path
+
+import pytest
+
+from d2lhelpers.references import (
+    SEED_000,
+    SEED_000_MATMULS,
+    SEED_000_SIZE,
+    machine_label,
+    reference_lines,
+    seed_compute_s,
+    seed_copy_rate,
+    seed_final_copy_s,
+)
+
+SEEDS = Path(__file__).parent / "seeds"
 
 
 def test_rows_are_picked_by_topic_and_labelled_by_machine():
@@ -27,7 +43,22 @@ def test_no_results_says_so():
     assert reference_lines("allreduce", [])[0].startswith("no reference results")
 
 
-def test_seed_numbers_are_the_published_ones():
-    assert (
-        SEED_000["Run on GPU1"] + SEED_000["Copy to CPU"] < SEED_000["Run on GPU1 and copy to CPU"]
-    )
+def test_seed_numbers_are_the_published_ones_in_order():
+    printed = (SEEDS / "000_automatic_parallelism_output.txt").read_text()
+    published = re.findall(r"^(.+): (\d+\.\d{4}) sec$", printed, flags=re.M)
+    assert len(published) == 6
+    assert list(SEED_000.items()) == [(label, float(value)) for label, value in published]
+
+
+def test_seed_workload_is_read_from_the_seeds_code():
+    code = (SEEDS / "000_automatic_parallelism.py").read_text()
+    (n,) = {int(k) for k in re.findall(r"for _ in range\((\d+)\)", code)}
+    sizes = {tuple(map(int, s)) for s in re.findall(r"shape=\((\d+), (\d+)\)", code)}
+    assert (SEED_000_MATMULS, {(SEED_000_SIZE, SEED_000_SIZE)}) == (n, sizes)
+
+
+def test_the_seeds_final_copy_is_about_43_ms_of_its_63_ms():
+    # 50 results of 64 MB each in 2.1474 s: 1.49 GB/s; one result at that rate: 2.1474 / 50 s
+    assert seed_copy_rate() == pytest.approx(3.2e9 / 2.1474)
+    assert seed_final_copy_s() == pytest.approx(0.042948)
+    assert seed_compute_s("GPU1 time") == pytest.approx(0.0629 - 0.042948)

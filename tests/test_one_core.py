@@ -1,0 +1,107 @@
+"""The one-core check (`make one-core`): its reading of outputs, and that one core is inherited.
+
+The full run of every notebook is `make one-core` (minutes); here its checks are tested on
+made-up outputs, and one tiny notebook shows that the kernel and its child processes see one core.
+"""
+
+import nbformat
+import pytest
+
+from tests import one_core
+from tests.one_core import contradictions, html_to_text, output_texts
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "hidden by overlap: 288% of min(run, copy)",
+        "traced overlap: CPU:0 170%",
+        "efficiency: -5% of the ideal",
+        "overlapped (one function), ideal max(run, copy): 30.0 ms: 0.94x ideal",
+        "chain: 1.0 ms, 111.6 GFLOP/s = 1.35 of the peak 80.0 GFLOP/s",
+        "4 logical CPU devices sharing 2 CPU cores (no GPU)",
+        "share this machine's 2 usable CPU cores",
+        "each runs one op on one thread, so at most 2 can compute at the same time.",
+        "ERROR ValueError: size must be at least 1",
+        "is another program using the cores? (load average now: 4.4 on 2 cores)",
+        "hidden: 8% of the shorter part\ntraced: at the same time for CPU:0 100%, CPU:1 100%",
+    ],
+)
+def test_a_contradiction_is_found(text):
+    assert len(contradictions(text, cores=1)) == 1
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "hidden by overlap: 91% of min(run, copy)",
+        "hidden by overlap: 288% of min(run, copy)\nWARNING: hidden fraction of 288%: impossible",
+        "overlapped: 0.94x ideal  WARNING: faster than the ideal: impossible, so not a result",
+        "one after the other: 1.00x ideal",
+        "chain: 1.0 ms = 1.19 of the peak 80.0 GFLOP/s",
+        "4 logical CPU devices sharing 1 usable CPU core (no GPU): at most 1 can compute at once",
+        "[4 logical CPU devices sharing 2 CPU cores · TensorFlow 2.21.0] concurrent: 1.02",
+        "the seed's 2 GPUs took 0.0869 s; 150% of one",  # no share word: not a share
+        "hidden: 33% of min(run, copy)\ntraced overlapped call: copies ran for 56% of the shorter",
+        "hidden: 8%\ntraced: at the same time for 100%\nthey disagree: one core takes turns",
+        "(2 stages on 1 cores: at most 1 stages compute at once)",
+    ],
+)
+def test_a_consistent_output_passes(text):
+    assert contradictions(text, cores=1) == []
+
+
+def test_two_cores_are_fine_on_a_two_core_process():
+    assert contradictions("sharing 2 usable CPU cores, at most 2 can compute", cores=2) == []
+    assert contradictions("at most 4 can compute at the same time", cores=2) != []
+
+
+def test_html_tables_read_as_lines():
+    text = html_to_text(
+        "<p><b>Hidden</b></p><table><tr><th>what</th><th>share</th></tr>"
+        "<tr><td>hidden</td><td>288%</td></tr></table><p>a &amp; b</p>"
+    )
+    assert "hidden  288%" in text.splitlines() and "a & b" in text
+    assert contradictions(text) != []
+
+
+def test_outputs_of_every_kind_are_read():
+    notebook = {
+        "cells": [
+            {"cell_type": "markdown", "source": "100% sure"},
+            {"cell_type": "code", "outputs": [{"output_type": "stream", "text": ["a\n", "b"]}]},
+            {
+                "cell_type": "code",
+                "outputs": [
+                    {
+                        "output_type": "execute_result",
+                        "data": {"text/plain": "x", "text/html": "<p>y</p>"},
+                    },
+                    {"output_type": "display_data", "data": {"text/plain": "z"}},
+                    {"output_type": "error", "ename": "ValueError", "evalue": "bad"},
+                ],
+            },
+        ]
+    }
+    assert output_texts(notebook) == [
+        (2, "a\nb"),
+        (3, "y"),
+        (3, "z"),
+        (3, "ERROR ValueError: bad"),
+    ]
+
+
+def test_the_kernel_and_its_children_see_one_core(tmp_path):
+    code = (
+        "import os, subprocess, sys\n"
+        "print('kernel', len(os.sched_getaffinity(0)))\n"
+        "child = 'import os; print(len(os.sched_getaffinity(0)))'\n"
+        "print('child', subprocess.run([sys.executable, '-c', child], capture_output=True, "
+        "text=True).stdout.strip())"
+    )
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
+    path = tmp_path / "cores.ipynb"
+    nbformat.write(notebook, path)
+    executed, _ = one_core.run_on_one_core(path, timeout=300)
+    assert output_texts(executed) == [(1, "kernel 1\nchild 1\n")]

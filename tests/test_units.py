@@ -1,0 +1,128 @@
+"""The one home of cores, units and formatting, with the affinity mask and devices faked."""
+
+import math
+import types
+
+import pytest
+
+from d2lhelpers import units
+from d2lhelpers.units import (
+    BYTES_PER_FLOAT,
+    GB,
+    GiB,
+    KiB,
+    MiB,
+    cores_phrase,
+    device_name,
+    device_names,
+    format_bytes,
+    format_rate,
+    format_seconds,
+    short_device_name,
+    usable_cores,
+)
+
+
+def test_usable_cores_is_the_affinity_mask_not_the_machine(monkeypatch):
+    monkeypatch.setattr(units.os, "cpu_count", lambda: 64)
+    monkeypatch.setattr(units.os, "sched_getaffinity", lambda pid: {3}, raising=False)
+    assert usable_cores() == 1
+    monkeypatch.setattr(units.os, "sched_getaffinity", lambda pid: {0, 5, 7}, raising=False)
+    assert usable_cores() == 3
+    monkeypatch.setattr(units.os, "sched_getaffinity", lambda pid: set(), raising=False)
+    assert usable_cores() == 1  # never zero
+
+
+def test_usable_cores_without_an_affinity_call_falls_back_to_the_count(monkeypatch):
+    monkeypatch.delattr(units.os, "sched_getaffinity", raising=False)
+    monkeypatch.setattr(units.os, "cpu_count", lambda: 6)
+    assert usable_cores() == 6
+    monkeypatch.setattr(units.os, "cpu_count", lambda: None)
+    assert usable_cores() == 1
+
+
+def test_cores_phrase(monkeypatch):
+    assert cores_phrase(1) == "1 usable CPU core"
+    assert cores_phrase(2) == "2 usable CPU cores"
+    monkeypatch.setattr(units, "usable_cores", lambda: 1)
+    assert cores_phrase() == "1 usable CPU core"
+
+
+def test_unit_constants():
+    assert (KiB, MiB, GiB) == (2**10, 2**20, 2**30) and GB == 10**9 and BYTES_PER_FLOAT == 4
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (2.5, "2.500 s"),
+        (1.0, "1.000 s"),
+        (0.999, "999.00 ms"),
+        (0.0629, "62.90 ms"),
+        (1e-3, "1.00 ms"),
+        (9.99e-4, "999.0 µs"),
+        (6e-6, "6.0 µs"),
+        (0.0, "0.0 µs"),
+    ],
+)
+def test_format_seconds_at_each_boundary(seconds, text):
+    assert format_seconds(seconds) == text
+
+
+@pytest.mark.parametrize(
+    ("rate", "unit", "text"),
+    [
+        (155e9, "FLOP/s", "155.0 GFLOP/s"),
+        (1e12, "FLOP/s", "1.0 TFLOP/s"),
+        (999e9, "FLOP/s", "999.0 GFLOP/s"),
+        (2.5e6, "B/s", "2.5 MB/s"),
+        (1e3, "B/s", "1.0 kB/s"),
+        (999.0, "B/s", "999.0 B/s"),
+        (12.0, "FLOP/s", "12.0 FLOP/s"),
+    ],
+)
+def test_format_rate_prefixes(rate, unit, text):
+    assert format_rate(rate, unit) == text
+
+
+def test_format_rate_of_an_unbounded_rate_says_why():
+    assert format_rate(math.inf).startswith("unbounded FLOP/s (the time did not grow")
+
+
+@pytest.mark.parametrize(
+    ("n", "text"),
+    [
+        (0, "0 B"),
+        (1023, "1023 B"),
+        (1024, "1.0 KiB"),
+        (3 * MiB, "3.0 MiB"),
+        (1.5 * GiB, "1.5 GiB"),
+        (2**40, "1024.0 GiB"),
+        (-2048, "-2.0 KiB"),
+    ],
+)
+def test_format_bytes(n, text):
+    assert format_bytes(n) == text
+
+
+def test_device_names_from_devices_or_strings():
+    device = types.SimpleNamespace(name="/device:CPU:1")
+    assert device_name(device) == "/device:CPU:1" and device_name("/GPU:0") == "/GPU:0"
+    assert device_names([device, "/GPU:0"]) == ("/device:CPU:1", "/GPU:0")
+
+
+@pytest.mark.parametrize(
+    ("name", "short"),
+    [
+        ("/device:CPU:1", "CPU:1"),
+        ("CPU:0", "CPU:0"),
+        ("/job:localhost/replica:0/task:0/device:CPU:2", "CPU:2"),
+        ("/job:worker/replica:0/task:1/device:CPU:0", "worker:1 CPU:0"),
+        ("/job:worker/replica:0/task:0/device:GPU:3", "worker:0 GPU:3"),
+        ("/job:localhost/replica:0/task:1/device:CPU:0", "localhost:1 CPU:0"),
+        ("/job:ps", "ps:0"),
+    ],
+)
+def test_short_device_name(name, short):
+    assert short_device_name(name) == short
+    assert short_device_name(types.SimpleNamespace(name=name)) == short

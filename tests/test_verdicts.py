@@ -1,0 +1,104 @@
+"""Verdicts computed from numbers: each sentence changes when the data change."""
+
+import pytest
+
+from d2lhelpers.benchmark import Measurement
+from d2lhelpers.verdicts import (
+    LIKELY_CAUSES,
+    Comparison,
+    beats_ideal,
+    compare,
+    faster_or_slower,
+    fraction_flags,
+    impossible,
+    median_of,
+    noise_of,
+)
+
+
+def quiet(median: float, iqr: float = 0.0, n: int = 5) -> Measurement:
+    """A measurement whose median is `median` and whose IQR is `iqr` (inclusive quartiles)."""
+    half = iqr / 2
+    times = [median - half, median - half, median, median + half, median + half]
+    return Measurement("m", times[:n] if n < 5 else times)
+
+
+def test_noise_is_the_iqr_or_the_floor_whichever_is_larger():
+    assert noise_of(quiet(1.0, iqr=0.2)) == pytest.approx(0.2)
+    assert noise_of(quiet(1.0, iqr=0.01)) == pytest.approx(0.05)  # the floor wins
+    assert noise_of(2.0) == pytest.approx(0.1)  # a bare number: the floor of itself
+    assert median_of(quiet(3.0, 0.4)) == pytest.approx(3.0) and median_of(7) == 7.0
+
+
+def test_compare_sums_both_noises_and_orders_a_against_b():
+    c = compare(quiet(1.0, 0.2), quiet(2.0, 0.3))
+    assert (c.a, c.b) == (pytest.approx(1.0), pytest.approx(2.0))
+    assert c.noise == pytest.approx(0.5) and c.ratio == pytest.approx(0.5)
+    assert c.measurable and c.a_faster and not c.a_slower
+    reverse = compare(quiet(2.0, 0.3), quiet(1.0, 0.2))
+    assert reverse.a_slower and not reverse.a_faster and reverse.ratio == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "noise", "measurable"),
+    [
+        (1.0, 1.25, 0.25, False),
+        (1.0, 1.25, 0.24, True),
+        (1.5, 1.0, 0.5, False),
+        (1.5, 1.0, 0.49, True),
+    ],
+)
+def test_a_difference_equal_to_the_noise_is_not_measurable(a, b, noise, measurable):
+    c = Comparison(a, b, noise)
+    assert c.measurable is measurable
+    assert c.a_faster is (measurable and a < b)
+    assert c.a_slower is (measurable and a > b)
+
+
+def test_faster_or_slower_reads_differently_with_the_data():
+    assert faster_or_slower(quiet(1.0), quiet(2.0), "split", "one") == (
+        "split is 2.00x faster than one"
+    )
+    assert faster_or_slower(quiet(3.0), quiet(2.0), "split", "one") == (
+        "split is 1.50x slower than one"
+    )
+    same = faster_or_slower(quiet(9.03e-3, 0.5e-3), quiet(9.27e-3, 0.5e-3), "split", "one")
+    assert same.startswith("no measurable difference between split and one")
+    assert "9.03 ms vs 9.27 ms" in same and "within the noise of 1.00 ms" in same
+
+
+def test_beats_ideal_only_beyond_the_noise():
+    assert not beats_ideal(quiet(1.0, 0.0), 1.0)
+    assert not beats_ideal(quiet(0.96, 0.0), 1.0)  # inside the 5% floor of 0.96 s
+    assert beats_ideal(quiet(0.94, 0.0), 1.0)  # 0.94 + 0.047 < 1
+    assert not beats_ideal(quiet(0.94, 0.0), 1.0, ideal_noise=0.02)
+    assert not beats_ideal(quiet(0.8, 0.25), 1.0)  # a wide IQR: could be noise
+    assert beats_ideal(0.5, 1.0) and not beats_ideal(1.5, 1.0)
+    assert not beats_ideal(quiet(0.5, 0.5), 1.0)  # exactly at the edge of the noise: not beyond
+
+
+def test_impossible_lists_the_causes_in_order():
+    text = impossible("hidden fraction of 288%")
+    assert text.startswith("hidden fraction of 288%: impossible, so not a result.")
+    positions = [text.index(f"({i}) {cause}") for i, cause in enumerate(LIKELY_CAUSES, 1)]
+    assert positions == sorted(positions) and len(positions) == 3
+    assert f"(1) {LIKELY_CAUSES[0]}; (2) {LIKELY_CAUSES[1]}; (3) " in text
+    assert "noisy" in LIKELY_CAUSES[0] and "measured low" in LIKELY_CAUSES[1]
+    assert "skipped" in LIKELY_CAUSES[2]
+    assert impossible("x", causes=("only one",)).endswith("in order: (1) only one")
+
+
+@pytest.mark.parametrize(
+    ("value", "flagged"), [(0.0, False), (1.0, False), (0.5, False), (1.01, True), (-0.01, True)]
+)
+def test_fraction_flags_outside_zero_to_one(value, flagged):
+    flags = fraction_flags(value, "hidden")
+    assert bool(flags) is flagged
+    if flagged:
+        assert len(flags) == 1 and flags[0].startswith(f"hidden of {value:.0%} is outside 0%..100%")
+
+
+def test_fraction_flags_with_other_bounds():
+    assert fraction_flags(0.1, "bubble", low=0.2) != []
+    assert "outside 20%..90%" in fraction_flags(0.95, "bubble", low=0.2, high=0.9)[0]
+    assert fraction_flags(0.9, "bubble", low=0.2, high=0.9) == []
