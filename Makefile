@@ -11,7 +11,7 @@ UV := $(shell command -v uv 2>/dev/null)
 # JupyterLab refuses to run as root without --allow-root (containers, course servers).
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: lab work reset-work test bench lint clean screenshots mutate one-core
+.PHONY: lab work reset-work test bench book lint clean screenshots mutate one-core
 
 $(READY): pyproject.toml
 ifneq ($(UV),)
@@ -51,8 +51,6 @@ lint: $(READY)
 test: lint
 	$(PY) -m pytest --nbval-lax --durations=10 tests notebooks
 
-.PHONY: lab work reset-work test bench lint clean screenshots mutate one-core
-
 bench: $(READY)
 	$(PY) benchmarks/run_all.py
 
@@ -62,3 +60,22 @@ screenshots: $(READY)
 
 clean:
 	rm -rf $(VENV) build *.egg-info  # keeps work/: 'make reset-work' clears it
+
+# make book: run every notebook (default sliders) and render the pages into build/book/.
+BOOK := build/book
+book: $(READY)
+	$(PY) docs/book/build.py --out $(BOOK)
+	@echo "open $(BOOK)/index.html"
+
+# Mutation testing of the measurement and model modules ([tool.mutmut] in pyproject.toml); not part
+# of `make test`. Limit it with globs: make mutate MUTANTS='d2lhelpers.verdicts* d2lhelpers.costs*'
+MUTANTS ?=
+mutate: $(READY)
+	rm -rf mutants  # mutmut keeps old verdicts when only the tests changed: start afresh
+	$(VENV)/bin/mutmut run $(MUTANTS)
+	$(VENV)/bin/mutmut results
+	$(VENV)/bin/mutmut export-cicd-stats && cat mutants/mutmut-cicd-stats.json
+
+# Every notebook on one CPU core, every printed statement checked against its numbers (minutes).
+one-core: $(READY)
+	$(PY) -m tests.one_core
