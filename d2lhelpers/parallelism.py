@@ -243,9 +243,6 @@ class ParallelRun(Reported):
     max_error: float  # largest |scheme output - one-device output|
     cores: int = dataclasses.field(default_factory=usable_cores)  # this process's, at run time
 
-    def _repr_pretty_(self, printer, _cycle) -> None:  # IPython's text/plain: the table, not fields
-        printer.text(str(self))
-
     @property
     def n_devices(self) -> int:
         return len(self.devices)

@@ -75,3 +75,7 @@ class Reported:
 
     def _repr_html_(self) -> str:
         return "\n".join(t._repr_html_() for t in self.tables())
+
+    def _repr_pretty_(self, printer, _cycle) -> None:
+        """IPython's plain text (a console, nbval): the tables, not a dataclass's fields."""
+        printer.text(str(self))

@@ -34,7 +34,9 @@ def format_seconds(seconds: float) -> str:
         return f"{seconds:.3f} s"
     if seconds >= 1e-3:
         return f"{seconds * 1e3:.2f} ms"
-    return f"{seconds * 1e6:.1f} µs"
+    if seconds >= 1e-6 or seconds <= 0:
+        return f"{seconds * 1e6:.1f} µs"
+    return f"{seconds * 1e9:.1f} ns"  # bounds of tiny messages: "0.0 µs" would say nothing
 
 
 def format_rate(rate: float, unit: str = "FLOP/s") -> str:

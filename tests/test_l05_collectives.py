@@ -17,12 +17,10 @@ from d2lhelpers.benchmark import Measurement
 from d2lhelpers.collectives import ALLREDUCE
 from d2lhelpers.lessons import l05_collectives as l05
 from d2lhelpers.lessons.l05_collectives import overlap as overlap_module
-from d2lhelpers.lessons.l05_collectives import panel as panel_module
 from d2lhelpers.lessons.l05_collectives import runs as runs_module
 from d2lhelpers.lessons.l05_collectives import sweep as sweep_module
 from d2lhelpers.lessons.l05_collectives.runs import (
     Steps,
-    measure_interleaved,
     measure_options_checked,
 )
 from d2lhelpers.tf_collectives import alpha_beta_models
@@ -232,21 +230,6 @@ def test_steps_report_done_total_and_status():
     Steps(None, 1).finished("nothing listens")  # no progress callback: nothing to call
 
 
-def test_measure_interleaved_pools_every_turn_in_order():
-    order = []
-    runs = [(lambda: order.append("a"), "a", {}), (lambda: order.append("b"), "b", {"flops": 2.0})]
-    rounds = []
-    pooled = measure_interleaved(
-        runs, 2, on_round=lambda: rounds.append(len(order)), number=1, warmup=0, min_runs=2,
-        max_runs=2, sync=lambda: None,
-    )  # fmt: skip
-    # Per turn: one calibration-free run per timed block, two blocks: a a b b, then again.
-    assert order == ["a", "a", "b", "b"] * 2 and rounds == [4, 8]
-    assert [len(m.times) for m in pooled] == [4, 4] and pooled[1].work == 2.0
-    with pytest.raises(ValueError, match="rounds"):
-        measure_interleaved(runs, 0)
-
-
 def test_measure_options_checked():
     assert measure_options_checked({"min_runs": 3}) == {"budget_s": 1.0, "min_runs": 3}
     with pytest.raises(ValueError, match="below min_runs"):
@@ -409,12 +392,6 @@ def test_model_result_without_extreme_ratios_says_nothing_about_them():
     assert result.fastest == "ring" and "latency-bound" not in str(result)
     queued = l05.AllreduceModel(64, 16384 * KiB, 10e-6, 25e9, set_up=4)
     assert "For seed the whole-vector messages" in str(queued)
-
-
-def test_format_time():
-    assert panel_module.format_time(9e-9) == "9.0 ns"
-    assert panel_module.format_time(2.5e-6) == "2.5 µs"
-    assert panel_module.format_time(0.0125) == "12.50 ms"
 
 
 def test_run_allreduce_model_measures_tf_when_it_can(devices):

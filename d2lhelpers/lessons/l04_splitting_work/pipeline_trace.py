@@ -25,9 +25,6 @@ class PipelineTrace(Reported):
     kind: str
     cores: int
 
-    def _repr_pretty_(self, printer, _cycle) -> None:  # IPython's text/plain: the table, not fields
-        printer.text(str(self))
-
     @property
     def bubble(self) -> float:
         return bubble_from_trace(self.rows, self.devices)
@@ -86,9 +83,6 @@ class BubbleComparison(Reported):
     """The same pipeline measured with fewer and more microbatches: the bubble beside the model."""
 
     runs: list[PipelineRun]
-
-    def _repr_pretty_(self, printer, _cycle) -> None:  # IPython's text/plain: the table, not fields
-        printer.text(str(self))
 
     @property
     def verdict(self) -> str:

@@ -19,18 +19,17 @@ from collections.abc import Callable
 
 from d2lhelpers.admission import require_count
 from d2lhelpers.benchmark import Measurement
+from d2lhelpers.interleaved import measure_interleaved
 from d2lhelpers.lessons.l05_collectives.runs import (
     ESTIMATE_CALL_S,
     ESTIMATE_RATE_BYTES_PER_S,
-    Shown,
     Steps,
     allreduce_devices,
     measure_estimate_s,
-    measure_interleaved,
     measure_options_checked,
     turn_options,
 )
-from d2lhelpers.report import Table
+from d2lhelpers.report import Reported, Table
 from d2lhelpers.tf_collectives import (
     allreduce_and_compute,
     allreduce_consumers,
@@ -65,8 +64,8 @@ MAX_CHAIN_SIZE = 8192  # matrices beyond this take minutes per chain on CPUs
 ESTIMATE_FLOP_RATE = 20e9  # per logical CPU, cautious: 2 cores together ran 155 GFLOP/s here
 
 
-@dataclasses.dataclass(repr=False)  # shown by its tables (`Shown`)
-class AllreduceOverlap(Shown):
+@dataclasses.dataclass(repr=False)  # shown by its tables (`Reported`)
+class AllreduceOverlap(Reported):
     """The all-reduce alone, the compute alone, a call's fixed cost, and both in one function.
 
     `launch`: the compute function on 1x1 matrices, a call that does no work: what one function

@@ -16,13 +16,12 @@ from d2lhelpers.devices import select_devices, setup_devices
 from d2lhelpers.lessons.l05_collectives.runs import (
     ESTIMATE_CALL_S,
     ESTIMATE_RATE_BYTES_PER_S,
-    Shown,
     Steps,
     measure_estimate_s,
     measure_options_checked,
 )
 from d2lhelpers.panel import Panel, slider
-from d2lhelpers.report import Table
+from d2lhelpers.report import Reported, Table
 from d2lhelpers.tf_collectives import (
     allreduce_in_one_graph,
     allreduce_inputs,
@@ -42,15 +41,8 @@ def format_ratio(ratio: float) -> str:
     return f"{ratio:.1f}x" if ratio >= 10 else f"{ratio:.2f}x"
 
 
-def format_time(seconds: float) -> str:
-    """`format_seconds`, and nanoseconds below a microsecond (bounds of tiny messages)."""
-    if 0 < seconds < 1e-6:
-        return f"{seconds * 1e9:.1f} ns"
-    return format_seconds(seconds)
-
-
-@dataclasses.dataclass(repr=False)  # shown by its tables (`Shown`)
-class AllreduceModel(Shown):
+@dataclasses.dataclass(repr=False)  # shown by its tables (`Reported`)
+class AllreduceModel(Reported):
     """The alpha-beta prediction per algorithm for one size, its bound, and TF's measured time."""
 
     ranks: int
@@ -91,11 +83,11 @@ class AllreduceModel(Shown):
         if second_time == times[best]:
             return (
                 f"The α-β model predicts {best} and {second} equally fast for "
-                f"{format_bytes(self.nbytes)} on {self.ranks} ranks: {format_time(times[best])}."
+                f"{format_bytes(self.nbytes)} on {self.ranks} ranks: {format_seconds(times[best])}."
             )
         return (
             f"The α-β model predicts {best} fastest for {format_bytes(self.nbytes)} on "
-            f"{self.ranks} ranks: {format_time(times[best])}, {second_time / times[best]:.2f}x "
+            f"{self.ranks} ranks: {format_seconds(times[best])}, {second_time / times[best]:.2f}x "
             f"faster than {second}."
         )
 
@@ -107,12 +99,12 @@ class AllreduceModel(Shown):
                 (
                     f"{algorithm} (model)",
                     stats.rounds,
-                    format_time(seconds),
+                    format_seconds(seconds),
                     f"{self.latency_share(algorithm):.0%}",
                     format_ratio(seconds / self.bound),
                 )
             )
-        rows.append(("bound 2(n-1)/n·S/β", "", format_time(self.bound), "0%", format_ratio(1)))
+        rows.append(("bound 2(n-1)/n·S/β", "", format_seconds(self.bound), "0%", format_ratio(1)))
         verdicts = [self.verdict, *self._bound_sentences(), self._measured_sentence()]
         flags = (
             [f"{self.measured.label}: {w}" for w in self.measured.warnings] if self.measured else []
@@ -122,14 +114,14 @@ class AllreduceModel(Shown):
                 (
                     f"TensorFlow, measured here ({self.kind})",
                     "",
-                    format_time(self.measured.median),
+                    format_seconds(self.measured.median),
                     "",
                     format_ratio(self.measured.median / self.bound),
                 )
             )
         title = (
             f"all-reduce of {format_bytes(self.nbytes)} on {self.ranks} ranks, "
-            f"α = {format_time(self.alpha_s)}, β = {format_rate(self.beta_bytes_per_s, 'B/s')}"
+            f"α = {format_seconds(self.alpha_s)}, β = {format_rate(self.beta_bytes_per_s, 'B/s')}"
         )
         columns = ("algorithm", "rounds", "time", "of which α", "x the bound")
         return [Table(title, columns, rows, verdicts, flags)]
@@ -144,8 +136,8 @@ class AllreduceModel(Shown):
         latency = [a for a in far if self.latency_share(a) > LATENCY_BOUND]
         ratios = ", ".join(f"{a} {format_ratio(r)}" for a, r in far.items())
         sentence = (
-            f"The bound counts bytes only: {format_time(self.bound)} for these S and β, far below "
-            f"the predictions ({ratios} the bound). "
+            f"The bound counts bytes only: {format_seconds(self.bound)} for these S and β, "
+            f"far below the predictions ({ratios} the bound). "
         )
         if latency:
             sentence += (
@@ -169,7 +161,7 @@ class AllreduceModel(Shown):
         ratio = self.measured.median / self.predicted["ring"]
         return (
             f"TensorFlow's ring, measured here on {self.ranks} {self.kind} devices, took "
-            f"{format_time(self.measured.median)}: {ratio:,.2f}x the model's ring with your α "
+            f"{format_seconds(self.measured.median)}: {ratio:,.2f}x the model's ring with your α "
             "and β (the sweep above measures α and β of this machine)."
         )
 
@@ -227,7 +219,7 @@ def plot_allreduce_model(result: AllreduceModel):
     times = list(result.predicted.values())
     ax.bar(names, times, color="tab:blue", label="α-β model (your α, β)")
     ax.axhline(
-        result.bound, c="gray", ls="--", label=f"bandwidth bound {format_time(result.bound)}"
+        result.bound, c="gray", ls="--", label=f"bandwidth bound {format_seconds(result.bound)}"
     )
     if result.measured is not None:
         ax.bar(

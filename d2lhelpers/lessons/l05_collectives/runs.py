@@ -3,26 +3,16 @@
 from __future__ import annotations
 
 import numbers
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from d2lhelpers.admission import require_count
-from d2lhelpers.benchmark import Measurement, measure, measurement_warnings
 from d2lhelpers.devices import select_devices, setup_devices
-from d2lhelpers.report import Reported
 
 MEASURE_COUNTS = ("warmup", "min_runs", "max_runs", "number")
 # A ring of logical CPUs reduces at about 1 GB/s of message (0.9-1.35 GB/s probed on 2 cores):
 # a cautious rate for estimates made before anything is measured.
 ESTIMATE_RATE_BYTES_PER_S = 0.5e9
 ESTIMATE_CALL_S = 2e-3  # a call's start-up on a loaded machine (about 1 ms probed)
-
-
-class Shown(Reported):
-    """`Reported`, and IPython's plain-text view (a console, nbval) shows the tables too, not the
-    dataclass's fields (JupyterLab shows the HTML tables either way)."""
-
-    def _repr_pretty_(self, printer, _cycle) -> None:
-        printer.text(str(self))
 
 
 def allreduce_devices(n_devices, what: str) -> list:
@@ -103,39 +93,3 @@ class Steps:
     def finished(self, what: str) -> None:
         self.done += 1
         self.report(f"done: {what}" if self.done < self.total else "finished")
-
-
-def measure_interleaved(
-    runs: Sequence[tuple[Callable[[], object], str, dict]],
-    rounds: int = 3,
-    on_round: Callable[[], None] | None = None,
-    on_repeat: Callable[[int, str, int], None] | None = None,
-    **measure_options,
-) -> list[Measurement]:
-    """Time several (run, label, rate options) in turns; return one pooled Measurement each.
-
-    Each of `rounds` rounds `measure`s every run once, and each run's times from all rounds are
-    pooled: a machine that gets busier half-way slows every run alike, so their ratios stay fair
-    (one after the other, the last run would take all of it). `on_round()` after each round,
-    `on_repeat(round, label, repeat)` after each timed block. (The same signature as notebook
-    02's helper, so the two can become one at merge.)
-    """
-    rounds = require_count("rounds", rounds, 1)
-    parts: list[list[Measurement]] = [[] for _ in runs]
-    for round_number in range(1, rounds + 1):
-        for taken, (run, label, rate_options) in zip(parts, runs, strict=True):
-            repeat = None
-            if on_repeat is not None:
-                repeat = lambda n, label=label, r=round_number: on_repeat(r, label, n)  # noqa: E731
-            taken.append(measure(run, label, on_repeat=repeat, **rate_options, **measure_options))
-        if on_round:
-            on_round()
-    pooled = []
-    for taken in parts:
-        first = taken[0]
-        merged = Measurement(
-            first.label, [t for m in taken for t in m.times], first.work, first.unit, first.peak
-        )
-        merged.warnings = measurement_warnings(merged)  # noisy, above the peak: on all times
-        pooled.append(merged)
-    return pooled

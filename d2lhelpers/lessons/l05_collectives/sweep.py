@@ -27,18 +27,17 @@ import matplotlib.pyplot as plt
 from d2lhelpers.admission import require_count
 from d2lhelpers.benchmark import NOISY_IQR, Measurement
 from d2lhelpers.costs import AlphaBeta, Residual, bus_bandwidth_bound_s
+from d2lhelpers.interleaved import measure_interleaved
 from d2lhelpers.lessons.l05_collectives.runs import (
     ESTIMATE_CALL_S,
     ESTIMATE_RATE_BYTES_PER_S,
-    Shown,
     Steps,
     allreduce_devices,
     measure_estimate_s,
-    measure_interleaved,
     measure_options_checked,
     turn_options,
 )
-from d2lhelpers.report import Table
+from d2lhelpers.report import Reported, Table
 from d2lhelpers.tf_collectives import (
     ALLREDUCE_BUFFERS,
     DEFAULT_SIZES,
@@ -66,8 +65,8 @@ ALPHA_CAUSES = (
 )
 
 
-@dataclasses.dataclass(repr=False)  # shown by its tables (`Shown`)
-class AllreduceSweep(Shown):
+@dataclasses.dataclass(repr=False)  # shown by its tables (`Reported`)
+class AllreduceSweep(Reported):
     """TF's all-reduce on `n_devices` timed per message size, beside the alpha-beta predictions.
 
     `model`: alpha from the tiny message alone, beta from the largest size alone; it predicts
