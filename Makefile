@@ -47,6 +47,7 @@ lint: $(READY)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(VENV)/bin/lint-imports
+	$(PY) tools/dead_code.py
 
 test: lint
 	$(PY) -m pytest --nbval-lax --durations=10 tests notebooks

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from d2lhelpers.units import BYTES_PER_FLOAT
+
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
 
 SEED_000 = {  # d2l "Automatic Parallelism", TensorFlow tab; 2 GPUs, model not stated
@@ -22,19 +24,18 @@ SEED_000 = {  # d2l "Automatic Parallelism", TensorFlow tab; 2 GPUs, model not s
 }
 
 SEED_000_SIZE, SEED_000_MATMULS = 4000, 50  # run(x): 50 products of one 4000x4000 float32 matrix
-FLOAT32_BYTES = 4
 
 
 def seed_copy_rate() -> float:
     """The seed's own device-to-host rate, B/s: its 50 results copied in 'Copy to CPU'."""
-    results = SEED_000_MATMULS * SEED_000_SIZE**2 * FLOAT32_BYTES
+    results = SEED_000_MATMULS * SEED_000_SIZE**2 * BYTES_PER_FLOAT
     return results / SEED_000["Copy to CPU"]
 
 
 def seed_final_copy_s() -> float:
     """What the `.numpy()` in every seed timing costs: one 4000x4000 result at the seed's own
     copy rate (about 43 ms of the 62.9 ms 'GPU1 time')."""
-    return SEED_000_SIZE**2 * FLOAT32_BYTES / seed_copy_rate()
+    return SEED_000_SIZE**2 * BYTES_PER_FLOAT / seed_copy_rate()
 
 
 def seed_compute_s(label: str) -> float:

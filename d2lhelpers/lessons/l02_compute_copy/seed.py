@@ -15,17 +15,15 @@ its link; TensorFlow runs float32 matmuls as TF32 on NVIDIA Ampere and newer GPU
 
 from __future__ import annotations
 
-from d2lhelpers.references import SEED_000
+from d2lhelpers.references import SEED_000, seed_compute_s, seed_copy_rate, seed_final_copy_s
 from d2lhelpers.report import Reported, Table
-from d2lhelpers.units import BYTES_PER_FLOAT, GB, format_seconds
+from d2lhelpers.units import GB, format_seconds
 from d2lhelpers.workloads import chain_flops
 
 SEED_SIZE, SEED_PRODUCTS = 4000, 50
 SEED_RUN_S = SEED_000["Run on GPU1"]
 SEED_COPY_S = SEED_000["Copy to CPU"]
 SEED_BOTH_S = SEED_000["Run on GPU1 and copy to CPU"]
-SEED_RESULT_BYTES = SEED_SIZE * SEED_SIZE * BYTES_PER_FLOAT  # one result, fetched by .numpy()
-SEED_COPY_BYTES = SEED_PRODUCTS * SEED_RESULT_BYTES
 # Published dense TF32 tensor-core peak of an NVIDIA A100 (no sparsity): a yardstick only, the
 # seed's GPU is not named.
 A100_TF32_PEAK = 156e12
@@ -40,9 +38,9 @@ CAUSES_OF_A_TOO_HIGH_RATE = (
 class SeedReading(Reported):
     """The seed's three timings, with the `.numpy()` copy inside 'Run on GPU1' taken off."""
 
-    copy_rate = SEED_COPY_BYTES / SEED_COPY_S
-    numpy_copy_s = SEED_RESULT_BYTES / copy_rate
-    run_s = SEED_RUN_S - numpy_copy_s  # the matmuls alone, if the copy ran at the bulk rate
+    copy_rate = seed_copy_rate()
+    numpy_copy_s = seed_final_copy_s()
+    run_s = seed_compute_s("Run on GPU1")  # the matmuls alone, if the copy ran at the bulk rate
     matmul_rate = chain_flops(SEED_SIZE, SEED_PRODUCTS) / run_s
     ideal_sequential_s = run_s + SEED_COPY_S
     ideal_overlapped_s = max(run_s, SEED_COPY_S)

@@ -53,22 +53,19 @@ def check_layout_fits(layout: str, config: ModelConfig, devices, slots: int) -> 
 def largest_batch(layout: str, config: ModelConfig, devices, cap: int = 1 << 24) -> int:
     """The most sequences in flight whose weights and KV cache still fit (computed, not tried).
 
-    A multiple of the device count; found by bisection against 80% of the free memory (the
-    host's, summed over logical CPU devices, which share it).
+    A multiple of the device count, against the free memory of the busiest device (the host's,
+    summed over logical CPU devices, which share it); 0 when not even one per device fits.
     """
     n = len(devices)
+    shared = devices[0].memory_bytes is None  # logical CPUs share the host's memory
+
+    def needed(groups: int) -> float:
+        per_device = cache_bytes_per_device(layout, config, n, groups * n)
+        return per_device * n if shared else per_device
+
     free = min(free_memory_bytes(d) for d in devices)
-    shared = devices[0].memory_bytes is None
-
-    def fits(slots: int) -> bool:
-        per_device = cache_bytes_per_device(layout, config, n, slots)
-        return (per_device * n if shared else per_device) <= 0.8 * free
-
-    low, high = 0, cap // n  # in units of n sequences
-    while low < high:
-        middle = (low + high + 1) // 2
-        low, high = (middle, high) if fits(middle * n) else (low, middle - 1)
-    return low * n
+    groups = admission.largest_fitting(needed, 1, cap // n, available=free)
+    return 0 if groups is None else groups * n
 
 
 @dataclasses.dataclass
