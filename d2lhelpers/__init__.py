@@ -44,9 +44,28 @@ from d2lhelpers.devices import (
     try_all_gpus,
     try_gpu,
 )
-from d2lhelpers.lessons.l01_two_devices import concurrency_panel, plot_concurrency
+from d2lhelpers.lessons.l01_two_devices import (
+    ConcurrencyResult,
+    MergeProbeResult,
+    concurrency_panel,
+    plot_concurrency,
+    rates_verdict,
+    run_concurrency,
+    run_merge_probe,
+)
+from d2lhelpers.lessons.l01_two_devices import run_concurrency as concurrency_sweep  # old name
 from d2lhelpers.lessons.l02_compute_copy import compute_copy_panel
-from d2lhelpers.lessons.l03_mlp_across_devices import mlp_branch_experiment, mlp_panel
+from d2lhelpers.lessons.l03_mlp_across_devices import (
+    BranchResult,
+    mlp_panel,
+    model_speedup,
+    overlap_sentence,
+    plot_branches,
+    run_mlp_branches,
+)
+from d2lhelpers.lessons.l03_mlp_across_devices import (  # old name
+    run_mlp_branches as mlp_branch_experiment,
+)
 from d2lhelpers.lessons.l04_splitting_work import (
     parallelism_panel,
     plot_three_schemes,
@@ -83,19 +102,22 @@ from d2lhelpers.workloads import (
     branch_weights,
     chain_flops,
     chains_in_one_graph,
-    concurrency_sweep,
     identical_matmuls,
     matmul_chain,
     mlp_branches_in_one_graph,
+    mlp_flops,
     random_matrix,
 )
 
 __all__ = [
     "AlphaBeta",
     "Benchmark",
+    "BranchResult",
+    "ConcurrencyResult",
     "Device",
     "EmptyTraceError",
     "Measurement",
+    "MergeProbeResult",
     "OpEvent",
     "Panel",
     "ParallelRun",
@@ -144,26 +166,34 @@ __all__ = [
     "measured_bubble",
     "mlp_branch_experiment",
     "mlp_branches_in_one_graph",
+    "mlp_flops",
     "mlp_panel",
+    "model_speedup",
     "num_gpus",
     "op_graph",
     "overlap_experiment",
     "overlap_seconds",
+    "overlap_sentence",
     "parallelism_panel",
     "pipeline_bubble_fraction",
     "plot_allreduce_job",
     "plot_allreduce_sweep",
+    "plot_branches",
     "plot_concurrency",
     "plot_op_graph",
     "plot_three_schemes",
     "plot_timeline",
     "plot_training_sweep",
     "random_matrix",
+    "rates_verdict",
     "real_cluster_tf_config",
     "reference_table",
     "remote_tf_workers",
     "replica_sweep",
     "replicas_vs_one_group",
+    "run_concurrency",
+    "run_merge_probe",
+    "run_mlp_branches",
     "run_pipeline_parallel",
     "run_replicas",
     "run_tensor_parallel",
