@@ -38,8 +38,10 @@ MAX_MATMULS = 1000  # ops per chain: a graph this long already takes seconds to 
 
 
 def plural(n: int, word: str) -> str:
-    """'1 matmul', '20 matmuls'."""
-    return f"{n} {word}{'' if n == 1 else 's'}"
+    """'1 matmul', '20 matmuls', '3 branches'."""
+    if n == 1:
+        return f"{n} {word}"
+    return f"{n} {word}{'es' if word.endswith(('ch', 'sh', 's', 'x')) else 's'}"
 
 
 def noisy_run(m: Measurement) -> bool:

@@ -11,6 +11,7 @@ branch. So the split's speedup is k / max(1, k / c) = min(k, c): 2 for 3 branche
 from __future__ import annotations
 
 import dataclasses
+import statistics
 from collections.abc import Callable, Sequence
 
 import matplotlib.pyplot as plt
@@ -116,7 +117,7 @@ class BranchResult(Reported):
         if c.a_faster:
             return f"{outcome}; faster than the {where}: impossible, see the warnings"
         if noisy_run(self.one_device) or noisy_run(self.split):
-            return f"too noisy to check the {where}: the runs spread by more than 10%: run again"
+            return f"{outcome}; too noisy to check the {where} (a run spread by more than 10%)"
         if c.a_slower:
             return (
                 f"{outcome}; measured speedup {self.speedup:.2f}x, slower than the {where} "
@@ -228,15 +229,26 @@ def plot_branches(result: BranchResult):
     )
     plot_timeline(result.trace, f"one call, {plural(result.branches, 'branch')}", ax=top)
     labels = ["all on one device", f"one per device ({result.branches})"]
-    times = [result.one_device.median * 1e3, result.split.median * 1e3]
-    errors = [result.one_device.iqr * 1e3, result.split.iqr * 1e3]
+    runs = (result.one_device, result.split)
+    times = [m.median * 1e3 for m in runs]
+    quartiles = [
+        statistics.quantiles(m.times, n=4, method="inclusive")
+        if len(m.times) > 1
+        else [m.median] * 3
+        for m in runs
+    ]
+    errors = [
+        [(m.median - q[0]) * 1e3 for m, q in zip(runs, quartiles, strict=True)],
+        [(q[2] - m.median) * 1e3 for m, q in zip(runs, quartiles, strict=True)],
+    ]
     bottom.barh(labels, times, xerr=errors, color=["tab:gray", "tab:blue"], height=0.5)
     if result.model is not None:
         ideal = times[0] / result.model
         bottom.axvline(ideal, c="tab:red", ls=":", label=f"model: one device / {result.model:.2f}")
         bottom.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
     bottom.invert_yaxis()
-    bottom.set_xlabel("time per call (ms), bars: median, whiskers: IQR")
+    bottom.set_xlim(left=0)
+    bottom.set_xlabel("time per call (ms): median, whiskers from the first to the third quartile")
     fig.tight_layout()
     return fig
 
