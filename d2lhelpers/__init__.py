@@ -47,11 +47,13 @@ from d2lhelpers.devices import (
 from d2lhelpers.lessons.l01_two_devices import (
     ConcurrencyResult,
     MergeProbeResult,
+    at_once_verdict,
     concurrency_panel,
     plot_concurrency,
     rates_verdict,
     run_concurrency,
     run_merge_probe,
+    separate_calls_verdict,
 )
 from d2lhelpers.lessons.l01_two_devices import run_concurrency as concurrency_sweep  # old name
 from d2lhelpers.lessons.l02_compute_copy import compute_copy_panel
@@ -131,6 +133,7 @@ __all__ = [
     "allreduce_job",
     "allreduce_panel",
     "allreduce_sweep",
+    "at_once_verdict",
     "branch_weights",
     "break_even_comm_ms",
     "busy_intervals",
@@ -198,6 +201,7 @@ __all__ = [
     "run_replicas",
     "run_tensor_parallel",
     "select_devices",
+    "separate_calls_verdict",
     "setup_devices",
     "speedup_model_panel",
     "sync_devices",

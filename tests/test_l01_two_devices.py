@@ -8,7 +8,7 @@ import pytest
 import d2lhelpers as d2l
 from d2lhelpers.benchmark import Measurement
 from d2lhelpers.lessons import l01_two_devices as l01
-from d2lhelpers.lessons.l01_two_devices import ConcurrencyResult, MergeProbeResult
+from d2lhelpers.lessons.l01_two_devices import ConcurrencyResult, MergeProbeResult, merging
 from d2lhelpers.optimizer_probe import ProbeRun
 
 matplotlib.use("Agg")
@@ -113,11 +113,11 @@ def rate(label, rate_, peak):
 def test_rates_verdict_blames_merging_only_when_the_chain_stays_below_the_peak(monkeypatch):
     merged = l01.rates_verdict(rate("dup", 10e9, 1e9), rate("chain", 0.9e9, 1e9), "/CPU:0")
     assert "merged" in merged and "measured low" not in merged
-    monkeypatch.setattr(l01, "best_chain_rate", lambda device, sizes: (2e9, 512))
+    monkeypatch.setattr(merging, "best_chain_rate", lambda device, sizes: (2e9, 512))
     low = l01.rates_verdict(rate("dup", 10e9, 1e9), rate("chain", 1.5e9, 1e9), "/CPU:0")
     assert "peak was probably measured low" in low and "0.75x" in low
     assert "impossible" not in low
-    monkeypatch.setattr(l01, "best_chain_rate", lambda device, sizes: (1e9, 512))
+    monkeypatch.setattr(merging, "best_chain_rate", lambda device, sizes: (1e9, 512))
     still = l01.rates_verdict(rate("dup", 10e9, 1e9), rate("chain", 1.5e9, 1e9), "/CPU:0")
     assert "impossible" in still
     neither = l01.rates_verdict(rate("dup", 0.5e9, 1e9), rate("chain", 0.9e9, 1e9), "/CPU:0")
@@ -210,3 +210,27 @@ def test_panel_refuses_an_oversize_run_before_allocating(devices, monkeypatch):
     panel.sliders["size"].value = panel.sliders["size"].max
     panel.run()
     assert isinstance(panel.error, ValueError) and "matrix size" in str(panel.error)
+
+
+def timed(t):
+    return Measurement("run", [t] * 5)
+
+
+def test_at_once_verdict_reads_the_model_for_the_usable_cores():
+    together = l01.at_once_verdict(timed(0.0101), timed(0.010), "logical CPU", cores=2)
+    assert together.endswith("they ran at the same time") and "1.01x one chain" in together
+    turns = l01.at_once_verdict(timed(0.020), timed(0.010), "logical CPU", cores=1)
+    assert "as the model's 2.00x (1 usable CPU core) says" in turns and "took turns" in turns
+    slow = l01.at_once_verdict(timed(0.016), timed(0.010), "logical CPU", cores=2)
+    assert "slower than the model's 1.00x" in slow
+    assert "impossible" in l01.at_once_verdict(timed(0.006), timed(0.010), "GPU")
+    assert "no model" in l01.at_once_verdict(timed(0.012), timed(0.010), "virtual GPU")
+
+
+def test_separate_calls_verdict_tells_overlap_from_sequence():
+    one, other = timed(0.010), timed(0.0098)
+    assert "one after the other" in l01.separate_calls_verdict(timed(0.0199), one, other)
+    assert "their work overlapped" in l01.separate_calls_verdict(timed(0.0102), one, other)
+    assert "overlapped in part" in l01.separate_calls_verdict(timed(0.015), one, other)
+    assert "impossible" in l01.separate_calls_verdict(timed(0.007), one, other)
+    assert "something else" in l01.separate_calls_verdict(timed(0.025), one, other)

@@ -1,12 +1,10 @@
-"""Notebook 01, two devices, two jobs: independent chains on several devices at once.
+"""Notebook 01's experiment: independent chains on 1, 2, ... devices at once, beside the model.
 
-In notebook order: the seed's pitfall (identical matmuls merged: which rates to believe, and which
-optimisation merges them, in `l01_merge_probe`), then the experiment `run_concurrency`, its
-result, its plot and its panel.
-
-The model the notebook checks, for logical CPU devices (one op thread each) and c usable cores:
-k chains on k devices take max(1, k / c) times one chain. Up to c run at once; beyond, they share
-the cores. On separate GPUs the model is 1 for every k; virtual GPUs share one chip (no model).
+The model, for logical CPU devices (one op thread each) and c usable cores: k chains on k
+devices take max(1, k / c) times one chain. Up to c run at once; beyond, they share the cores.
+On separate GPUs the model is 1 for every k; virtual GPUs share one chip (no model).
+In order: the model, the verdicts on the notebook's own cells, the experiment `run_concurrency`,
+its result, its estimate, its plot and its panel.
 """
 
 from __future__ import annotations
@@ -16,18 +14,14 @@ from collections.abc import Callable
 
 import matplotlib.pyplot as plt
 
-from d2lhelpers.admission import require_count, require_memory, require_processes
-from d2lhelpers.benchmark import MIN_BLOCK_S, NOISY_IQR, PEAK_TOLERANCE, Measurement, measure
-from d2lhelpers.devices import Device, check_fits, on_gpu, select_devices, setup_devices
-from d2lhelpers.optimizer_probe import SWITCHES, ProbeRun, probe
+from d2lhelpers.admission import require_count
+from d2lhelpers.benchmark import MIN_BLOCK_S, NOISY_IQR, Measurement, measure
+from d2lhelpers.devices import check_fits, on_gpu, select_devices, setup_devices
 from d2lhelpers.panel import Panel, largest_size_that_fits, slider
-from d2lhelpers.peaks import CPU_SIZES, GPU_SIZES, best_chain_rate, device_peak_rate
+from d2lhelpers.peaks import device_peak_rate
 from d2lhelpers.report import Reported, Table
 from d2lhelpers.units import (
-    BYTES_PER_FLOAT,
-    MiB,
     cores_phrase,
-    format_rate,
     format_seconds,
     usable_cores,
 )
@@ -54,113 +48,51 @@ def concurrency_model(k: int, cores: int) -> float:
     return max(1.0, k / cores)
 
 
-def rates_verdict(identical: Measurement, chain: Measurement, device: Device | str) -> str:
-    """Which rate above the peak to believe: blame merged work only if the chain stays below it.
+def model_for(k: int, kind: str, cores: int) -> float | None:
+    """The model's slowdown of k devices at once: max(1, k/c), 1 on GPUs, None on virtual GPUs."""
+    if kind == "logical CPU":
+        return concurrency_model(k, cores)
+    return 1.0 if kind == "GPU" else None
 
-    The chain cannot be merged. If it too measures above the peak, the peak is re-measured: a peak
-    measured on a busy machine is low, and then the identical matmuls' excess proves nothing.
-    """
-    peak = identical.peak or chain.peak
-    if not peak:
-        return "no peak was given, so neither rate can be checked"
-    identical_above, chain_above = (m.rate > PEAK_TOLERANCE * peak for m in (identical, chain))
-    if chain_above:
-        sizes = GPU_SIZES if on_gpu() else CPU_SIZES
-        again = best_chain_rate(device, sizes)[0]
-        verdict = (
-            f"the chain, which cannot be merged, measured {chain.rate / peak:.1f}x the peak "
-            f"{format_rate(peak)}: the peak was probably measured low (re-measured now: "
-            f"{format_rate(again)}, the chain is {chain.rate / again:.2f}x that)"
-        )
-        if chain.rate > PEAK_TOLERANCE * again:
-            verdict += "; even against it the chain is too fast: " + impossible("the chain's rate")
-        return verdict + ". Merged work is not shown by these rates alone."
-    if identical_above:
+
+def at_once_verdict(both: Measurement, one: Measurement, kind: str, k: int = 2, cores=None) -> str:
+    """k chains in one graph against one chain: at the same time, shared cores, or neither."""
+    cores = usable_cores() if cores is None else cores
+    want = model_for(k, kind, cores)
+    ratio = both.median / one.median
+    said = f"{plural(k, 'chain')} at once took {ratio:.2f}x one chain"
+    if want is None:
+        return said + " (virtual GPUs share one chip: no model is checked)"
+    c = Comparison(both.median, want * one.median, noise_of(both) + want * noise_of(one))
+    where = f"the model's {want:.2f}x ({cores_phrase(cores)})" if kind == "logical CPU" else "1.00x"
+    if c.a_faster:
+        return impossible(f"{said}, faster than {where}")
+    if noisy_run(both) or noisy_run(one):
+        return f"{said}; too noisy to check it against {where} (a run spread by more than 10%)"
+    if c.a_slower:
+        return f"{said}, slower than {where}: something else is using the cores"
+    if want == 1.0:
+        return f"{said}, as {where} says: they ran at the same time"
+    return f"{said}, as {where} says: more chains than cores, so they took turns on the cores"
+
+
+def separate_calls_verdict(separate: Measurement, first: Measurement, second: Measurement) -> str:
+    """Two calls one after the other in Python: did their work overlap, or run in sequence?"""
+    longer, total = max(first.median, second.median), first.median + second.median
+    said = f"two separate calls took {separate.median / longer:.2f}x one call"
+    at_once = Comparison(separate.median, longer, noise_of(separate) + noise_of(longer))
+    in_turn = Comparison(separate.median, total, noise_of(separate) + noise_of(total))
+    if at_once.a_faster:
+        return impossible(f"{said}, faster than the longer call alone")
+    if not at_once.measurable:
+        return f"{said}: as long as one, so their work overlapped"
+    if not in_turn.measurable:
+        return f"{said}, the sum of both ({total / longer:.2f}x): they ran one after the other"
+    if in_turn.a_faster:
         return (
-            f"the identical matmuls measured {identical.rate / peak:.1f}x the peak while the "
-            f"chain measured {chain.rate / peak:.2f}x: only the identical matmuls break the "
-            "peak, so their work was merged (fewer products ran than were asked for)"
+            f"{said}: less than the sum of both ({total / longer:.2f}x), so they overlapped in part"
         )
-    return (
-        f"neither rate is above the peak (identical {identical.rate / peak:.2f}x, chain "
-        f"{chain.rate / peak:.2f}x): on this run no merged work shows in the rates"
-    )
-
-
-@dataclasses.dataclass
-class MergeProbeResult(Reported):
-    """n identical matmuls run once per switch, each in a fresh process: how many MatMuls ran."""
-
-    n: int
-    size: int
-    runs: list[ProbeRun]
-
-    def _of(self, switch: str) -> ProbeRun | None:
-        return next((r for r in self.runs if r.switch == switch), None)
-
-    @property
-    def culprits(self) -> list[ProbeRun]:
-        """The switches (not the control) with which every one of the n MatMuls ran."""
-        merged = self._of("none")
-        if merged is None or merged.executed >= self.n:
-            return []
-        return [
-            r for r in self.runs if r.switch not in ("none", "classic_l0") and r.executed >= self.n
-        ]
-
-    @property
-    def verdict(self) -> str:
-        default = self._of("none")
-        if default is not None and default.executed >= self.n:
-            return f"all {self.n} MatMuls ran with every optimisation on: nothing was merged here"
-        counts = "; ".join(f"{r.what} off: {r.executed} of {self.n} ran" for r in self.runs)
-        culprits = self.culprits
-        if not culprits:
-            return f"none of the switches stopped the merge ({counts})"
-        names = " and ".join(r.what for r in culprits)
-        slower = [f"{r.seconds / default.seconds:.1f}x" for r in culprits] if default else []
-        kept = [
-            r for r in self.runs if r.switch not in ("none", "classic_l0") and r not in culprits
-        ]
-        sentence = f"with {names} off, {self.n} of {self.n} MatMuls ran"
-        sentence += f" ({', '.join(slower)} the time per call)" if slower else ""
-        sentence += f": {'that is' if len(culprits) == 1 else 'those are'} what merges them"
-        if kept:
-            stayed = " or ".join(r.what for r in kept)
-            counts = ", ".join(str(r.executed) for r in kept)
-            sentence += f". With {stayed} off, still {counts} of {self.n} ran"
-        return sentence
-
-    def tables(self) -> list[Table]:
-        rows = [
-            [r.what, r.how, f"{r.executed} of {r.n}", format_seconds(r.seconds)] for r in self.runs
-        ]
-        title = f"{plural(self.n, 'identical matmul')} of {self.size}x{self.size}"
-        title += ", a fresh process per switch"
-        columns = ["switched off", "how", "MatMuls executed", "time per call"]
-        return [Table(title, columns, rows, [self.verdict])]
-
-
-def run_merge_probe(
-    n: int = 10, size: int = 512, switches=tuple(SWITCHES), progress: Callable | None = None
-) -> MergeProbeResult:
-    """Count the MatMuls that ran of `n` identical ones, with each candidate optimisation off.
-
-    Each switch runs in a fresh Python process (`optimizer_probe.probe`): TensorFlow reads its
-    optimiser settings once per runtime. About 3 s per switch on 2 cores at the defaults.
-    """
-    n = require_count("n (identical matmuls)", n, 1, MAX_MATMULS)
-    size = require_count("size (matrix size)", size, 1, 8192)
-    require_processes("the merge probe", 1)
-    # A fresh TensorFlow process holds about 600 MiB before its (n + 2) matrices.
-    require_memory("the merge probe", 600 * MiB + (n + 2) * size * size * BYTES_PER_FLOAT)
-    report = progress or (lambda done, total, status="": None)
-    runs = []
-    for i, switch in enumerate(switches):
-        report(i, len(switches), f"fresh process {i + 1} of {len(switches)}: {switch} off")
-        runs.append(probe(switch, n, size))
-    report(len(switches), len(switches), "done")
-    return MergeProbeResult(n, size, runs)
+    return f"{said}, more than the sum of both ({total / longer:.2f}x): something else slowed them"
 
 
 @dataclasses.dataclass
@@ -194,9 +126,9 @@ class ConcurrencyResult(Reported):
     @property
     def model(self) -> list[float] | None:
         """Expected slowdowns: max(1, k/c) on logical CPUs, 1 on GPUs; None on virtual GPUs."""
-        if self.kind == "logical CPU":
-            return [concurrency_model(k, self.cores) for k in self.device_counts]
-        return [1.0] * len(self.measurements) if self.kind == "GPU" else None
+        if self.kind not in ("logical CPU", "GPU"):
+            return None
+        return [model_for(k, self.kind, self.cores) for k in self.device_counts]
 
     def comparisons(self) -> list[Comparison] | None:
         """Each k's time against the model's, the noise of both runs taken into account."""
