@@ -73,6 +73,9 @@ def test_overlap_sentence_warns_that_one_core_means_turns(monkeypatch):
     monkeypatch.setattr(l03, "usable_cores", lambda: 2)
     two = l03.overlap_sentence(ROWS, [CPU1, CPU2])
     assert "both at once for 3.00 ms = 75% of the shorter" in two and "turns" not in two
+    assert two.endswith("ran partly at the same time")
+    apart = [ROWS[0], OpEvent(CPU2, "MatMul_2", "matmul", 0.004, 0.008)]
+    assert l03.overlap_sentence(apart, [CPU1, CPU2]).endswith("ran one after the other")
     monkeypatch.setattr(l03, "usable_cores", lambda: 1)
     one = l03.overlap_sentence(ROWS, [CPU1, CPU2])
     assert "took turns on the cores" in one and "1 usable CPU core," in one

@@ -63,12 +63,19 @@ def overlap_sentence(rows: Sequence[OpEvent], devices: Sequence[Device | str]) -
     )
     if len(busy) < 2 or shorter <= 0:
         return sentence + " (one branch device: nothing can overlap)"
-    sentence += f" = {together / shorter:.0%} of the shorter (ideal 100%)"
+    share = together / shorter
+    sentence += f" = {share:.0%} of the shorter (ideal 100%)"
+    if share >= 0.9:
+        sentence += ": in this call the branches ran at the same time"
+    elif share > 0:
+        sentence += ": in this call the branches ran partly at the same time"
+    else:
+        sentence += ": in this call the branches ran one after the other"
     cores = usable_cores()
     if not on_gpu() and cores < len(names):
         sentence += (
-            f". With {cores_phrase(cores)}, ops shown at the same time here took turns on the "
-            "cores: in flight at once, not computing at once (the timing below tells which)"
+            f" (with {cores_phrase(cores)}, ops shown at the same time took turns on the "
+            "cores: in flight at once, not computing at once; the timing below tells which)"
         )
     return sentence
 

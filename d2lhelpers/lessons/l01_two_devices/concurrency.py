@@ -78,21 +78,22 @@ def at_once_verdict(both: Measurement, one: Measurement, kind: str, k: int = 2, 
 
 def separate_calls_verdict(separate: Measurement, first: Measurement, second: Measurement) -> str:
     """Two calls one after the other in Python: did their work overlap, or run in sequence?"""
-    longer, total = max(first.median, second.median), first.median + second.median
-    said = f"two separate calls took {separate.median / longer:.2f}x one call"
-    at_once = Comparison(separate.median, longer, noise_of(separate) + noise_of(longer))
-    in_turn = Comparison(separate.median, total, noise_of(separate) + noise_of(total))
+    longer = max(first, second, key=lambda m: m.median)
+    total = first.median + second.median
+    noise = noise_of(separate) + noise_of(first) + noise_of(second)
+    said = f"two separate calls took {separate.median / longer.median:.2f}x the longer call alone"
+    sum_is = f"the sum of both is {total / longer.median:.2f}x"
+    at_once = Comparison(separate.median, longer.median, noise_of(separate) + noise_of(longer))
+    in_turn = Comparison(separate.median, total, noise)
     if at_once.a_faster:
-        return impossible(f"{said}, faster than the longer call alone")
+        return impossible(f"{said}, faster than that call alone")
     if not at_once.measurable:
-        return f"{said}: as long as one, so their work overlapped"
+        return f"{said}, within the noise of one: their work overlapped"
     if not in_turn.measurable:
-        return f"{said}, the sum of both ({total / longer:.2f}x): they ran one after the other"
+        return f"{said}; {sum_is}, within the noise: they ran one after the other"
     if in_turn.a_faster:
-        return (
-            f"{said}: less than the sum of both ({total / longer:.2f}x), so they overlapped in part"
-        )
-    return f"{said}, more than the sum of both ({total / longer:.2f}x): something else slowed them"
+        return f"{said}; {sum_is}: less, so they overlapped in part"
+    return f"{said}; {sum_is}: even more, so something else slowed them"
 
 
 @dataclasses.dataclass

@@ -97,9 +97,8 @@ class MergeProbeResult(Reported):
         sentence += f" ({', '.join(slower)} the time per call)" if slower else ""
         sentence += f": {'that is' if len(culprits) == 1 else 'those are'} what merges them"
         if kept:
-            stayed = " or ".join(r.what for r in kept)
-            counts = ", ".join(str(r.executed) for r in kept)
-            sentence += f". With {stayed} off, still {counts} of {self.n} ran"
+            still = "; ".join(f"with {r.what} off, {r.executed} of {self.n}" for r in kept)
+            sentence += f". Still merged: {still} ran"
         return sentence
 
     def tables(self) -> list[Table]:
