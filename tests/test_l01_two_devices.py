@@ -149,9 +149,20 @@ def test_merge_probe_verdict_names_the_switch_that_stops_the_merge():
     assert unmerged.verdict.startswith("all 10 MatMuls ran") and unmerged.culprits == []
 
 
-def test_merge_probe_counts_executed_matmuls_in_fresh_processes():
-    result = l01.run_merge_probe(3, 32, switches=("none", "classic_cse"))
-    assert [r.executed for r in result.runs] == [1, 3]  # merged by default; CSE off: all ran
+def test_run_merge_probe_runs_each_switch_and_reports_progress(monkeypatch):
+    # The fresh processes themselves are tested in test_optimizer_probe; here, the assembly.
+    ran = []
+
+    def fake_probe(switch, n, size):
+        ran.append(switch)
+        return ProbeRun(switch, n, n if switch == "classic_cse" else 1, 0.01)
+
+    monkeypatch.setattr(merging, "probe", fake_probe)
+    calls = []
+    result = l01.run_merge_probe(4, 32, progress=lambda *a: calls.append(a))
+    assert ran == ["none", "meta_optimizer", "common_subgraph", "classic_l0", "classic_cse"]
+    assert calls[1] == (1, 5, "fresh process 2 of 5: meta_optimizer off") and calls[-1][0] == 5
+    assert [r.switch for r in result.culprits] == ["classic_cse"]
 
 
 @pytest.mark.parametrize(

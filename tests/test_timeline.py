@@ -12,9 +12,6 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the headless backend)
 
 CPU0, CPU1 = "/device:CPU:0", "/device:CPU:1"
-LOCAL = "/job:localhost/replica:0/task:0/device:CPU:"
-WORKER = "/job:worker/replica:0/task:0/device:CPU:0"
-EPOCH_NS = 1_795_000_000_000_000_000  # a trace start, in ns since 1970
 
 
 def test_a_trace_with_no_op_events_raises_instead_of_drawing_nothing(devices):
