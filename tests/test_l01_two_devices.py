@@ -188,8 +188,12 @@ def test_bad_values_are_refused_in_well_under_a_second(devices, call, error, wor
 def test_run_concurrency_reports_progress_with_a_status(devices):
     calls = []
     result = l01.run_concurrency(
-        64, 2, 3, lambda *args: calls.append(args), min_runs=3, budget_s=0.2
+        64, 2, 3, lambda *args: calls.append(args), device_peak=1e12, min_runs=3, budget_s=0.2
     )
+    # At most min(k, usable cores) logical devices compute at once: that is the peak to check.
+    assert [m.peak for m in result.measurements] == [
+        min(k, d2l.usable_cores()) * 1e12 for k in (1, 2, 3)
+    ]
     assert result.device_counts == [1, 2, 3] and result.kind == "logical CPU"
     assert result.slowdowns[0] == 1.0 and result.speedups[2] == pytest.approx(
         3 / result.slowdowns[2]

@@ -193,11 +193,14 @@ def run_mlp_branches(
     together = mlp_branches_in_one_graph([devices[0]] * branches, join, one_at_a_time=True)
     split = mlp_branches_in_one_graph(devices, join)
     peak = device_peak_rate(devices[0])
+    # At most min(k, c) logical CPU devices compute at once: above that rate is impossible.
+    at_once = branches if devices[0].kind != "logical CPU" else min(branches, usable_cores())
+    together_peak = at_once * peak
     timed = []
     for step, (label, run, runs_peak) in enumerate(
         [
             ("all branches on one device, one after another", together, peak),
-            (f"one branch per device ({branches})", split, branches * peak),
+            (f"one branch per device ({branches})", split, together_peak),
         ]
     ):
         status = f"timing {label}"

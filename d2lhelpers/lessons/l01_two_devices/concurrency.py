@@ -234,6 +234,11 @@ def run_concurrency(
     what = f"a {size}x{size} chain on each of {plural(max_devices, 'device')}"
     check_fits(chain_bytes(size), devices, what + " (the 'matrix size' slider)")
     report = progress or (lambda done, total, status="": None)
+    cores = usable_cores()
+
+    def at_once(k):  # devices that can compute at the same time: above their peak is impossible
+        return min(k, cores) if devices[0].kind == "logical CPU" else k
+
     xs = [random_matrix(size, d, seed=i) for i, d in enumerate(devices)]
     measurements = []
     for k in range(1, max_devices + 1):
@@ -245,7 +250,7 @@ def run_concurrency(
                 lambda run=run, k=k: run(*xs[:k]),
                 f"{plural(k, 'chain')} on {plural(k, 'device')}",
                 flops=k * chain_flops(size, n_matmuls),
-                peak=k * device_peak if device_peak else None,
+                peak=at_once(k) * device_peak if device_peak else None,
                 on_repeat=lambda r, doing=doing, k=k: report(
                     k - 1, max_devices, f"{doing}, repeat {r}"
                 ),
@@ -253,7 +258,7 @@ def run_concurrency(
             )
         )
     report(max_devices, max_devices, "done")
-    return ConcurrencyResult(size, n_matmuls, devices[0].kind, measurements)
+    return ConcurrencyResult(size, n_matmuls, devices[0].kind, measurements, cores)
 
 
 def estimate_seconds(
