@@ -2,9 +2,10 @@
 
 TensorFlow reads its optimiser settings once per runtime, so every switch gets its own Python
 process. Each one runs `n` identical `matmul(x, x)` and counts the MatMul ops that actually
-executed: from a profiler trace of one `tf.function` call (TF2), or from the step statistics of
-one `tf.compat.v1.Session.run` (the classic graph optimiser, whose switch TF2 does not expose:
-`tf.config.optimizer` sets only Grappler's options).
+executed (distinct op names, so an op that launches several kernels counts once): from a
+profiler trace of one `tf.function` call (TF2), or from the step statistics of one
+`tf.compat.v1.Session.run` (the classic graph optimiser, whose switch TF2 does not expose:
+`tf.config.optimizer` sets only Grappler's options). Every process runs on the CPU.
 
 Probed on TF 2.21: the classic optimiser's `do_common_subexpression_elimination` is forced on at
 `opt_level` L1 (the default), so switching it off needs L0 too; `L0 with CSE on` is the control
@@ -76,9 +77,9 @@ if switch.startswith("classic"):
         meta = tf.compat.v1.RunMetadata()
         trace = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
         session.run(ys, feed, options=trace, run_metadata=meta)
-    types = [s.timeline_label.partition(" = ")[2].partition("(")[0]
+    types = [(s.node_name, s.timeline_label.partition(" = ")[2].partition("(")[0])
              for d in meta.step_stats.dev_stats for s in d.node_stats]
-    print(json.dumps({"seconds": seconds, "executed": sum("MatMul" in t for t in types)}))
+    print(json.dumps({"seconds": seconds, "executed": len({n for n, t in types if "MatMul" in t})}))
 else:
     if switch == "meta_optimizer":
         tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
@@ -117,7 +118,8 @@ def probe(switch: str, n: int, size: int, timeout: float = 120) -> ProbeRun:
     """Run `n` identical size x size matmuls in a fresh Python with `switch` off; count them."""
     if switch not in SWITCHES:
         raise ValueError(f"unknown switch {switch!r}: choose one of {', '.join(SWITCHES)}")
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    # Every process on the CPU, so the rows compare like with like (and start without CUDA).
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": "-1"}
     env.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
     with tempfile.TemporaryDirectory() as logdir:
         out = subprocess.run(
@@ -133,5 +135,5 @@ def probe(switch: str, n: int, size: int, timeout: float = 120) -> ProbeRun:
         if found["executed"] is None:  # TF2: count the MatMul rows of the profiler's trace
             spaces = [read_xspace(p) for p in glob.glob(f"{logdir}/plugins/profile/*/*.xplane.pb")]
             rows = events_from_xspace(spaces, {})
-            found["executed"] = sum(row.kind == "matmul" for row in rows)
+            found["executed"] = len({row.op for row in rows if row.kind == "matmul"})
     return ProbeRun(switch, n, found["executed"], found["seconds"])

@@ -41,7 +41,7 @@ def test_identical_matmuls_are_traced_but_one_runs(devices):
     dup = tf.function(lambda x: identical_matmuls(x, 20))
     traced = dup.get_concrete_function(x).graph.get_operations()
     assert sum(op.type == "MatMul" for op in traced) == 20
-    assert sum(row.kind == "matmul" for row in d2l.trace(dup, x)) == 1
+    assert len({row.op for row in d2l.trace(dup, x) if row.kind == "matmul"}) == 1
     chain = d2l.chains_in_one_graph([devices[0]], 20)
     assert sum(row.kind == "matmul" for row in d2l.trace(chain, x)) == 20
 
