@@ -35,7 +35,17 @@ from d2lhelpers.devices import (
     try_all_gpus,
     try_gpu,
 )
-from d2lhelpers.lessons.l01_two_devices import concurrency_panel, plot_concurrency
+from d2lhelpers.lessons.l01_two_devices import (
+    ConcurrencyResult,
+    MergeProbeResult,
+    at_once_verdict,
+    concurrency_panel,
+    plot_concurrency,
+    rates_verdict,
+    run_concurrency,
+    run_merge_probe,
+    separate_calls_verdict,
+)
 from d2lhelpers.lessons.l02_compute_copy import (
     compute_copy_panel,
     local_copy_cost,
@@ -43,7 +53,14 @@ from d2lhelpers.lessons.l02_compute_copy import (
     run_compute_copy,
     seed_reading,
 )
-from d2lhelpers.lessons.l03_mlp_across_devices import mlp_branch_experiment, mlp_panel
+from d2lhelpers.lessons.l03_mlp_across_devices import (
+    BranchResult,
+    mlp_panel,
+    model_speedup,
+    overlap_sentence,
+    plot_branches,
+    run_mlp_branches,
+)
 from d2lhelpers.lessons.l04_splitting_work import (
     compare_bubbles,
     parallelism_panel,
@@ -118,14 +135,16 @@ from d2lhelpers.workloads import (
     branch_weights,
     chain_flops,
     chains_in_one_graph,
-    concurrency_sweep,
     identical_matmuls,
     matmul_chain,
     mlp_branches_in_one_graph,
+    mlp_flops,
     random_matrix,
 )
 
 # Old names, kept for code written against them (README's compatibility list).
+concurrency_sweep = run_concurrency
+mlp_branch_experiment = run_mlp_branches
 compute_copy_experiment = run_compute_copy
 allreduce_sweep = run_allreduce_sweep
 overlap_experiment = run_allreduce_overlap
@@ -145,8 +164,10 @@ __all__ = [
     "AllreduceOverlap",
     "AllreduceSweep",
     "AlphaBeta",
+    "at_once_verdict",
     "Benchmark",
     "branch_weights",
+    "BranchResult",
     "break_even",
     "break_even_comm_ms",
     "busy_intervals",
@@ -163,6 +184,7 @@ __all__ = [
     "compute_copy_panel",
     "concurrency_panel",
     "concurrency_sweep",
+    "ConcurrencyResult",
     "cpu",
     "decoder_config",
     "dependency_levels",
@@ -189,15 +211,19 @@ __all__ = [
     "measure",
     "measured_bubble",
     "Measurement",
+    "MergeProbeResult",
     "mlp_branch_experiment",
     "mlp_branches_in_one_graph",
+    "mlp_flops",
     "mlp_panel",
+    "model_speedup",
     "num_gpus",
     "on_gpu",
     "op_graph",
     "OpEvent",
     "overlap_experiment",
     "overlap_seconds",
+    "overlap_sentence",
     "Panel",
     "parallelism_panel",
     "ParallelRun",
@@ -206,6 +232,7 @@ __all__ = [
     "plot_allreduce_job",
     "plot_allreduce_steps",
     "plot_allreduce_sweep",
+    "plot_branches",
     "plot_compute_copy",
     "plot_concurrency",
     "plot_failure",
@@ -217,6 +244,7 @@ __all__ = [
     "plot_timeline",
     "plot_training_sweep",
     "random_matrix",
+    "rates_verdict",
     "real_cluster_tf_config",
     "reference_table",
     "remote_tf_workers",
@@ -226,8 +254,11 @@ __all__ = [
     "run_allreduce_overlap",
     "run_allreduce_sweep",
     "run_compute_copy",
+    "run_concurrency",
     "run_failure",
     "run_load_sweep",
+    "run_merge_probe",
+    "run_mlp_branches",
     "run_pipeline_parallel",
     "run_pipeline_trace",
     "run_replicas",
@@ -240,6 +271,7 @@ __all__ = [
     "SEED_000",
     "seed_reading",
     "select_devices",
+    "separate_calls_verdict",
     "serving_panel",
     "setup_devices",
     "speedup_model_panel",

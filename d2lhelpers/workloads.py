@@ -1,22 +1,21 @@
-"""The experiments' work: matmul chains no optimiser can merge, one chain per device in one graph.
+"""The experiments' work, and only the work: matmul chains, identical matmuls, the branched MLP.
 
-The seed's `[tf.linalg.matmul(x, x) for _ in range(50)]` asks for 50 identical products; Grappler
-merges identical ops, so one runs and the rate looks 50x too high. A chain `y <- y @ x` makes each
-product depend on the one before: every one must run, and none can start early.
+The seed's `[tf.linalg.matmul(x, x) for _ in range(50)]` asks for 50 identical products; inside a
+`tf.function` TensorFlow merges identical ops, so one runs and the rate looks 50x too high
+(notebook 01 counts the executed ops and finds the optimisation that merges them). A chain
+`y <- y @ x` makes each product depend on the one before: every one must run, none can start early.
+The experiments that time this work live in the lessons (`d2lhelpers/lessons/`).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from collections.abc import Callable, Sequence
 
 import tensorflow as tf
 
-from d2lhelpers.benchmark import Measurement, measure
-from d2lhelpers.devices import Device, check_fits, select_devices
-
-BYTES_PER_FLOAT = 4
+from d2lhelpers.devices import Device
+from d2lhelpers.units import BYTES_PER_FLOAT, device_name
 
 # One tf.function per (devices, chain length) is the design, not an accident: keep TensorFlow's
 # "excessive retracing" advice about it out of the learners' outputs.
@@ -27,7 +26,7 @@ tf.get_logger().addFilter(
 
 def random_matrix(size: int, device: Device | str, seed: int = 0) -> tf.Tensor:
     """A `size` x `size` float32 matrix on `device`, scaled so that its powers stay finite."""
-    with tf.device(_name(device)):
+    with tf.device(device_name(device)):
         x = tf.random.stateless_normal((size, size), seed=(seed, 0))
         # Spectral radius about 1: a chain of products neither explodes nor vanishes.
         return x / size**0.5
@@ -56,13 +55,23 @@ def chain_bytes(size: int) -> int:
     return 3 * size * size * BYTES_PER_FLOAT
 
 
+def mlp_flops(batch: int, width: int, hidden: int) -> int:
+    """FLOPs of relu(x W1) W2 for a batch x width input and `hidden` units: two matmuls."""
+    return 4 * batch * width * hidden
+
+
+def mlp_bytes(batch: int, width: int, hidden: int) -> int:
+    """Memory the branched MLP holds at most: x, W1, W2, the hidden activations and the output."""
+    return (2 * batch * width + 2 * width * hidden + batch * hidden) * BYTES_PER_FLOAT
+
+
 def chains_in_one_graph(devices: Sequence[Device | str], n: int) -> Callable:
     """One tf.function with one `n`-matmul chain per device; call it with one matrix per device.
 
     The chains share no data, so TensorFlow's dependency tracker runs them at the same time: no
     thread is written here. Separate eager calls on CPU devices would run one after the other.
     """
-    return _chains_in_one_graph(tuple(_name(d) for d in devices), n)
+    return _chains_in_one_graph(tuple(device_name(d) for d in devices), n)
 
 
 @functools.lru_cache(maxsize=64)
@@ -76,84 +85,6 @@ def _chains_in_one_graph(names: tuple[str, ...], n: int) -> Callable:
         return results
 
     return run
-
-
-@dataclasses.dataclass
-class ConcurrencyResult:
-    """Time of one chain per device, on 1, 2, ... devices at once (ideal: flat)."""
-
-    size: int
-    n_matmuls: int
-    kind: str
-    measurements: list[Measurement]
-
-    @property
-    def device_counts(self) -> list[int]:
-        return list(range(1, len(self.measurements) + 1))
-
-    @property
-    def times(self) -> list[float]:
-        return [m.median for m in self.measurements]
-
-    @property
-    def slowdowns(self) -> list[float]:
-        """Time on k devices / time on one: the ideal is 1.0 for every k."""
-        return [t / self.times[0] for t in self.times]
-
-    @property
-    def speedups(self) -> list[float]:
-        """Work done per second relative to one device: the ideal is k."""
-        return [k / s for k, s in zip(self.device_counts, self.slowdowns, strict=True)]
-
-    def table(self) -> str:
-        rows = ["devices  time       vs one device (ideal 1.00)  speedup (ideal = devices)"]
-        for k, m, slow, speed in zip(
-            self.device_counts, self.measurements, self.slowdowns, self.speedups, strict=True
-        ):
-            rows.append(f"{k:7d}  {m.median * 1e3:7.1f} ms  {slow:26.2f}  {speed:9.2f}")
-        return "\n".join(rows)
-
-
-def concurrency_sweep(
-    size: int,
-    n_matmuls: int,
-    max_devices: int,
-    progress: Callable[[int, int], None] | None = None,
-    device_peak: float | None = None,
-    **measure_options,
-) -> ConcurrencyResult:
-    """Run one chain per device on 1, 2, ..., `max_devices` devices at once, each timed.
-
-    Refuses sizes that do not fit before allocating anything. `progress(done, total)` is called
-    after each device count. With `device_peak` (FLOP/s of one device), k devices' combined rate
-    is flagged when above k times that.
-    """
-    if size < 1 or n_matmuls < 1:
-        raise ValueError(f"size and n_matmuls must be at least 1, got {size} and {n_matmuls}")
-    devices = select_devices(max_devices)
-    what = f"a {size}x{size} chain on each of {max_devices} devices"
-    check_fits(chain_bytes(size), devices, what)
-    xs = [random_matrix(size, d, seed=i) for i, d in enumerate(devices)]
-    measurements = []
-    for k in range(1, max_devices + 1):
-        run = chains_in_one_graph(devices[:k], n_matmuls)
-        label = f"{k} chain{'s' if k > 1 else ''} on {k} device{'s' if k > 1 else ''}"
-        measurements.append(
-            measure(
-                lambda run=run, k=k: run(*xs[:k]),
-                label,
-                flops=k * chain_flops(size, n_matmuls),
-                peak=k * device_peak if device_peak else None,
-                **measure_options,
-            )
-        )
-        if progress:
-            progress(k, max_devices)
-    return ConcurrencyResult(size, n_matmuls, devices[0].kind, measurements)
-
-
-def _name(device: Device | str) -> str:
-    return device if isinstance(device, str) else device.name
 
 
 def branch_weights(width: int, hidden: int, branches: int, seed: int = 0) -> list[tuple]:
@@ -184,7 +115,7 @@ def mlp_branches_in_one_graph(
     Logical CPU devices share one pool of op threads, so without it independent branches placed
     on the *same* logical device would still run at once, and "one device" would use every core.
     """
-    names, join_name = tuple(_name(d) for d in devices), _name(join)
+    names, join_name = tuple(device_name(d) for d in devices), device_name(join)
 
     @tf.function
     def run(x, weights):

@@ -10,9 +10,14 @@ import pytest
 from PIL import Image
 
 from d2lhelpers import panel as panels
-from d2lhelpers.lessons.l01_two_devices import concurrency_panel, plot_concurrency
+from d2lhelpers.benchmark import Measurement
+from d2lhelpers.lessons.l01_two_devices import (
+    ConcurrencyResult,
+    concurrency_panel,
+    plot_concurrency,
+)
 from d2lhelpers.report import Reported, Table
-from d2lhelpers.workloads import ConcurrencyResult, Measurement, chain_bytes
+from d2lhelpers.workloads import chain_bytes
 
 matplotlib.use("Agg")
 

@@ -1,9 +1,8 @@
 import numpy as np
-import pytest
 import tensorflow as tf
 
 import d2lhelpers as d2l
-from d2lhelpers.workloads import chain_bytes, identical_matmuls
+from d2lhelpers.workloads import chain_bytes, identical_matmuls, mlp_bytes, mlp_flops
 
 
 def test_matmul_chain_equals_numpy_powers(devices):
@@ -37,35 +36,17 @@ def test_chains_in_one_graph_places_one_chain_per_device(devices):
 
 
 def test_identical_matmuls_are_traced_but_one_runs(devices):
-    x = d2l.random_matrix(512, devices[0])
+    # Counted from a trace, not inferred from a rate: no timing, so no flakiness under load.
+    x = d2l.random_matrix(64, devices[0])
     dup = tf.function(lambda x: identical_matmuls(x, 20))
     traced = dup.get_concrete_function(x).graph.get_operations()
     assert sum(op.type == "MatMul" for op in traced) == 20
-    peak = d2l.device_peak_rate(devices[0])
-    m = d2l.measure(lambda: dup(x), "dup", flops=d2l.chain_flops(512, 20), peak=peak)
-    assert m.rate > 3 * peak  # one product's time for twenty's work
-    assert any("deduplicated" in w for w in m.warnings)
+    assert len({row.op for row in d2l.trace(dup, x) if row.kind == "matmul"}) == 1
     chain = d2l.chains_in_one_graph([devices[0]], 20)
-    honest = d2l.measure(lambda: chain(x), "chain", flops=d2l.chain_flops(512, 20), peak=peak)
-    assert not any("peak" in w for w in honest.warnings)
+    assert sum(row.kind == "matmul" for row in d2l.trace(chain, x)) == 20
 
 
-def test_concurrency_sweep_small(devices):
-    calls = []
-    result = d2l.concurrency_sweep(
-        64, 2, 3, lambda done, total: calls.append((done, total)), min_runs=3, budget_s=0.2
-    )
-    assert calls == [(1, 3), (2, 3), (3, 3)]
-    assert result.device_counts == [1, 2, 3] and result.kind == "logical CPU"
-    assert result.slowdowns[0] == 1.0 and result.speedups[0] == 1.0
-    assert result.speedups[2] == pytest.approx(3 / result.slowdowns[2])
-    assert "ideal 1.00" in result.table() and len(result.table().splitlines()) == 4
-
-
-def test_concurrency_sweep_refuses_bad_input(devices):
-    with pytest.raises(ValueError, match="choose 1 to 4"):
-        d2l.concurrency_sweep(64, 2, 5)
-    with pytest.raises(ValueError, match="at least 1"):
-        d2l.concurrency_sweep(0, 2, 2)
-    with pytest.raises(ValueError, match="is free"):
-        d2l.concurrency_sweep(2**20, 1, 4)  # 12 TiB per device: refused before allocating
+def test_mlp_counts():
+    assert mlp_flops(8, 16, 32) == 2 * (2 * 8 * 16 * 32)  # two matmuls of 8x16x32
+    # x and the output (8x16 each), W1 and W2 (16x32 each), hidden activations (8x32), float32
+    assert mlp_bytes(8, 16, 32) == 4 * (2 * 8 * 16 + 2 * 16 * 32 + 8 * 32)

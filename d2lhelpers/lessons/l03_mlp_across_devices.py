@@ -1,113 +1,291 @@
 """Notebook 03, the seed's MLP across devices: branches the scheduler runs at once.
 
-In notebook order: the experiment, its result, its plot, its panel.
+In notebook order: the experiment `run_mlp_branches`, its result, its plot, its panel.
+
+The model is notebook 01's: k branches on k logical CPU devices take max(1, k / c) times one
+branch on c usable cores, and all of them on one device, one after another, take k times one
+branch. So the split's speedup is k / max(1, k / c) = min(k, c): 2 for 3 branches on 2 cores
+(the cores are shared in turns, not in rounds). On separate GPUs it is k.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+import statistics
+from collections.abc import Callable, Sequence
 
 import matplotlib.pyplot as plt
 import tensorflow as tf
 
-from d2lhelpers.benchmark import Measurement, compare_to_ideal, measure
-from d2lhelpers.devices import check_fits, cpu, on_gpu, setup_devices
+from d2lhelpers.admission import require_count
+from d2lhelpers.benchmark import MIN_BLOCK_S, Measurement, measure
+from d2lhelpers.devices import Device, check_fits, cpu, on_gpu, setup_devices
+from d2lhelpers.lessons.l01_two_devices import concurrency_model, noisy_run, plural
 from d2lhelpers.panel import Panel, slider
 from d2lhelpers.peaks import device_peak_rate
-from d2lhelpers.timeline import plot_timeline, trace
-from d2lhelpers.units import BYTES_PER_FLOAT
-from d2lhelpers.workloads import branch_weights, mlp_branches_in_one_graph
+from d2lhelpers.report import Reported, Table
+from d2lhelpers.timeline import (
+    OpEvent,
+    busy_intervals,
+    busy_seconds,
+    overlap_seconds,
+    plot_timeline,
+    trace,
+)
+from d2lhelpers.units import cores_phrase, format_rate, format_seconds, usable_cores
+from d2lhelpers.verdicts import Comparison, faster_or_slower, impossible, noise_of
+from d2lhelpers.workloads import branch_weights, mlp_branches_in_one_graph, mlp_bytes, mlp_flops
+
+MAX_WIDTH = 1 << 16  # rows, columns or hidden units: beyond, one matrix alone is gigabytes
+
+
+def model_speedup(branches: int, cores: int, kind: str = "logical CPU") -> float | None:
+    """Split vs one device: min(k, c) on logical CPUs, k on separate GPUs, None on virtual GPUs."""
+    if kind == "logical CPU":
+        return branches / concurrency_model(branches, cores)
+    return float(branches) if kind == "GPU" else None
+
+
+def overlap_sentence(rows: Sequence[OpEvent], devices: Sequence[Device | str]) -> str:
+    """How long the branch devices multiplied at the same time in a trace, and what that means.
+
+    On logical CPU devices with fewer usable cores than devices, ops 'at the same time' in a
+    trace take turns on the cores: the trace shows them in flight at once, not computing at once.
+    """
+    names = [d if isinstance(d, str) else d.name for d in devices]
+    busy = [busy_intervals(rows, name, "matmul") for name in names]
+    lengths = [busy_seconds(b) for b in busy]
+    together = overlap_seconds(*busy[:2]) if len(busy) >= 2 else 0.0
+    shorter = min(lengths)
+    sentence = (
+        f"branch devices busy: {', '.join(format_seconds(s) for s in lengths)}; the first two "
+        f"both at once for {format_seconds(together)}"
+    )
+    if len(busy) < 2 or shorter <= 0:
+        return sentence + " (one branch device: nothing can overlap)"
+    share = together / shorter
+    sentence += f" = {share:.0%} of the shorter (ideal 100%)"
+    if share >= 0.9:
+        sentence += ": in this call the branches ran at the same time"
+    elif share > 0:
+        sentence += ": in this call the branches ran partly at the same time"
+    else:
+        sentence += ": in this call the branches ran one after the other"
+    cores = usable_cores()
+    if not on_gpu() and cores < len(names):
+        sentence += (
+            f" (with {cores_phrase(cores)}, ops shown at the same time took turns on the "
+            "cores: in flight at once, not computing at once; the timing below tells which)"
+        )
+    return sentence
 
 
 @dataclasses.dataclass
-class BranchResult:
+class BranchResult(Reported):
     """The branched MLP on one device and with one branch per device, and the split run's trace."""
 
     branches: int
     one_device: Measurement
     split: Measurement
     trace: list  # timeline.OpEvent rows of one split call
+    kind: str = "logical CPU"
+    cores: int = dataclasses.field(default_factory=usable_cores)
 
     @property
     def speedup(self) -> float:
         return self.one_device.median / self.split.median
 
+    @property
+    def model(self) -> float | None:
+        """The model's speedup of the split over one device (notebook 01's max(1, k/c))."""
+        return model_speedup(self.branches, self.cores, self.kind)
 
-def mlp_branch_experiment(
+    def against_model(self) -> Comparison | None:
+        """The split's time against one device's time divided by the model's speedup."""
+        if self.model is None:
+            return None
+        one = self.one_device
+        want = one.median / self.model
+        return Comparison(
+            self.split.median, want, noise_of(self.split) + noise_of(one) / self.model
+        )
+
+    @property
+    def verdict(self) -> str:
+        outcome = faster_or_slower(
+            self.split, self.one_device, "one branch per device", "all branches on one device"
+        )
+        c = self.against_model()
+        if c is None:
+            return outcome + " (virtual GPUs share one chip: no model is checked)"
+        where = f"model speedup {self.model:.2f}x for {plural(self.branches, 'branch')}"
+        if self.kind == "logical CPU":
+            where += f" on {cores_phrase(self.cores)}"
+        if c.a_faster:
+            return f"{outcome}; faster than the {where}: impossible, see the warnings"
+        if noisy_run(self.one_device) or noisy_run(self.split):
+            return f"{outcome}; too noisy to check the {where} (a run spread by more than 10%)"
+        if c.a_slower:
+            return (
+                f"{outcome}; measured speedup {self.speedup:.2f}x, slower than the {where} "
+                "(the join and the copies cost time, or something else uses the cores)"
+            )
+        return f"{outcome}; measured speedup {self.speedup:.2f}x: the {where} holds"
+
+    def tables(self) -> list[Table]:
+        rows = [
+            [m.label, format_seconds(m.median), format_seconds(m.iqr), format_rate(m.rate)]
+            for m in (self.one_device, self.split)
+        ]
+        if self.model is not None:
+            ideal = self.one_device.median / self.model
+            rows.append([f"model: one device / {self.model:.2f}", format_seconds(ideal), "-", "-"])
+        flags = [f"{m.label}: {w}" for m in (self.one_device, self.split) for w in m.warnings]
+        c = self.against_model()
+        if c is not None and c.a_faster:
+            flags.append(impossible(f"a split {c.ratio:.2f}x the model's time"))
+        title = f"the seed's MLP, {plural(self.branches, 'branch')}"
+        columns = ["run", "time", "IQR", "rate"]
+        return [Table(title, columns, rows, [self.verdict], flags)]
+
+
+def run_mlp_branches(
     batch: int,
     width: int,
     hidden: int,
     branches: int,
-    progress: Callable[[int, int], None] | None = None,
+    progress: Callable[..., None] | None = None,
     **measure_options,
 ) -> BranchResult:
     """Time the seed's MLP with its branches all on one device, then one per device; trace it.
 
-    The join runs on the CPU (`d2l.cpu()`); the branches on the other set-up devices.
+    The join runs on the CPU (`d2l.cpu()`); the branches on the other set-up devices. Bad
+    values and sizes that do not fit are refused before anything is built.
     """
+    batch = require_count("batch (the 'batch size' slider)", batch, 1, MAX_WIDTH)
+    width = require_count("width", width, 1, MAX_WIDTH)
+    hidden = require_count("hidden (the 'hidden width' slider)", hidden, 1, MAX_WIDTH)
     join = cpu()
     others = [d for d in setup_devices() if d.name != join.name]
-    if not 1 <= branches <= len(others):
+    branches = require_count(
+        "branches (the 'branches' slider: devices besides the joining CPU)",
+        branches,
+        1,
+        len(others),
+    )
+    if branches > hidden:
         raise ValueError(
-            f"{branches} branches asked for, but only {len(others)} devices are free "
-            f"besides the CPU that joins them: choose 1 to {len(others)}"
+            f"{branches} branches cannot split {hidden} hidden units: choose "
+            f"hidden (the 'hidden width' slider) of at least {branches}"
         )
     devices = others[:branches]
-    floats = batch * width + width * hidden * 2 + batch * hidden + batch * width
     check_fits(
-        floats * BYTES_PER_FLOAT, devices, f"a {batch}x{width} MLP with {hidden} hidden units"
+        mlp_bytes(batch, width, hidden),
+        devices,
+        f"a {batch}x{width} MLP with {hidden} hidden units (the 'batch size' and "
+        "'hidden width' sliders)",
     )
+    report = progress or (lambda done, total, status="": None)
+    report(0, 3, "building the model")
     x = tf.random.stateless_normal((batch, width), seed=(0, 1))
     weights = branch_weights(width, hidden, branches)
-    flops = 4 * batch * width * hidden
+    flops = mlp_flops(batch, width, hidden)
     together = mlp_branches_in_one_graph([devices[0]] * branches, join, one_at_a_time=True)
     split = mlp_branches_in_one_graph(devices, join)
     peak = device_peak_rate(devices[0])
-    one = measure(
-        lambda: together(x, weights),
-        "all branches on one device, one after another",
-        flops=flops,
-        peak=peak,
-        **measure_options,
-    )
-    if progress:
-        progress(1, 3)
-    apart = measure(
-        lambda: split(x, weights),
-        f"one branch per device ({branches})",
-        flops=flops,
-        peak=branches * peak,
-        **measure_options,
-    )
-    if progress:
-        progress(2, 3)
+    # At most min(k, c) logical CPU devices compute at once: above that rate is impossible.
+    at_once = branches if devices[0].kind != "logical CPU" else min(branches, usable_cores())
+    together_peak = at_once * peak
+    timed = []
+    for step, (label, run, runs_peak) in enumerate(
+        [
+            ("all branches on one device, one after another", together, peak),
+            (f"one branch per device ({branches})", split, together_peak),
+        ]
+    ):
+        status = f"timing {label}"
+        report(step, 3, status + ": warm-up")
+        timed.append(
+            measure(
+                lambda run=run: run(x, weights),
+                label,
+                flops=flops,
+                peak=runs_peak,
+                on_repeat=lambda r, s=status, i=step: report(i, 3, f"{s}, repeat {r}"),
+                **measure_options,
+            )
+        )
+    report(2, 3, "tracing one call of the split model")
     rows = trace(split, x, weights)
-    if progress:
-        progress(3, 3)
-    return BranchResult(branches, one, apart, rows)
+    report(3, 3, "done")
+    kind = devices[0].kind
+    return BranchResult(branches, timed[0], timed[1], rows, kind)
+
+
+def estimate_seconds(batch, width, hidden, branches, peak, cores, kind) -> float:
+    """Expected seconds of `run_mlp_branches`: two measurements (about 7 calls each) and a trace."""
+    one = mlp_flops(batch, width, hidden) / peak
+    split = one / (model_speedup(branches, cores, kind) or 1.0)
+    return sum(2 * t + max(min(5 * t, max(2.0, 3 * t)), 5 * MIN_BLOCK_S) for t in (one, split)) + (
+        2 * split + 0.1
+    )
+
+
+def plot_branches(result: BranchResult):
+    """Top: the timeline of one split call. Below: one device, the split and the model's time."""
+    lanes = len({(r.device, r.lane) for r in result.trace})
+    fig, (top, bottom) = plt.subplots(
+        2, 1, figsize=(10, 2.6 + 0.45 * lanes), height_ratios=[max(lanes, 2), 2]
+    )
+    plot_timeline(result.trace, f"one call, {plural(result.branches, 'branch')}", ax=top)
+    labels = ["all on one device", f"one per device ({result.branches})"]
+    runs = (result.one_device, result.split)
+    times = [m.median * 1e3 for m in runs]
+    quartiles = [
+        statistics.quantiles(m.times, n=4, method="inclusive")
+        if len(m.times) > 1
+        else [m.median] * 3
+        for m in runs
+    ]
+    errors = [
+        [(m.median - q[0]) * 1e3 for m, q in zip(runs, quartiles, strict=True)],
+        [(q[2] - m.median) * 1e3 for m, q in zip(runs, quartiles, strict=True)],
+    ]
+    bottom.barh(labels, times, xerr=errors, color=["tab:gray", "tab:blue"], height=0.5)
+    if result.model is not None:
+        ideal = times[0] / result.model
+        bottom.axvline(ideal, c="tab:red", ls=":", label=f"model: one device / {result.model:.2f}")
+        bottom.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
+    bottom.invert_yaxis()
+    bottom.set_xlim(left=0)
+    bottom.set_xlabel("time per call (ms): median, whiskers from the first to the third quartile")
+    fig.tight_layout()
+    return fig
 
 
 def mlp_panel() -> Panel:
     """Notebook 03: the seed's MLP, branches on one device vs one per device, with its trace."""
-    branch_devices = len(setup_devices()) - (1 if setup_devices()[0].name == cpu().name else 0)
+    devices = setup_devices()
+    branch_devices = len(devices) - (1 if devices[0].name == cpu().name else 0)
     batch, width, hidden = (4096, 4096, 16384) if on_gpu() else (256, 512, 2048)
     sliders = {
         "batch": slider("batch size", batch, 16, 4 * batch, 16),
         "hidden": slider("hidden width", hidden, 128, 4 * hidden, 128),
         "branches": slider("branches (one per device)", min(2, branch_devices), 1, branch_devices),
     }
+    kind = devices[-1].kind
 
     def experiment(batch, hidden, branches, progress):
-        result = mlp_branch_experiment(batch, width, hidden, branches, progress)
-        print(result.one_device)
-        print(result.split)
-        ideal = result.one_device.median / branches
-        print(compare_to_ideal(result.split.median, ideal, "one branch per device vs ideal"))
-        return result
+        return run_mlp_branches(batch, width, hidden, branches, progress)
 
-    def show(result):
-        figure, ax = plt.subplots(figsize=(10, 1.4 + 0.5 * (result.branches + 2)))
-        return plot_timeline(result.trace, f"one call, {result.branches} branches", ax=ax)
+    def estimate(batch, hidden, branches):
+        peak = device_peak_rate(devices[-1])
+        return estimate_seconds(batch, width, hidden, branches, peak, usable_cores(), kind)
 
-    return Panel("The seed's two-layer MLP, split into branches", sliders, experiment, show)
+    return Panel(
+        "The seed's two-layer MLP, split into branches",
+        sliders,
+        experiment,
+        plot_branches,
+        estimate,
+    )

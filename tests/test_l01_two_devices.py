@@ -1,0 +1,255 @@
+"""Notebook 01's lesson: the concurrency model and its verdicts, the merge probe, the panel."""
+
+import time
+
+import matplotlib
+import pytest
+
+import d2lhelpers as d2l
+from d2lhelpers.benchmark import Measurement
+from d2lhelpers.lessons import l01_two_devices as l01
+from d2lhelpers.lessons.l01_two_devices import ConcurrencyResult, MergeProbeResult, merging
+from d2lhelpers.optimizer_probe import ProbeRun
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402  (after choosing the headless backend)
+
+
+def sweep(times, kind="logical CPU", cores=2, n=20):
+    """A result from fixed times (each measured five times, no spread)."""
+    ms = [Measurement(f"{k} devices", [t] * 5) for k, t in enumerate(times, start=1)]
+    return ConcurrencyResult(512, n, kind, ms, cores)
+
+
+def test_the_model_is_max_of_one_and_k_over_the_usable_cores():
+    assert [l01.concurrency_model(k, 2) for k in (1, 2, 3, 4)] == [1.0, 1.0, 1.5, 2.0]
+    assert [l01.concurrency_model(k, 1) for k in (1, 2, 3)] == [1.0, 2.0, 3.0]
+    assert sweep([1.0, 1.0, 1.0], cores=1).model == [1.0, 2.0, 3.0]
+    assert sweep([1.0, 1.0], kind="GPU").model == [1.0, 1.0]
+    assert sweep([1.0, 1.0], kind="virtual GPU").model is None
+
+
+def test_verdict_holds_when_times_follow_the_model():
+    result = sweep([0.010, 0.0101, 0.0149, 0.0201])
+    assert (
+        "holds within the noise" in result.verdict
+        and "2 chains ran at the same time" in result.verdict
+    )
+    assert "more shared the cores" in result.verdict
+    table = result.tables()[0]
+    assert [row[4] for row in table.rows] == ["as the model"] * 4 and not table.flags
+    assert table.title == "20 matmuls of 512x512 per device"
+
+
+def test_verdict_on_one_core_expects_queueing_not_a_broken_model():
+    # One usable core: two chains taking twice as long is what the model says, not "off by 50%".
+    result = sweep([0.010, 0.020, 0.030, 0.040], cores=1)
+    assert "holds" in result.verdict and "1 usable CPU core" in result.verdict
+    assert "up to 1 chain ran" in result.verdict
+
+
+def test_verdict_says_slower_and_flags_faster_than_the_model():
+    slow = sweep([0.010, 0.016, 0.016, 0.020])
+    assert slow.verdict.startswith("slower than the model") and "from k = 2" in slow.verdict
+    fast = sweep([0.010, 0.010, 0.008, 0.010])
+    assert "impossible" in fast.verdict
+    assert any("impossible" in flag for flag in fast.tables()[0].flags)
+
+
+def test_noise_decides_what_is_measurable_and_a_noisy_run_gives_no_verdict():
+    quiet = [0.0100, 0.0102, 0.0105, 0.0106, 0.0107]  # IQR 4% of the median
+    ms = [Measurement("1", [0.010] * 5), Measurement("2", quiet)]
+    near = ConcurrencyResult(512, 20, "logical CPU", ms, 2)
+    assert near.comparisons()[1].measurable is False  # 1.05x: inside the noise
+    assert "holds" in near.verdict
+    ms = [Measurement("1", [0.010] * 5), Measurement("2", [0.009, 0.011, 0.012, 0.013, 0.0135])]
+    noisy = ConcurrencyResult(512, 20, "logical CPU", ms, 2)
+    assert noisy.comparisons()[1].measurable is False  # 1.2x, but inside the runs' IQR
+    assert noisy.verdict.startswith("too noisy to check the model") and "k = [2]" in noisy.verdict
+
+
+def test_virtual_gpus_print_what_was_measured_without_a_model():
+    result = sweep([0.010, 0.018], kind="virtual GPU")
+    assert "1.80x one" in result.verdict and "no model" in result.verdict
+    assert result.tables()[0].rows[1][3] == "-"
+
+
+def points_under_legend(ax, xs, ys) -> list:
+    ax.figure.canvas.draw()
+    box = ax.get_legend().get_window_extent()
+    return [p for p in ax.transData.transform(list(zip(xs, ys, strict=True))) if box.contains(*p)]
+
+
+@pytest.mark.parametrize("times", [[0.010], [0.010, 0.010, 0.015, 0.020]])
+def test_plot_keeps_legends_off_the_points_and_pluralises(times):
+    result = sweep(times, n=1)
+    fig = l01.plot_concurrency(result)
+    left, right = fig.axes
+    ks = result.device_counts
+    assert left.get_title() == "1 matmul of 512x512 per device"
+    assert points_under_legend(left, ks, [t * 1e3 for t in result.times]) == []
+    assert points_under_legend(right, ks, result.speedups) == []
+    for ax in (left, right):  # every point inside the axes, none on an edge
+        low, high = ax.get_xlim()
+        assert low < ks[0] and ks[-1] < high
+    labels = [line.get_label() for line in left.lines + right.lines]
+    assert "model: max(1, k/2)" in labels and "ideal: same as one device" in labels
+    assert right.lines[0].get_ydata().tolist() == pytest.approx(result.speedups)
+    plt.close(fig)
+
+
+def test_estimate_grows_with_the_work_and_with_fewer_cores():
+    base = l01.estimate_seconds(512, 20, 4, 50e9, 2, "logical CPU")
+    assert 0 < base < l01.estimate_seconds(1024, 20, 4, 50e9, 2, "logical CPU")
+    assert base < l01.estimate_seconds(512, 20, 4, 50e9, 1, "logical CPU")
+    # 2048 x 100 x 4 devices at 50 GFLOP/s: minutes, so a panel can warn before the run.
+    assert l01.estimate_seconds(2048, 100, 4, 50e9, 2, "logical CPU") > 60
+
+
+def rate(label, rate_, peak):
+    return Measurement(label, [1.0], work=rate_, peak=peak)
+
+
+def test_rates_verdict_blames_merging_only_when_the_chain_stays_below_the_peak(monkeypatch):
+    merged = l01.rates_verdict(rate("dup", 10e9, 1e9), rate("chain", 0.9e9, 1e9), "/CPU:0")
+    assert "merged" in merged and "measured low" not in merged
+    monkeypatch.setattr(merging, "best_chain_rate", lambda device, sizes: (2e9, 512))
+    low = l01.rates_verdict(rate("dup", 10e9, 1e9), rate("chain", 1.5e9, 1e9), "/CPU:0")
+    assert "peak was probably measured low" in low and "0.75x" in low
+    assert "impossible" not in low
+    monkeypatch.setattr(merging, "best_chain_rate", lambda device, sizes: (1e9, 512))
+    still = l01.rates_verdict(rate("dup", 10e9, 1e9), rate("chain", 1.5e9, 1e9), "/CPU:0")
+    assert "impossible" in still
+    neither = l01.rates_verdict(rate("dup", 0.5e9, 1e9), rate("chain", 0.9e9, 1e9), "/CPU:0")
+    assert neither.startswith("neither rate")
+
+
+def probe_result(counts: dict, n=10):
+    runs = [ProbeRun(switch, n, executed, 0.001 * executed) for switch, executed in counts.items()]
+    return MergeProbeResult(n, 64, runs)
+
+
+def test_merge_probe_verdict_names_the_switch_that_stops_the_merge():
+    found = probe_result(
+        {"none": 1, "meta_optimizer": 1, "common_subgraph": 1, "classic_l0": 1, "classic_cse": 10}
+    )
+    assert [r.switch for r in found.culprits] == ["classic_cse"]
+    verdict = found.verdict
+    assert verdict.startswith("with the classic graph optimiser's common-subexpression")
+    assert "10 of 10 MatMuls ran (10.0x the time per call): that is what merges them" in verdict
+    assert (
+        "Still merged: with Grappler (its meta-optimizer) off, 1 of 10; with Grappler's" in verdict
+    )
+    assert "10 of 10" in str(found) and "MatMuls executed" in found._repr_html_()
+    grappler = probe_result({"none": 1, "meta_optimizer": 10, "classic_cse": 1})
+    assert grappler.verdict.startswith("with Grappler (its meta-optimizer) off")
+    nothing = probe_result({"none": 1, "meta_optimizer": 1, "classic_cse": 1})
+    assert nothing.verdict.startswith("none of the switches stopped the merge")
+    unmerged = probe_result({"none": 10, "classic_cse": 10})
+    assert unmerged.verdict.startswith("all 10 MatMuls ran") and unmerged.culprits == []
+
+
+def test_run_merge_probe_runs_each_switch_and_reports_progress(monkeypatch):
+    # The fresh processes themselves are tested in test_optimizer_probe; here, the assembly.
+    ran = []
+
+    def fake_probe(switch, n, size):
+        ran.append(switch)
+        return ProbeRun(switch, n, n if switch == "classic_cse" else 1, 0.01)
+
+    monkeypatch.setattr(merging, "probe", fake_probe)
+    calls = []
+    result = l01.run_merge_probe(4, 32, progress=lambda *a: calls.append(a))
+    assert ran == ["none", "meta_optimizer", "common_subgraph", "classic_l0", "classic_cse"]
+    assert calls[1] == (1, 5, "fresh process 2 of 5: meta_optimizer off") and calls[-1][0] == 5
+    assert [r.switch for r in result.culprits] == ["classic_cse"]
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "words"),
+    [
+        (lambda: l01.run_concurrency(64, 10**6, 1), ValueError, "at most 1000"),
+        (lambda: l01.run_concurrency(512.5, 2, 1), TypeError, "matrix size"),
+        (lambda: l01.run_concurrency(64, 0, 1), ValueError, "matmuls per chain"),
+        (lambda: l01.run_concurrency(64, 2, 0), ValueError, "devices"),
+        (lambda: l01.run_concurrency(64, 2, 5), ValueError, "choose 1 to 4"),
+        (lambda: l01.run_concurrency(2**20, 1, 4), ValueError, "is free"),
+        (lambda: l01.run_merge_probe(0, 64), ValueError, "identical matmuls"),
+        (lambda: l01.run_merge_probe(3, 64.0), TypeError, "matrix size"),
+    ],
+)
+def test_bad_values_are_refused_in_well_under_a_second(devices, call, error, words):
+    start = time.perf_counter()
+    with pytest.raises(error, match=words):
+        call()
+    assert time.perf_counter() - start < 1.0
+
+
+def test_run_concurrency_reports_progress_with_a_status(devices):
+    calls = []
+    result = l01.run_concurrency(
+        64, 2, 3, lambda *args: calls.append(args), device_peak=1e12, min_runs=3, budget_s=0.2
+    )
+    # At most min(k, usable cores) logical devices compute at once: that is the peak to check.
+    assert [m.peak for m in result.measurements] == [
+        min(k, d2l.usable_cores()) * 1e12 for k in (1, 2, 3)
+    ]
+    assert result.device_counts == [1, 2, 3] and result.kind == "logical CPU"
+    assert result.slowdowns[0] == 1.0 and result.speedups[2] == pytest.approx(
+        3 / result.slowdowns[2]
+    )
+    statuses = [c[2] for c in calls]
+    assert "measuring 2 of 3 devices, repeat 1" in statuses
+    assert calls[-1] == (3, 3, "done")
+    assert all(done <= total == 3 for done, total, _ in calls)
+
+
+def test_panel_runs_from_pytest_and_shows_verdict_figure_and_table(devices, capsys):
+    panel = l01.concurrency_panel()
+    assert panel.sliders["max_devices"].max == len(devices)
+    values = {"size": 64, "n_matmuls": 2, "max_devices": 2}
+    for name, value in values.items():
+        panel.sliders[name].value = value
+    assert 0 < panel.estimate(**values) < panel.estimate(size=1024, n_matmuls=50, max_devices=4)
+    panel.run()
+    assert panel.error is None, panel.error
+    assert panel.result.device_counts == [1, 2] and panel.result.n_matmuls == 2
+    # Outside a kernel the panel's output area passes its displays through to stdout, in order.
+    shown = capsys.readouterr().out
+    verdict, figure, table = (shown.index(s) for s in ("model", "Figure(", "2 matmuls of 64x64"))
+    assert verdict < figure < table
+    assert d2l.concurrency_sweep is d2l.run_concurrency  # the old name still works
+
+
+def test_panel_refuses_an_oversize_run_before_allocating(devices, monkeypatch):
+    panel = l01.concurrency_panel()
+    monkeypatch.setattr("d2lhelpers.devices._host_available_bytes", lambda: 10 * 2**20)
+    panel.sliders["size"].value = panel.sliders["size"].max
+    panel.run()
+    assert isinstance(panel.error, ValueError) and "matrix size" in str(panel.error)
+
+
+def timed(t):
+    return Measurement("run", [t] * 5)
+
+
+def test_at_once_verdict_reads_the_model_for_the_usable_cores():
+    together = l01.at_once_verdict(timed(0.0101), timed(0.010), "logical CPU", cores=2)
+    assert together.endswith("they ran at the same time") and "1.01x one chain" in together
+    turns = l01.at_once_verdict(timed(0.020), timed(0.010), "logical CPU", cores=1)
+    assert "as the model's 2.00x (1 usable CPU core) says" in turns and "took turns" in turns
+    slow = l01.at_once_verdict(timed(0.016), timed(0.010), "logical CPU", cores=2)
+    assert "slower than the model's 1.00x" in slow
+    assert "impossible" in l01.at_once_verdict(timed(0.006), timed(0.010), "GPU")
+    assert "no model" in l01.at_once_verdict(timed(0.012), timed(0.010), "virtual GPU")
+
+
+def test_separate_calls_verdict_tells_overlap_from_sequence():
+    one, other = timed(0.010), timed(0.0098)
+    assert "one after the other" in l01.separate_calls_verdict(timed(0.0199), one, other)
+    assert "their work overlapped" in l01.separate_calls_verdict(timed(0.0102), one, other)
+    assert "overlapped in part" in l01.separate_calls_verdict(timed(0.015), one, other)
+    noisy = Measurement("noisy", [0.008, 0.009, 0.010, 0.012, 0.013])  # IQR 3 ms
+    assert "one after the other" in l01.separate_calls_verdict(timed(0.0165), noisy, other)
+    assert "impossible" in l01.separate_calls_verdict(timed(0.007), one, other)
+    assert "something else" in l01.separate_calls_verdict(timed(0.025), one, other)

@@ -1,0 +1,142 @@
+"""Notebook 03's lesson: the split MLP's model and verdicts, the experiment, the panel."""
+
+import time
+
+import matplotlib
+import pytest
+
+import d2lhelpers as d2l
+from d2lhelpers.benchmark import Measurement
+from d2lhelpers.lessons import l03_mlp_across_devices as l03
+from d2lhelpers.lessons.l03_mlp_across_devices import BranchResult
+from d2lhelpers.timeline import OpEvent
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402  (after choosing the headless backend)
+
+CPU1, CPU2 = "/device:CPU:1", "/device:CPU:2"
+
+
+def test_model_speedup_follows_notebook_01s_model():
+    # k branches on one device: k x one branch; split: max(1, k/c) x one branch.
+    assert [l03.model_speedup(k, 2) for k in (1, 2, 3, 4)] == [1.0, 2.0, 2.0, 2.0]
+    assert l03.model_speedup(2, 1) == 1.0
+    assert l03.model_speedup(3, 2, "GPU") == 3.0
+    assert l03.model_speedup(3, 2, "virtual GPU") is None
+
+
+ROWS = [
+    OpEvent(CPU1, "MatMul", "matmul", 0.0, 0.004),
+    OpEvent(CPU2, "MatMul_2", "matmul", 0.001, 0.005),
+    OpEvent("/device:CPU:0", "AddN", "other", 0.005, 0.0052),
+]
+
+
+def result(one, split, branches=2, cores=2, kind="logical CPU"):
+    return BranchResult(
+        branches,
+        Measurement("all branches on one device", [one] * 5, 1e9),
+        Measurement("one branch per device", [split] * 5, 1e9),
+        ROWS,
+        kind,
+        cores,
+    )
+
+
+def test_verdicts_compare_the_split_with_one_device_and_with_the_model():
+    holds = result(0.010, 0.0051).verdict
+    assert "1.96x faster" in holds and "model speedup 2.00x for 2 branches" in holds
+    assert holds.endswith("holds")
+    slow = result(0.010, 0.0095, branches=3).verdict
+    assert "slower than the model speedup 2.00x for 3 branches on 2 usable CPU cores" in slow
+    one_core = result(0.010, 0.0098, cores=1).verdict  # one core: no speedup is the model
+    assert "no measurable difference" in one_core and one_core.endswith("holds")
+    impossible = result(0.010, 0.004)
+    assert "impossible" in impossible.verdict
+    assert any("impossible" in flag for flag in impossible.tables()[0].flags)
+    assert "no model" in result(0.010, 0.006, kind="virtual GPU").verdict
+
+
+def test_a_noisy_run_gives_no_verdict_about_the_model():
+    noisy = result(0.010, 0.005)
+    noisy.split.times = [0.004, 0.005, 0.0055, 0.006, 0.007]
+    assert noisy.verdict.startswith("one branch per device") and "too noisy" in noisy.verdict
+
+
+def test_table_shows_both_runs_and_the_models_time():
+    table = result(0.010, 0.0051).tables()[0]
+    assert [row[0] for row in table.rows][-1] == "model: one device / 2.00"
+    assert table.rows[-1][1] == "5.00 ms" and table.title == "the seed's MLP, 2 branches"
+
+
+def test_overlap_sentence_warns_that_one_core_means_turns(monkeypatch):
+    monkeypatch.setattr(l03, "usable_cores", lambda: 2)
+    two = l03.overlap_sentence(ROWS, [CPU1, CPU2])
+    assert "both at once for 3.00 ms = 75% of the shorter" in two and "turns" not in two
+    assert two.endswith("ran partly at the same time")
+    apart = [ROWS[0], OpEvent(CPU2, "MatMul_2", "matmul", 0.004, 0.008)]
+    assert l03.overlap_sentence(apart, [CPU1, CPU2]).endswith("ran one after the other")
+    monkeypatch.setattr(l03, "usable_cores", lambda: 1)
+    one = l03.overlap_sentence(ROWS, [CPU1, CPU2])
+    assert "took turns on the cores" in one and "1 usable CPU core," in one
+
+
+def test_plot_shows_the_timeline_and_the_times_beside_the_model():
+    fig = l03.plot_branches(result(0.010, 0.0051))
+    timeline_ax, bars = fig.axes[:2]
+    assert "2 branches" in timeline_ax.get_title()
+    assert [t.get_text() for t in bars.get_yticklabels()] == [
+        "all on one device",
+        "one per device (2)",
+    ]
+    assert bars.lines[0].get_xdata()[0] == pytest.approx(5.0)  # the model's 10 ms / 2
+    plt.close(fig)
+
+
+def test_estimate_grows_with_the_work():
+    small = l03.estimate_seconds(256, 512, 2048, 2, 50e9, 2, "logical CPU")
+    assert 0 < small < l03.estimate_seconds(1024, 512, 8192, 2, 50e9, 2, "logical CPU")
+
+
+@pytest.mark.parametrize(
+    ("args", "error", "words"),
+    [
+        ((0, 32, 64, 2), ValueError, "batch size"),
+        ((16.5, 32, 64, 2), TypeError, "batch size"),
+        ((16, 32, 64, 9), ValueError, "branches"),
+        ((16, 32, 2, 3), ValueError, "hidden width"),
+        ((16, 32, 10**6, 2), ValueError, "at most"),
+        ((60000, 60000, 60000, 2), ValueError, "is free"),
+    ],
+)
+def test_bad_values_are_refused_in_well_under_a_second(devices, args, error, words):
+    start = time.perf_counter()
+    with pytest.raises(error, match=words):
+        l03.run_mlp_branches(*args)
+    assert time.perf_counter() - start < 1.0
+
+
+def test_run_mlp_branches_at_a_tiny_size_reports_progress(devices):
+    calls = []
+    found = l03.run_mlp_branches(
+        16, 32, 64, 2, lambda *a: calls.append(a), min_runs=3, budget_s=0.2
+    )
+    assert found.branches == 2 and found.kind == "logical CPU" and found.trace
+    assert {r.device for r in found.trace if r.kind == "matmul"} == {CPU1, CPU2}
+    statuses = [c[2] for c in calls]
+    assert any(s.startswith("timing one branch per device (2), repeat") for s in statuses)
+    assert calls[-1] == (3, 3, "done")
+    assert d2l.mlp_branch_experiment is d2l.run_mlp_branches  # the old name still works
+
+
+def test_panel_runs_from_pytest(devices, capsys):
+    panel = l03.mlp_panel()
+    values = {"batch": 16, "hidden": 128, "branches": 2}
+    for name, value in values.items():
+        panel.sliders[name].value = value
+    assert 0 < panel.estimate(**values)
+    panel.run()
+    assert panel.error is None, panel.error
+    assert panel.result.branches == 2
+    shown = capsys.readouterr().out
+    assert shown.index("model speedup") < shown.index("Figure(") < shown.index("the seed's MLP")
