@@ -23,23 +23,27 @@ Output widget kept), a PNG of the right size with nothing but the background.
 
 from __future__ import annotations
 
-import base64
 import html
-import io
 import threading
 import time
 from collections.abc import Callable
 
 import ipywidgets as widgets
-import matplotlib.pyplot as plt
 from IPython import get_ipython
 from IPython.display import display
 
 from d2lhelpers.devices import check_fits
+from d2lhelpers.panel_output import (  # noqa: F401  (render_png, DPI: part of the panel's API)
+    DPI,
+    about,
+    figure_text,
+    render_png,
+    result_outputs,
+    text_output,
+)
 
 LONG_RUN_S = 30  # an estimate above this is shown as a warning before the run
 HEARTBEAT_S = 2.0  # while a clicked run works, the clock beside the status moves this often
-DPI = 100
 GREY = "d2l-previous"  # CSS class of a previous run's output while a new one runs
 STYLE = f"<style>.{GREY} {{opacity: 0.35}}</style>"
 
@@ -59,72 +63,6 @@ def slider(description: str, value: int, low: int, high: int, step: int = 1) -> 
         style={"description_width": "initial"},
         layout=widgets.Layout(width="420px"),
     )
-
-
-def render_png(figure) -> bytes:
-    """The figure as complete PNG bytes, drawn once.
-
-    It is taken out of pyplot's registry first, so nothing else (the inline backend's
-    `flush_figures`, a `plt.close('all')` in a cell) can draw or close it meanwhile.
-    """
-    plt.close(figure)
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight", facecolor="white")
-    return buffer.getvalue()
-
-
-def about(seconds: float) -> str:
-    """A duration as a learner plans with it: `under 1 s`, `about 12 s`, `about 3.5 min`."""
-    if seconds < 1:
-        return "under 1 s"
-    if seconds < 90:
-        return f"about {seconds:.0f} s"
-    return f"about {seconds / 60:.1f} min"
-
-
-def _text(text: str) -> dict:
-    return {"output_type": "stream", "name": "stdout", "text": text.rstrip("\n") + "\n"}
-
-
-def figure_text(figure) -> str:
-    """The figure in words (titles, axis labels, legend): its plain-text form and alt text."""
-    parts = [figure.get_suptitle()] if hasattr(figure, "get_suptitle") else []
-    for axes in figure.axes:
-        bits = [axes.get_title() or axes.get_title(loc="left")]
-        bits += [
-            f"{axis}: {label}"
-            for axis, label in (("x", axes.get_xlabel()), ("y", axes.get_ylabel()))
-            if label
-        ]
-        legend = axes.get_legend()
-        if legend is not None:
-            bits.append("lines: " + ", ".join(t.get_text() for t in legend.get_texts()))
-        parts.append(", ".join(b for b in bits if b))
-    text = "; ".join(p for p in parts if p) or "a plot"
-    return "Figure: " + " ".join(text.split())[:400]
-
-
-def _png(png: bytes, text: str = "<figure>") -> dict:
-    data = {"image/png": base64.b64encode(png).decode("ascii"), "text/plain": text}
-    return {"output_type": "display_data", "data": data, "metadata": {}}
-
-
-def _html(obj) -> dict:
-    data = {"text/html": obj._repr_html_(), "text/plain": str(obj)}
-    return {"output_type": "display_data", "data": data, "metadata": {}}
-
-
-def result_outputs(result, png: bytes | None, figure_words: str = "<figure>") -> list[dict]:
-    """Output-area entries for a finished run: its verdict, its figure, then its table(s)."""
-    outputs = []
-    verdict = getattr(result, "verdict", None)
-    if verdict:
-        outputs.append(_text(str(verdict)))
-    if png is not None:
-        outputs.append(_png(png, figure_words))
-    parts = result if isinstance(result, (tuple, list)) else [result]
-    outputs += [_html(part) for part in parts if hasattr(part, "_repr_html_")]
-    return outputs
 
 
 def _main_thread_loop():
@@ -307,7 +245,7 @@ class Panel:
                 result = self._experiment(values)
             except BaseException as error:  # _experiment shows Exceptions; this, the rest
                 self.error, result = error, None
-                self._finish(values, [_text(f"Error: {type(error).__name__}")], "error")
+                self._finish(values, [text_output(f"Error: {type(error).__name__}")], "error")
             heartbeat.set()
             if self.error is not None or self.stopped or loop is None:
                 self._draw_and_release(values, result)
@@ -348,7 +286,9 @@ class Panel:
         except Exception as error:  # one clear line in the panel, no traceback
             self.error = error
             message = " ".join(str(error).split())
-            self._finish(values, [_text(f"Error: {type(error).__name__}: {message}")], "error")
+            self._finish(
+                values, [text_output(f"Error: {type(error).__name__}: {message}")], "error"
+            )
         return None
 
     def _draw(self, values: dict, result):
@@ -363,7 +303,7 @@ class Panel:
             self.error = error
             message = " ".join(str(error).split())
             line = f"Error: drawing the result failed: {type(error).__name__}: {message}"
-            self._finish(values, [_text(line)], "error")
+            self._finish(values, [text_output(line)], "error")
             return
         self.result = result
         self._finish(values, outputs, f"done in {self._elapsed():.1f} s")

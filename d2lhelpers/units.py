@@ -1,8 +1,9 @@
 """One home for what every module needs: the cores this process may use, units, formatting.
 
 `usable_cores()` asks the operating system which cores *this process* may run on
-(`os.sched_getaffinity`), not how many the machine has: under `taskset -c 0`, in a container
-with a CPU limit or on a class server the two differ, and every sentence about cores uses the first.
+(`os.sched_getaffinity`), and how much CPU time its cgroup may use (a container's or a
+JupyterHub learner's `cpu_limit`), not how many the machine has: under `taskset -c 0`, in a
+container or on a class server they differ, and every sentence about cores uses the first.
 """
 
 from __future__ import annotations
@@ -15,12 +16,35 @@ GB = 1e9  # link rates are quoted in decimal gigabytes per second
 BYTES_PER_FLOAT = 4  # float32, the only dtype the lessons use
 
 
+# cgroup v2, then v1: "quota period" in one file, or the two in two files (quota -1: no limit).
+CPU_QUOTA_FILES = (
+    ("/sys/fs/cgroup/cpu.max",),
+    ("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "/sys/fs/cgroup/cpu/cpu.cfs_period_us"),
+)
+
+
+def cpu_quota_cores(files=CPU_QUOTA_FILES) -> int | None:
+    """The cores' worth of CPU time this process's cgroup may use (rounded up), or None."""
+    for paths in files:
+        try:
+            words = " ".join(open(path).read().strip() for path in paths).split()
+            quota, period = float(words[0]), float(words[1])
+        except (OSError, ValueError, IndexError):  # "max": no limit; no such file
+            continue
+        if quota > 0 and period > 0:
+            return max(1, math.ceil(quota / period))
+    return None
+
+
 def usable_cores() -> int:
-    """How many CPU cores this process may run on (its affinity mask), at least 1."""
+    """How many CPU cores this process may use: its affinity mask, capped by its cgroup's CPU
+    quota; at least 1."""
     try:
-        return max(1, len(os.sched_getaffinity(0)))
+        cores = max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # macOS and Windows have no affinity call
-        return os.cpu_count() or 1
+        cores = os.cpu_count() or 1
+    quota = cpu_quota_cores()
+    return min(cores, quota) if quota else cores
 
 
 def cores_phrase(n: int | None = None) -> str:

@@ -368,7 +368,7 @@ def test_every_warning_word_for_word():
     ]
     assert measurement_warnings(Measurement("t", [1e-6] * 3)) == []
     assert measurement_warnings(Measurement("t", [5e-7] * 3)) == [
-        "each call took 0.5 µs: too short to be device work (one TensorFlow op alone takes "
+        "each call took 500.0 ns: too short to be device work (one TensorFlow op alone takes "
         "about 10 µs); the function probably does nothing"
     ]
     assert measurement_warnings(Measurement("n", [9.5, 9.5, 10, 10.5, 10.5])) == []

@@ -23,14 +23,14 @@ ENTRY_POINTS = {
     # name: (valid kwargs, count arguments, sweep arguments)
     "setup_devices": ({"count": 2}, ["count"], []),
     "select_devices": ({"count": 1}, ["count"], []),
-    "concurrency_sweep": (
+    "run_concurrency": (
         {"size": 64, "n_matmuls": 2, "max_devices": 2},
         ["size", "n_matmuls", "max_devices"],
         [],
     ),
-    "compute_copy_experiment": ({"size": 64, "n_matmuls": 2}, ["size", "n_matmuls"], []),
+    "run_compute_copy": ({"size": 64, "n_matmuls": 2}, ["size", "n_matmuls"], []),
     "local_copy_cost": ({"sizes": [4096]}, [], ["sizes"]),
-    "mlp_branch_experiment": (
+    "run_mlp_branches": (
         {"batch": 8, "width": 16, "hidden": 16, "branches": 2},
         ["batch", "width", "hidden", "branches"],
         [],
@@ -55,41 +55,50 @@ ENTRY_POINTS = {
         ["width", "batch", "max_devices"],
         [],
     ),
-    "allreduce_sweep": ({"n_devices": 2, "sizes": [4096]}, ["n_devices"], ["sizes"]),
-    "overlap_experiment": (
+    "run_allreduce_sweep": ({"n_devices": 2, "sizes": [4096]}, ["n_devices"], ["sizes"]),
+    "run_allreduce_overlap": (
         {"n_devices": 2, "size": 4096, "chain_size": 32, "chain_length": 2},
         ["n_devices", "size", "chain_size", "chain_length"],
         [],
     ),
-    "allreduce_job": (
+    "run_allreduce_job": (
         {"n_workers": 2, "sizes": [4096], "repeats": 2},
         ["n_workers", "repeats"],
         ["sizes"],
     ),
-    "training_job": (
+    "run_training": (
         {"n_workers": 2, "width": 16, "batch_per_worker": 8, "steps": 2},
         ["n_workers", "width", "batch_per_worker", "steps"],
         [],
     ),
-    "training_sweep": ({"worker_counts": [1, 2]}, [], ["worker_counts"]),
-    "failure_demo": (
+    "run_training_sweep": ({"worker_counts": [1, 2]}, [], ["worker_counts"]),
+    "run_failure": (
         {"n_workers": 2, "steps": 2, "width": 16, "batch_per_worker": 8},
         ["n_workers", "steps", "width", "batch_per_worker"],
         [],
     ),
+    "run_serving": (
+        {"layout": "replicas", "n_devices": 2, "n_requests": 2, "width": 16, "n_out": 2},
+        ["n_devices", "n_requests", "width", "n_out", "prompt_len", "layers", "slots_per_device"],
+        [],
+    ),
+    "run_load_sweep": (
+        {"n_devices": 2, "n_requests": 2, "width": 16, "n_out": 2},
+        ["n_devices", "n_requests", "width", "n_out", "prompt_len", "layers", "slots_per_device"],
+        [],
+    ),
+    "run_serving_failure": (
+        {"n_devices": 2, "n_requests": 2, "width": 16, "n_out": 2},
+        ["n_devices", "n_requests", "width", "n_out"],
+        [],
+    ),
+    "check_layout_tokens": (
+        {"n_devices": 2, "width": 16, "n_out": 2},
+        ["n_devices", "width", "layers", "prompt_len", "n_out"],
+        [],
+    ),
 }
-# Found on the first run (branch truth): the first failing example of each.
-KNOWN_FAILING = {
-    "allreduce_job",  # sizes=[-inf, -922]: OverflowError
-    "concurrency_sweep",  # n_matmuls=423577638813: no refusal within a second
-    "failure_demo",  # n_workers=0: IndexError
-    "mlp_branch_experiment",  # batch=0: no refusal within a second
-    "replica_sweep",  # width=2.00001: a TensorFlow InvalidArgumentError
-    "run_pipeline_parallel",  # width=2.00001: a TensorFlow InvalidArgumentError
-    "run_replicas",  # width=2.00001: a TensorFlow InvalidArgumentError
-    "training_job",  # steps=0: a worker process was started
-    "training_sweep",  # worker_counts=[]: accepted
-}
+KNOWN_FAILING: set[str] = set()  # every entry point refuses bad input at once
 
 _CHILD = r"""
 import inspect, json, multiprocessing, resource, signal, subprocess, sys, time

@@ -214,10 +214,11 @@ def test_panel_runs_from_pytest_and_shows_verdict_figure_and_table(devices, caps
     panel.run()
     assert panel.error is None, panel.error
     assert panel.result.device_counts == [1, 2] and panel.result.n_matmuls == 2
-    # Outside a kernel the panel's output area passes its displays through to stdout, in order.
-    shown = capsys.readouterr().out
-    verdict, figure, table = (shown.index(s) for s in ("model", "Figure(", "2 matmuls of 64x64"))
-    assert verdict < figure < table
+    # The panel's output holds, in order, the verdict, the whole figure and the table.
+    verdict, figure, table = panel.output.outputs
+    assert "model" in verdict["text"]
+    assert figure["data"]["image/png"] and figure["data"]["text/plain"].startswith("Figure:")
+    assert "2 matmuls of 64x64" in table["data"]["text/plain"]
     assert d2l.concurrency_sweep is d2l.run_concurrency  # the old name still works
 
 

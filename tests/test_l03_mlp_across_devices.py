@@ -138,5 +138,7 @@ def test_panel_runs_from_pytest(devices, capsys):
     panel.run()
     assert panel.error is None, panel.error
     assert panel.result.branches == 2
-    shown = capsys.readouterr().out
-    assert shown.index("model speedup") < shown.index("Figure(") < shown.index("the seed's MLP")
+    verdict, figure, table = panel.output.outputs  # in this order
+    assert "model speedup" in verdict["text"]
+    assert figure["data"]["image/png"] and figure["data"]["text/plain"].startswith("Figure:")
+    assert "the seed's MLP" in table["data"]["text/plain"]

@@ -83,6 +83,7 @@ def test_panel_runs_with_slider_values_and_reports_progress():
 
 
 def test_panel_shows_verdict_then_one_whole_figure_then_the_table():
+    plt.close("all")  # figures other tests left open are not this panel's
     panel = squares_panel()
     panel.sliders["n"].value = 30
     assert isinstance(panel.run(), Squares)

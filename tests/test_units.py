@@ -24,6 +24,7 @@ from d2lhelpers.units import (
 
 
 def test_usable_cores_is_the_affinity_mask_not_the_machine(monkeypatch):
+    monkeypatch.setattr(units, "cpu_quota_cores", lambda: None)  # this machine's cgroup aside
     monkeypatch.setattr(units.os, "cpu_count", lambda: 64)
     monkeypatch.setattr(units.os, "sched_getaffinity", lambda pid: {3}, raising=False)
     assert usable_cores() == 1
@@ -34,11 +35,31 @@ def test_usable_cores_is_the_affinity_mask_not_the_machine(monkeypatch):
 
 
 def test_usable_cores_without_an_affinity_call_falls_back_to_the_count(monkeypatch):
+    monkeypatch.setattr(units, "cpu_quota_cores", lambda: None)
     monkeypatch.delattr(units.os, "sched_getaffinity", raising=False)
     monkeypatch.setattr(units.os, "cpu_count", lambda: 6)
     assert usable_cores() == 6
     monkeypatch.setattr(units.os, "cpu_count", lambda: None)
     assert usable_cores() == 1
+
+
+def test_a_cgroup_cpu_quota_caps_the_usable_cores(monkeypatch, tmp_path):
+    v2, quota, period = tmp_path / "cpu.max", tmp_path / "quota", tmp_path / "period"
+    v2.write_text("150000 100000\n")  # 1.5 cores' worth of CPU time: 2 cores can be busy
+    assert units.cpu_quota_cores([(str(v2),)]) == 2
+    v2.write_text("max 100000\n")  # no limit
+    quota.write_text("50000\n")
+    period.write_text("100000\n")
+    files = [(str(v2),), (str(quota), str(period))]
+    assert units.cpu_quota_cores(files) == 1
+    quota.write_text("-1\n")  # cgroup v1's "no limit"
+    assert units.cpu_quota_cores(files) is None
+    assert units.cpu_quota_cores([(str(tmp_path / "missing"),)]) is None
+    monkeypatch.setattr(units.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    monkeypatch.setattr(units, "cpu_quota_cores", lambda: 2)
+    assert usable_cores() == 2
+    monkeypatch.setattr(units, "cpu_quota_cores", lambda: None)
+    assert usable_cores() == 4
 
 
 def test_cores_phrase(monkeypatch):

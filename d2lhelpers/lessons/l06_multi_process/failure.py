@@ -19,7 +19,7 @@ from d2lhelpers.admission import require_count
 from d2lhelpers.benchmark import Measurement
 from d2lhelpers.costs import replicas_vs_one_group
 from d2lhelpers.lessons.l06_multi_process.jobs import require_seconds
-from d2lhelpers.lessons.l06_multi_process.training import check_training
+from d2lhelpers.lessons.l06_multi_process.training import MAX_STEPS, check_training
 from d2lhelpers.mwms import GRACE_S, TRAINING_ARGS, TRAINING_TARGET
 from d2lhelpers.report import Reported, Table
 from d2lhelpers.units import cores_phrase, format_seconds, usable_cores
@@ -194,7 +194,8 @@ def _blocks(times: list[float], size: int = 10) -> list[float]:
 def check_failure(layout, n_workers, steps, width, batch_per_worker, timeout_s, collective_s):
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be 'replicas' or 'group', got {layout!r}")
-    require_count("steps", steps, 20)  # a quarter of them before the kill: a window to measure
+    # a quarter of the steps come before the kill: a window to measure
+    require_count("steps", steps, 20, MAX_STEPS)
     require_seconds("collective_timeout_s", collective_s)
     check_training(n_workers, width, batch_per_worker, steps, 0, timeout_s, low=2)
 

@@ -35,6 +35,7 @@ from d2lhelpers.verdicts import compare
 from d2lhelpers.worker_progress import ProgressBoard
 
 BLOCKS = 10  # the step times are judged as this many blocks of consecutive steps
+MAX_STEPS = 100_000  # a job of more steps would outlast any lesson: refused before it starts
 
 
 @dataclasses.dataclass
@@ -105,8 +106,8 @@ def check_training(n_workers, width, batch_per_worker, steps, warmup, timeout_s,
     n = require_workers("the training job", n_workers, low)
     width = require_count("width", width, 1)
     batch = require_count("batch_per_worker", batch_per_worker, 1)
-    require_count("steps", steps, 1)
-    require_count("warmup", warmup, 0)
+    require_count("steps", steps, 1, MAX_STEPS)
+    require_count("warmup", warmup, 0, MAX_STEPS)
     require_seconds("timeout_s", timeout_s)
     base, per_unit = training_memory_bytes(0, batch), training_memory_bytes(1, batch)
 

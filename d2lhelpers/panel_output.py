@@ -1,0 +1,78 @@
+"""What a finished run shows in a panel: a whole PNG drawn once, the figure in words, and the
+output entries (verdict, image, table) that replace a panel's output in one assignment.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+
+import matplotlib.pyplot as plt
+
+DPI = 100
+
+
+def render_png(figure) -> bytes:
+    """The figure as complete PNG bytes, drawn once.
+
+    It is taken out of pyplot's registry first, so nothing else (the inline backend's
+    `flush_figures`, a `plt.close('all')` in a cell) can draw or close it meanwhile.
+    """
+    plt.close(figure)
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight", facecolor="white")
+    return buffer.getvalue()
+
+
+def about(seconds: float) -> str:
+    """A duration as a learner plans with it: `under 1 s`, `about 12 s`, `about 3.5 min`."""
+    if seconds < 1:
+        return "under 1 s"
+    if seconds < 90:
+        return f"about {seconds:.0f} s"
+    return f"about {seconds / 60:.1f} min"
+
+
+def text_output(text: str) -> dict:
+    return {"output_type": "stream", "name": "stdout", "text": text.rstrip("\n") + "\n"}
+
+
+def figure_text(figure) -> str:
+    """The figure in words (titles, axis labels, legend): its plain-text form and alt text."""
+    parts = [figure.get_suptitle()] if hasattr(figure, "get_suptitle") else []
+    for axes in figure.axes:
+        bits = [axes.get_title() or axes.get_title(loc="left")]
+        bits += [
+            f"{axis}: {label}"
+            for axis, label in (("x", axes.get_xlabel()), ("y", axes.get_ylabel()))
+            if label
+        ]
+        legend = axes.get_legend()
+        if legend is not None:
+            bits.append("lines: " + ", ".join(t.get_text() for t in legend.get_texts()))
+        parts.append(", ".join(b for b in bits if b))
+    text = "; ".join(p for p in parts if p) or "a plot"
+    return "Figure: " + " ".join(text.split())[:400]
+
+
+def _png(png: bytes, text: str = "<figure>") -> dict:
+    data = {"image/png": base64.b64encode(png).decode("ascii"), "text/plain": text}
+    return {"output_type": "display_data", "data": data, "metadata": {}}
+
+
+def _html(obj) -> dict:
+    data = {"text/html": obj._repr_html_(), "text/plain": str(obj)}
+    return {"output_type": "display_data", "data": data, "metadata": {}}
+
+
+def result_outputs(result, png: bytes | None, figure_words: str = "<figure>") -> list[dict]:
+    """Output-area entries for a finished run: its verdict, its figure, then its table(s)."""
+    outputs = []
+    verdict = getattr(result, "verdict", None)
+    if verdict:
+        outputs.append(text_output(str(verdict)))
+    if png is not None:
+        outputs.append(_png(png, figure_words))
+    parts = result if isinstance(result, (tuple, list)) else [result]
+    outputs += [_html(part) for part in parts if hasattr(part, "_repr_html_")]
+    return outputs
