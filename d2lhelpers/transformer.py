@@ -208,3 +208,16 @@ class Layout:
         positions = tf.constant(positions, tf.int32)
         out, self.cache = self._step(tokens, positions, self.params, self.cache)
         return out.numpy()
+
+
+def greedy_tokens(layout: Layout, prompts: list[list[int]], n_out: int) -> list[list[int]]:
+    """Each slot's prompt fed one position a step, then `n_out` greedy tokens (all prompts of
+    one length): what a server does for a batch that starts together."""
+    seqs = [list(p) for p in prompts]
+    for position in range(len(prompts[0]) + n_out - 1):
+        tokens = np.array([s[position] for s in seqs], np.int32)
+        out = layout.step(tokens, np.full(len(seqs), position, np.int32))
+        if position >= len(prompts[0]) - 1:
+            for seq, token in zip(seqs, out, strict=True):
+                seq.append(int(token))
+    return [s[len(prompts[0]) :] for s in seqs]

@@ -6,14 +6,18 @@ fraction lies in 0..1. A row outside its rule must carry a verdict other than "o
 tested on made-up rows first, so that they can fail.
 """
 
+import importlib.util
 import json
 import math
+import sys
 from pathlib import Path
 
 import pytest
 
 from d2lhelpers.benchmark import PEAK_TOLERANCE
 from d2lhelpers.verdicts import NOISE_FLOOR
+
+ROOT = Path(__file__).resolve().parent.parent
 
 RESULTS = Path(__file__).parent.parent / "results"
 CPU_FILES = sorted(p for p in RESULTS.glob("*.json") if not p.name.startswith("h200"))
@@ -38,7 +42,7 @@ ABOVE_PEAK_IMPOSSIBLE = ("workload rate / device's best matmul rate",)
 FRACTIONS = ("hidden fraction",)
 # Known faults of committed files, to be emptied when `make bench` is re-run with flagging verdicts
 # (benchmarks/run_all.py's Row.verdict says "ok" for a ratio below its ideal).
-KNOWN_UNFLAGGED = {("logical-cpu-2cores.json", "overlapped run+copy / max(run, copy)")}
+KNOWN_UNFLAGGED: set[tuple[str, str]] = set()  # make bench flags them itself (Row.verdict)
 
 
 def impossible_reason(row: dict) -> str | None:
@@ -105,7 +109,7 @@ def test_cpu_reference_schema_and_rows(path):
     for prefix in EXPECTED_PREFIXES:
         assert any(n.startswith(prefix) for n in names), f"missing row {prefix!r}"
     for row in data["rows"]:
-        assert set(row) == {"name", "ratio", "goal", "detail", "verdict"}
+        assert set(row) == {"name", "ratio", "goal", "detail", "verdict", "floor", "ceiling"}
         assert math.isfinite(row["ratio"]) and row["ratio"] >= 0
         assert row["goal"] == "report" or row["goal"][:2] in ("<=", ">=")
 
@@ -114,3 +118,17 @@ def test_cpu_reference_schema_and_rows(path):
 def test_no_impossible_ratio_passes_as_a_result(path):
     found = unflagged_impossible(path)
     assert found <= KNOWN_UNFLAGGED, f"impossible ratios shown as results: {found}"
+
+
+def test_make_bench_reads_a_ratio_past_its_bound_as_impossible_not_ok():
+    spec = importlib.util.spec_from_file_location("run_all", ROOT / "benchmarks" / "run_all.py")
+    run_all = importlib.util.module_from_spec(spec)
+    sys.modules["run_all"] = run_all  # dataclasses look their module up there
+    spec.loader.exec_module(run_all)
+    row = run_all.Row
+    assert row("overlapped / max", 0.94, "<= 1.10", "", floor=1.0).verdict == "IMPOSSIBLE"
+    assert row("overlapped / max", 0.97, "<= 1.10", "", floor=1.0).verdict == "ok"  # noise
+    assert row("overlapped / max", 1.20, "<= 1.10", "", floor=1.0).verdict == "MISSED"
+    assert row("hidden fraction", 1.10, ">= 0.7", "", ceiling=1.0).verdict == "IMPOSSIBLE"
+    assert row("hidden fraction", 0.80, ">= 0.7", "", ceiling=1.0).verdict == "ok"
+    assert row("a ratio", 0.10, "report", "").verdict == ""

@@ -4,21 +4,15 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from d2lhelpers.transformer import Layout, ModelConfig, empty_cache, model_weights
+from d2lhelpers.transformer import (
+    Layout,
+    ModelConfig,
+    empty_cache,
+    greedy_tokens,
+    model_weights,
+)
 
 CONFIG = ModelConfig(vocab=32, width=16, heads=2, layers=2, max_len=12)
-
-
-def decode(layout, prompts, n_out):
-    """Greedy tokens of each slot's prompt, fed one position per step."""
-    seqs = [list(p) for p in prompts]
-    for position in range(len(prompts[0]) + n_out - 1):
-        tokens = np.array([s[position] for s in seqs], np.int32)
-        out = layout.step(tokens, np.full(len(seqs), position, np.int32))
-        if position >= len(prompts[0]) - 1:
-            for s, t in zip(seqs, out, strict=True):
-                s.append(int(t))
-    return [s[len(prompts[0]) :] for s in seqs]
 
 
 def test_sizes_match_the_tensors_they_describe(devices):
@@ -39,16 +33,16 @@ def test_width_must_split_into_heads():
 def test_a_slot_does_not_see_the_others(devices):
     layout = Layout(CONFIG, devices[:1], slots_per_group=3)
     prompt = [1, 2, 3]
-    alone = decode(layout, [prompt, [0, 0, 0], [0, 0, 0]], 5)[0]
+    alone = greedy_tokens(layout, [prompt, [0, 0, 0], [0, 0, 0]], 5)[0]
     layout = Layout(CONFIG, devices[:1], slots_per_group=3)
-    crowded = decode(layout, [prompt, [7, 8, 9], [30, 31, 4]], 5)[0]
+    crowded = greedy_tokens(layout, [prompt, [7, 8, 9], [30, 31, 4]], 5)[0]
     assert alone == crowded
     assert all(0 <= t < CONFIG.vocab for t in alone)
 
 
 def test_warm_leaves_the_cache_as_it_was(devices):
     layout = Layout(CONFIG, devices[:1], slots_per_group=2)
-    decode(layout, [[1, 2], [3, 4]], 2)
+    greedy_tokens(layout, [[1, 2], [3, 4]], 2)
     before = [t.numpy().copy() for kv in layout.cache for t in kv]
     layout.warm()
     after = [t.numpy() for kv in layout.cache for t in kv]

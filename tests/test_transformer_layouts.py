@@ -5,13 +5,12 @@ import pytest
 import tensorflow as tf
 
 import d2lhelpers as d2l
-from d2lhelpers.transformer import ModelConfig
+from d2lhelpers.transformer import ModelConfig, greedy_tokens
 from d2lhelpers.transformer_layouts import (
     cache_bytes_per_device,
     head_split,
     make_layout,
 )
-from tests.test_transformer import decode
 
 CONFIG = ModelConfig(vocab=64, width=32, heads=4, layers=3, max_len=14)
 PROMPTS = [list(np.random.default_rng(i).integers(0, 64, 6)) for i in range(4)]
@@ -19,7 +18,7 @@ PROMPTS = [list(np.random.default_rng(i).integers(0, 64, 6)) for i in range(4)]
 
 @pytest.fixture(scope="module")
 def reference():
-    return decode(make_layout("one device", CONFIG, d2l.setup_devices()[:1], 4), PROMPTS, 8)
+    return greedy_tokens(make_layout("one device", CONFIG, d2l.setup_devices()[:1], 4), PROMPTS, 8)
 
 
 @pytest.mark.parametrize("name", ["replicas", "tensor parallel", "pipeline"])
@@ -27,7 +26,7 @@ def reference():
 def test_layout_tokens_equal_one_device(devices, reference, name, n):
     layout = make_layout(name, CONFIG, devices[:n], 2 * n)
     prompts = [PROMPTS[i % 4] for i in range(layout.slots)]
-    tokens = decode(layout, prompts, 8)
+    tokens = greedy_tokens(layout, prompts, 8)
     assert tokens == [reference[i % 4] for i in range(layout.slots)]
 
 
@@ -56,7 +55,7 @@ def test_replicas_survivors_keep_their_sequences(devices):
         if position >= len(prompt) - 1:
             seq.append(int(t[0]))
             out.append(int(t[0]))
-    assert out == decode(ref, [prompt], 5)[0]
+    assert out == greedy_tokens(ref, [prompt], 5)[0]
 
 
 def test_head_split_and_refusals(devices):

@@ -15,7 +15,7 @@ from d2lhelpers.benchmark import Measurement, measure
 from d2lhelpers.devices import check_fits, free_memory_bytes, select_devices
 from d2lhelpers.report import Reported, Table
 from d2lhelpers.serving import Request, ServeLog, Server, make_requests
-from d2lhelpers.transformer import Layout, ModelConfig
+from d2lhelpers.transformer import Layout, ModelConfig, greedy_tokens
 from d2lhelpers.transformer_layouts import LAYOUTS, cache_bytes_per_device, make_layout
 from d2lhelpers.units import format_rate, format_seconds
 
@@ -209,18 +209,6 @@ class TokenCheck(Reported):
             [name, " ".join(map(str, tokens[0]))] for name, tokens in self.layouts.items()
         ]
         return [Table(self.verdict, ["layout", "tokens of the first prompt"], rows)]
-
-
-def greedy_tokens(layout: Layout, prompts: list[list[int]], n_out: int) -> list[list[int]]:
-    """Each slot's prompt fed one position a step, then `n_out` greedy tokens."""
-    seqs = [list(p) for p in prompts]
-    for position in range(len(prompts[0]) + n_out - 1):
-        tokens = np.array([s[position] for s in seqs], np.int32)
-        out = layout.step(tokens, np.full(len(seqs), position, np.int32))
-        if position >= len(prompts[0]) - 1:
-            for seq, token in zip(seqs, out, strict=True):
-                seq.append(int(token))
-    return [s[len(prompts[0]) :] for s in seqs]
 
 
 def check_layout_tokens(
