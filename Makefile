@@ -11,7 +11,7 @@ UV := $(shell command -v uv 2>/dev/null)
 # JupyterLab refuses to run as root without --allow-root (containers, course servers).
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: lab work reset-work test bench book lint clean screenshots mutate one-core
+.PHONY: lab work reset-work test bench book lint clean screenshots mutate one-core classroom
 
 $(READY): pyproject.toml
 ifneq ($(UV),)
@@ -80,3 +80,7 @@ mutate: $(READY)
 # Every notebook on one CPU core, every printed statement checked against its numbers (minutes).
 one-core: $(READY)
 	$(PY) -m tests.one_core
+
+# A class on one server: two copies each of notebooks 02 and 06 at once (a minute or two).
+classroom: $(READY)
+	$(PY) -m tests.classroom

@@ -1,4 +1,4 @@
-"""A small decoder-only transformer that decodes one token per step, with a KV cache, three ways.
+"""A small decoder-only transformer that decodes one token per step, with a KV cache.
 
 The model (pre-norm, as GPT-2): x = E[token] + P[position]; per layer
     x = x + Attention(norm(x)) W_o        (causal, H heads, keys and values cached)

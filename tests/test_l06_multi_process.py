@@ -58,6 +58,7 @@ def test_allreduce_job_sums_exactly_and_times_every_size(allreduce_run):
     assert job.times[-1] > job.times[0]  # 4 MiB takes longer than 4 KiB
     assert 0 < job.start_s < job.wall_s < 60
     assert "the sums were exact on every worker" in job.verdict
+    assert "the sums were exact on every worker" in str(job)  # under the table, too
 
 
 def test_progress_names_each_worker_and_ends_at_the_total(allreduce_run):

@@ -82,7 +82,9 @@ def test_the_sweep_and_its_plots(devices):
     figure = plot_latency_throughput(sweep)
     assert figure.axes[0].get_xlim()[1] >= sweep.ideal_capacity
     plt.close(figure)
-    plt.close(plot_requests(s.runs[-1]))
+    figure = plot_requests(s.runs[-1])
+    assert figure.axes[1].get_ylabel() == "requests queued (line)"  # the queue over time
+    plt.close(figure)
 
 
 def test_the_panel_runs_from_its_sliders(devices):

@@ -90,8 +90,8 @@ def test_mlp_matches_numpy(devices):
     w1, b1, w2, b2 = (t.numpy().astype(np.float64) for t in weights)
     expected = np.maximum(x.numpy() @ w1 + b1, 0) @ w2 + b2
     np.testing.assert_allclose(mlp(x, weights).numpy(), expected, rtol=1e-5, atol=1e-6)
-    assert mlp_flops(4, 5, 7) == 2 * 2 * 4 * 5 * 7
-    assert mlp_bytes(4, 5, 7) == 4 * (2 * 5 * 7 + 7 + 5 + 4 * (2 * 5 + 7))
+    assert mlp_flops(4, 5, 7) == 560  # worked by hand: 2 matmuls x 2 FLOPs x 4·5·7
+    assert mlp_bytes(4, 5, 7) == 600  # 4 B x (70 weights + 12 biases + 68 activations)
 
 
 def test_on_one_device_places_every_op(devices):

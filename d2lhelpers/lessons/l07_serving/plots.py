@@ -65,6 +65,15 @@ def plot_requests(run: ServingRun, ax=None):
     if run.log.failed_at_s is not None:
         ax.axvline(run.log.failed_at_s, c="tab:red", ls="--", label="device lost")
         ax.legend(fontsize=8, loc="lower right")
+    if run.log.queue:  # the queue over time, on its own axis at the right
+        queue = ax.twinx()
+        times, queued = (
+            [0.0] + [t for t, _, _ in run.log.queue],
+            [0] + [q for _, q, _ in run.log.queue],
+        )
+        queue.step(times, queued, where="post", c="black", lw=1, alpha=0.6)
+        queue.set_ylabel("requests queued (line)")
+        queue.set_ylim(bottom=0, top=max(1, *queued) * 1.1)
     ax.invert_yaxis()
     ax.set(
         xlabel="time since the first arrival (s)",
