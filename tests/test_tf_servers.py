@@ -158,8 +158,12 @@ print("not reached", flush=True)
 def test_a_process_waiting_on_a_dead_worker_is_ended_not_hung():
     began = time.monotonic()
     finished = run_python(WORKER_DIES, timeout=60)
-    assert finished.returncode == tf_servers.WORKER_DIED_EXIT_CODE, finished.stderr[-3000:]
-    assert "the TensorFlow worker died" in finished.stderr
+    # Two ways to end, both bounded: the watcher sees the death first and exits (the usual), or
+    # TensorFlow notices the broken connection before the sync starts waiting and raises.
+    raised = finished.returncode == 1 and "UnavailableError" in finished.stderr
+    if not raised:
+        assert finished.returncode == tf_servers.WORKER_DIED_EXIT_CODE, finished.stderr[-3000:]
+        assert "the TensorFlow worker died" in finished.stderr
     assert "not reached" not in finished.stdout
     assert time.monotonic() - began < 45
     assert wait_until_gone([int(finished.stdout.split()[0])]) == []
