@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 import tensorflow as tf
 
+from d2lhelpers.tensor_parallel import allreduce_sum  # the seed's all-reduce, as TF ops
 from d2lhelpers.transformer import (
     Layout,
     ModelConfig,
@@ -70,20 +71,6 @@ class Replicas(Layout):
             return tf.concat(outs, axis=0), caches
 
 
-def allreduce(parts: Sequence[tf.Tensor], devices: Sequence[str]) -> list[tf.Tensor]:
-    """Every device ends with sum(parts): summed along the chain, then handed back to each."""
-    with tf.name_scope("allreduce"):
-        total = parts[0]
-        for device, part in zip(devices[1:], parts[1:], strict=True):
-            with tf.device(device):
-                total = total + part
-        copies = []
-        for device in devices:
-            with tf.device(device):
-                copies.append(tf.identity(total))
-        return copies
-
-
 def head_split(heads: int, n: int) -> list[int]:
     """Heads per device, differing by at most one: 4 heads on 3 devices -> 2, 1, 1."""
     if heads < n:
@@ -139,7 +126,7 @@ class TensorParallel(Layout):
                     out = attend(q, keys, values, positions, self.local_heads[i])
                     partials.append(tf.linalg.matmul(out, p["wo"]))
                     new_caches[i].append((keys, values))
-            summed = allreduce(partials, devices)
+            summed = allreduce_sum(partials, devices)
             xs = [x + s for x, s in zip(xs, summed, strict=True)]
             partials = []
             for i, device in enumerate(devices):
@@ -147,7 +134,7 @@ class TensorParallel(Layout):
                     p = params[i]["layers"][layer]
                     hidden = tf.nn.relu(tf.linalg.matmul(rms_norm(xs[i]), p["w1"]))
                     partials.append(tf.linalg.matmul(hidden, p["w2"]))
-            summed = allreduce(partials, devices)
+            summed = allreduce_sum(partials, devices)
             xs = [x + s for x, s in zip(xs, summed, strict=True)]
         with tf.device(devices[0]):
             return next_token(params[0], xs[0]), new_caches

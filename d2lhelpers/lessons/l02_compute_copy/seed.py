@@ -15,12 +15,18 @@ its link; TensorFlow runs float32 matmuls as TF32 on NVIDIA Ampere and newer GPU
 
 from __future__ import annotations
 
-from d2lhelpers.references import SEED_000, seed_compute_s, seed_copy_rate, seed_final_copy_s
+from d2lhelpers.references import (
+    SEED_000,
+    SEED_000_MATMULS,
+    SEED_000_SIZE,
+    seed_compute_s,
+    seed_copy_rate,
+    seed_final_copy_s,
+)
 from d2lhelpers.report import Reported, Table
 from d2lhelpers.units import GB, format_seconds
 from d2lhelpers.workloads import chain_flops
 
-SEED_SIZE, SEED_PRODUCTS = 4000, 50
 SEED_RUN_S = SEED_000["Run on GPU1"]
 SEED_COPY_S = SEED_000["Copy to CPU"]
 SEED_BOTH_S = SEED_000["Run on GPU1 and copy to CPU"]
@@ -41,7 +47,7 @@ class SeedReading(Reported):
     copy_rate = seed_copy_rate()
     numpy_copy_s = seed_final_copy_s()
     run_s = seed_compute_s("Run on GPU1")  # the matmuls alone, if the copy ran at the bulk rate
-    matmul_rate = chain_flops(SEED_SIZE, SEED_PRODUCTS) / run_s
+    matmul_rate = chain_flops(SEED_000_SIZE, SEED_000_MATMULS) / run_s
     ideal_sequential_s = run_s + SEED_COPY_S
     ideal_overlapped_s = max(run_s, SEED_COPY_S)
 

@@ -21,7 +21,8 @@ from d2lhelpers.lessons.l07_serving.runs import (
 )
 from d2lhelpers.peaks import device_peak_rate
 from d2lhelpers.report import Reported, Table
-from d2lhelpers.transformer_layouts import allreduce, make_layout
+from d2lhelpers.tensor_parallel import allreduce_sum
+from d2lhelpers.transformer_layouts import make_layout
 from d2lhelpers.units import device_names, format_rate, format_seconds, usable_cores
 from d2lhelpers.verdicts import beats_ideal, compare, impossible, noise_of
 
@@ -40,7 +41,7 @@ def allreduce_time(n_devices: int, rows: int, width: int) -> Measurement:
     for name in names:
         with tf.device(name):
             parts.append(tf.random.stateless_normal((rows, width), seed=(0, 1)))
-    run = tf.function(lambda *xs: allreduce(xs, names))
+    run = tf.function(lambda *xs: allreduce_sum(xs, names))
     return measure(
         lambda: run(*parts), f"all-reduce of {rows}x{width} on {n_devices}", nbytes=4 * rows * width
     )
