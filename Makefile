@@ -69,7 +69,7 @@ book: $(READY)
 	@echo "open $(BOOK)/index.html"
 
 # Mutation testing of the measurement and model modules ([tool.mutmut] in pyproject.toml); not part
-# of `make test`. Limit it with globs: make mutate MUTANTS='d2lhelpers.verdicts* d2lhelpers.costs*'
+# of `make test`. Limit it with globs: make mutate MUTANTS='d2lhelpers.core.verdicts* d2lhelpers.collectives.costs*'
 MUTANTS ?=
 mutate: $(READY)
 	rm -rf mutants  # mutmut keeps old verdicts when only the tests changed: start afresh

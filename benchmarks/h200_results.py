@@ -34,7 +34,7 @@ PRECISIONS = ("FP32", "TF32")
 PEAK_TFLOPS = {"FP32": 67.0, "TF32": 495.0}
 PEAK_PCIE_GBPS = 64.0
 
-NOISY_IQR = 0.1  # IQR / median above this: too noisy to trust (as d2lhelpers.benchmark)
+NOISY_IQR = 0.1  # IQR / median above this: too noisy to trust (as d2lhelpers.timing.benchmark)
 IDEAL_TOLERANCE = 0.02  # a time this far below a lower-bound ideal is a timing bug, not noise
 FP32_MAX_ERROR = 1e-4  # relative error vs float64: FP32 lands near 1e-6, TF32 near 3e-4
 TF32_MIN_ERROR = 1e-5
@@ -100,7 +100,7 @@ def matmul_flops(size: int, n: int = 1) -> int:
 
 
 def summarize_times(times: Iterable[float]) -> dict:
-    """Median, IQR (inclusive quartiles, as d2lhelpers.benchmark), minimum and every raw time."""
+    """Median, IQR (inclusive quartiles, as timing.benchmark), minimum and every raw time."""
     times = [float(t) for t in times]
     if not times:
         raise ValueError("no times to summarize")

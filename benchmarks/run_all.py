@@ -21,9 +21,9 @@ import time
 from pathlib import Path
 
 import d2lhelpers as d2l
-from d2lhelpers.benchmark import MIN_BLOCK_S
-from d2lhelpers.units import usable_cores
-from d2lhelpers.verdicts import NOISE_FLOOR
+from d2lhelpers.core.units import usable_cores
+from d2lhelpers.core.verdicts import NOISE_FLOOR
+from d2lhelpers.timing.benchmark import MIN_BLOCK_S
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -134,7 +134,7 @@ def overhead_row(size: int, n: int, devices) -> Row:
 
 def split_model_rows(devices) -> list[Row]:
     """Notebooks 03-04: split runs / one device, next to what the cost models predict."""
-    from d2lhelpers.tf_collectives import allreduce_in_one_graph, allreduce_inputs
+    from d2lhelpers.collectives.tf_allreduce import allreduce_in_one_graph, allreduce_inputs
 
     n = min(2, len(devices))
     usable = min(n, usable_cores()) if devices[0].kind == "logical CPU" else n

@@ -4,14 +4,7 @@
 """
 
 from d2lhelpers import _tf_settings  # noqa: F401  (must run before TensorFlow is imported)
-from d2lhelpers.benchmark import (
-    Benchmark,
-    Measurement,
-    compare_to_ideal,
-    measure,
-    sync_devices,
-)
-from d2lhelpers.costs import (
+from d2lhelpers.collectives.costs import (
     AlphaBeta,
     break_even_comm_ms,
     efficiency_table,
@@ -20,8 +13,9 @@ from d2lhelpers.costs import (
     pipeline_bubble_fraction,
     replicas_vs_one_group,
 )
-from d2lhelpers.dependency_graph import levels as dependency_levels
-from d2lhelpers.dependency_graph import op_graph, plot_op_graph
+from d2lhelpers.collectives.tf_allreduce import allreduce_in_one_graph
+from d2lhelpers.core.counts import chain_flops, mlp_flops
+from d2lhelpers.core.units import format_bytes, format_rate, format_seconds, usable_cores
 from d2lhelpers.devices import (
     Device,
     check_fits,
@@ -104,22 +98,37 @@ from d2lhelpers.lessons.l07_serving import (
     run_serving_failure,
     serving_panel,
 )
-from d2lhelpers.mwms import real_cluster_tf_config
-from d2lhelpers.panel import Panel
-from d2lhelpers.parallelism import ParallelRun, communication_note
-from d2lhelpers.peaks import describe_devices, device_peak_rate, machine_baseline_rate
-from d2lhelpers.pipeline_parallel import PipelineRun, measured_bubble, run_pipeline_parallel
-from d2lhelpers.references import SEED_000, reference_table
-from d2lhelpers.replicas import replica_sweep, run_replicas
-from d2lhelpers.tensor_parallel import (
+from d2lhelpers.parallel.common import (
+    ParallelRun,
+    communication_note,
+)
+from d2lhelpers.parallel.pipeline_parallel import (
+    PipelineRun,
+    measured_bubble,
+    run_pipeline_parallel,
+)
+from d2lhelpers.parallel.replicas import replica_sweep, run_replicas
+from d2lhelpers.parallel.tensor_parallel import (
     TensorParallelRun,
     all_reduce_sum,
     allreduce_sum,
     run_tensor_parallel,
 )
-from d2lhelpers.tf_collectives import allreduce_in_one_graph
-from d2lhelpers.tf_servers import remote_tf_workers
-from d2lhelpers.timeline import (
+from d2lhelpers.processes.group import WorkerError, WorkerGroup
+from d2lhelpers.processes.mwms import real_cluster_tf_config
+from d2lhelpers.processes.tf_servers import remote_tf_workers
+from d2lhelpers.references import SEED_000, reference_table
+from d2lhelpers.timing.benchmark import (
+    Benchmark,
+    Measurement,
+    compare_to_ideal,
+    measure,
+    sync_devices,
+)
+from d2lhelpers.timing.peaks import describe_devices, device_peak_rate, machine_baseline_rate
+from d2lhelpers.tracing.graph import levels as dependency_levels
+from d2lhelpers.tracing.graph import op_graph, plot_op_graph
+from d2lhelpers.tracing.timeline import (
     EmptyTraceError,
     OpEvent,
     busy_intervals,
@@ -129,16 +138,13 @@ from d2lhelpers.timeline import (
     trace,
     tracing_overhead,
 )
-from d2lhelpers.units import format_bytes, format_rate, format_seconds, usable_cores
-from d2lhelpers.workers import WorkerError, WorkerGroup
+from d2lhelpers.ui.panel import Panel
 from d2lhelpers.workloads import (
     branch_weights,
-    chain_flops,
     chains_in_one_graph,
     identical_matmuls,
     matmul_chain,
     mlp_branches_in_one_graph,
-    mlp_flops,
     random_matrix,
 )
 

@@ -14,8 +14,8 @@ import subprocess
 
 import tensorflow as tf
 
-from d2lhelpers.admission import available_memory_bytes, require_count
-from d2lhelpers.units import GiB, cores_phrase, format_bytes, usable_cores
+from d2lhelpers.core.checks import available_memory_bytes, require_count
+from d2lhelpers.core.units import GiB, cores_phrase, format_bytes, usable_cores
 
 DEFAULT_COUNT = 4  # sliders go from 1 to this on CPU-only machines and on one GPU
 MAX_CPU_COUNT = 8

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from d2lhelpers.units import BYTES_PER_FLOAT
+from d2lhelpers.core.units import BYTES_PER_FLOAT
 
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
 

@@ -14,8 +14,8 @@ from collections.abc import Callable, Sequence
 
 import tensorflow as tf
 
+from d2lhelpers.core.units import device_name
 from d2lhelpers.devices import Device
-from d2lhelpers.units import BYTES_PER_FLOAT, device_name
 
 # One tf.function per (devices, chain length) is the design, not an accident: keep TensorFlow's
 # "excessive retracing" advice about it out of the learners' outputs.
@@ -43,26 +43,6 @@ def matmul_chain(x: tf.Tensor, n: int) -> tf.Tensor:
 def identical_matmuls(x: tf.Tensor, n: int) -> list[tf.Tensor]:
     """The seed's workload: `n` copies of matmul(x, x). Inside a tf.function only one runs."""
     return [tf.linalg.matmul(x, x) for _ in range(n)]
-
-
-def chain_flops(size: int, n: int) -> int:
-    """Floating-point operations of `n` size x size matmuls (a multiply and an add per term)."""
-    return 2 * size**3 * n
-
-
-def chain_bytes(size: int) -> int:
-    """Memory one chain holds at once on its device: x, the running product and the next one."""
-    return 3 * size * size * BYTES_PER_FLOAT
-
-
-def mlp_flops(batch: int, width: int, hidden: int) -> int:
-    """FLOPs of relu(x W1) W2 for a batch x width input and `hidden` units: two matmuls."""
-    return 4 * batch * width * hidden
-
-
-def mlp_bytes(batch: int, width: int, hidden: int) -> int:
-    """Memory the branched MLP holds at most: x, W1, W2, the hidden activations and the output."""
-    return (2 * batch * width + 2 * width * hidden + batch * hidden) * BYTES_PER_FLOAT
 
 
 def chains_in_one_graph(devices: Sequence[Device | str], n: int) -> Callable:

@@ -419,7 +419,7 @@ def ink(png: bytes) -> tuple[float, tuple[int, int]]:
 REFERENCE_CODE = """
 import gc, html, io, json, re
 from PIL import Image
-from d2lhelpers import panel as module
+from d2lhelpers.ui import panel as module
 
 def ink(png):
     grey = Image.open(io.BytesIO(png)).convert("L")

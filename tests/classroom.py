@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from d2lhelpers.units import usable_cores
+from d2lhelpers.core.units import usable_cores
 from tests.conftest import is_running, wait_until_gone
 from tests.one_core import _RUN, contradictions, output_texts
 

@@ -9,7 +9,7 @@ import time
 import pytest
 
 import d2lhelpers as d2l
-from d2lhelpers import worker_main
+from d2lhelpers.processes import worker_main
 
 d2l.setup_devices()  # 4 logical CPUs on CI: TensorFlow allows this only before its first op
 

@@ -43,7 +43,7 @@ HIDDEN = re.compile(r"hidden(?: by overlap)?: (-?\d+(?:\.\d+)?)%")
 TRACED = re.compile(r"traced|at the same time")
 DISAGREE = 50  # percentage points between a traced overlap and the time it hid
 AT_ONCE = re.compile(r"at most (\d+) can compute at the same time")
-PEAK_TOLERANCE = 1.2  # as d2lhelpers.benchmark: a rate this far above the peak is impossible
+PEAK_TOLERANCE = 1.2  # as timing.benchmark: a rate this far above the peak is impossible
 
 _RUN = """
 import os, sys

@@ -2,7 +2,7 @@ import pickle
 
 import pytest
 
-from d2lhelpers.benchmark import (
+from d2lhelpers.timing.benchmark import (
     PEAK_TOLERANCE,
     Benchmark,
     MeasuredPeak,

@@ -217,7 +217,7 @@ def test_a_panel_shows_its_default_run_in_the_cell_and_runs_again_only_for_new_v
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
         from IPython.core.pylabtools import select_figure_formats
-        from d2lhelpers.panel import Panel, slider
+        from d2lhelpers.ui.panel import Panel, slider
 
         select_figure_formats(shell, {{"png"}})  # as the inline backend: drops Figure printers
 

@@ -34,7 +34,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pytest
 
-from d2lhelpers import panel as panel_module
+from d2lhelpers.ui import panel as panel_module
 from tests import browser_helpers as browser
 from tests.conftest import FakeClock
 
@@ -59,7 +59,7 @@ BAD_INPUT_CELLS = [
     'print("kernel alive; panel.error is a", type(panel.error).__name__)',
     "import time\n"
     "import matplotlib.pyplot as plt\n"
-    "from d2lhelpers.panel import Panel, slider\n\n"
+    "from d2lhelpers.ui.panel import Panel, slider\n\n"
     "def wait(seconds, progress):  # reports every 6 s: the panel's clock fills the gaps\n"
     "    start = time.monotonic()\n"
     "    while (left := seconds - (time.monotonic() - start)) > 0:\n"

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from d2lhelpers.costs import (
+from d2lhelpers.collectives.costs import (
     AlphaBeta,
     alpha_beta_time_s,
     break_even_comm_ms,

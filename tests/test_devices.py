@@ -5,8 +5,8 @@ import tensorflow as tf
 
 import d2lhelpers as d2l
 from d2lhelpers import devices as devices_module
+from d2lhelpers.core.units import GiB, format_bytes
 from d2lhelpers.devices import Plan, check_fits, max_device_count, plan_devices, small_machine
-from d2lhelpers.units import GiB, format_bytes
 from tests.conftest import run_python
 
 

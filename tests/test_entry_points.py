@@ -10,7 +10,7 @@ taking the machine down.
 ENTRY_POINTS is the table to keep up to date when entry points are added or renamed: the name in
 `d2lhelpers`, tiny valid keyword arguments, the arguments that are counts, and those that are
 sweeps (lists of counts). KNOWN_FAILING lists those that do not refuse yet (xfail, not strict:
-remove a name once its entry point validates with `d2lhelpers.admission`).
+remove a name once its entry point validates with `d2lhelpers.core.checks`).
 """
 
 import json
@@ -103,7 +103,7 @@ KNOWN_FAILING: set[str] = set()  # every entry point refuses bad input at once
 _CHILD = r"""
 import inspect, json, multiprocessing, resource, signal, subprocess, sys, time
 import d2lhelpers as d2l
-from d2lhelpers.admission import available_memory_bytes
+from d2lhelpers.core.checks import available_memory_bytes
 from hypothesis import HealthCheck, Phase, assume, given, settings, strategies as st
 
 d2l.setup_devices()

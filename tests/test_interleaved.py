@@ -2,7 +2,7 @@
 
 import pytest
 
-from d2lhelpers.interleaved import measure_interleaved
+from d2lhelpers.timing.interleaved import measure_interleaved
 
 
 def fake_options(now):

@@ -6,10 +6,10 @@ import matplotlib
 import pytest
 
 import d2lhelpers as d2l
-from d2lhelpers.benchmark import Measurement
 from d2lhelpers.lessons import l01_two_devices as l01
 from d2lhelpers.lessons.l01_two_devices import ConcurrencyResult, MergeProbeResult, merging
-from d2lhelpers.optimizer_probe import ProbeRun
+from d2lhelpers.timing.benchmark import Measurement
+from d2lhelpers.tracing.optimizer_probe import ProbeRun
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the headless backend)

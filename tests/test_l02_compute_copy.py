@@ -14,11 +14,11 @@ import time
 import matplotlib
 import pytest
 
-from d2lhelpers import worker_main
-from d2lhelpers.benchmark import Measurement
 from d2lhelpers.lessons.l02_compute_copy import experiment, local_copy, panel, seed
 from d2lhelpers.lessons.l02_compute_copy.result import BOTH_TRACED, ComputeCopyResult
-from d2lhelpers.timeline import OpEvent
+from d2lhelpers.processes import worker_main
+from d2lhelpers.timing.benchmark import Measurement
+from d2lhelpers.tracing.timeline import OpEvent
 from tests.conftest import run_python
 
 matplotlib.use("Agg")
@@ -144,7 +144,7 @@ import json
 import numpy as np
 import d2lhelpers as d2l
 from d2lhelpers.lessons.l02_compute_copy import experiment as ex
-from d2lhelpers.tf_servers import HOST, remote_tf_workers, trace_with_worker
+from d2lhelpers.processes.tf_servers import HOST, remote_tf_workers, trace_with_worker
 
 d2l.setup_devices()
 report, size, n = {}, 256, 6

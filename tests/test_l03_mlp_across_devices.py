@@ -6,10 +6,10 @@ import matplotlib
 import pytest
 
 import d2lhelpers as d2l
-from d2lhelpers.benchmark import Measurement
 from d2lhelpers.lessons import l03_mlp_across_devices as l03
 from d2lhelpers.lessons.l03_mlp_across_devices import BranchResult
-from d2lhelpers.timeline import OpEvent
+from d2lhelpers.timing.benchmark import Measurement
+from d2lhelpers.tracing.timeline import OpEvent
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the headless backend)

@@ -25,10 +25,12 @@ from d2lhelpers.lessons.l04_splitting_work import (
     speedup_model_panel,
 )
 from d2lhelpers.lessons.l04_splitting_work import three_schemes as three_schemes_module
-from d2lhelpers.parallelism import ParallelRun
-from d2lhelpers.pipeline_parallel import PipelineRun
-from d2lhelpers.tensor_parallel import TensorParallelRun
-from d2lhelpers.timeline import OpEvent
+from d2lhelpers.parallel.common import (
+    ParallelRun,
+)
+from d2lhelpers.parallel.pipeline_parallel import PipelineRun
+from d2lhelpers.parallel.tensor_parallel import TensorParallelRun
+from d2lhelpers.tracing.timeline import OpEvent
 
 matplotlib.use("Agg")
 FAST = {"min_runs": 3, "max_runs": 3, "budget_s": 0.05}
@@ -152,7 +154,7 @@ def test_run_three_schemes_small_reports_progress_with_status(devices):
     assert all(total == 7 for _, total, _ in calls) and calls[-1][:2] == (7, 7)
     done = [d for d, _, _ in calls]
     assert done == sorted(done)
-    assert calls[0][2] == "replicas: measuring replicas on 1 device (1 of 2)"
+    assert calls[0][2] == "replicas: measuring replicas on 1 device (step 1 of 2)"
     assert any(s.startswith("pipeline parallel: measuring pipeline on 2") for *_, s in calls)
 
 

@@ -13,19 +13,15 @@ from hypothesis import strategies as st
 from IPython.lib.pretty import pretty
 
 import d2lhelpers as d2l
-from d2lhelpers.benchmark import Measurement
-from d2lhelpers.collectives import ALLREDUCE
+from d2lhelpers.collectives.algorithms import ALLREDUCE
+from d2lhelpers.collectives.tf_allreduce import alpha_beta_models
+from d2lhelpers.core.units import KiB, MiB
 from d2lhelpers.lessons import l05_collectives as l05
 from d2lhelpers.lessons.l05_collectives import overlap as overlap_module
 from d2lhelpers.lessons.l05_collectives import runs as runs_module
 from d2lhelpers.lessons.l05_collectives import sweep as sweep_module
-from d2lhelpers.lessons.l05_collectives.runs import (
-    Steps,
-    measure_options_checked,
-)
-from d2lhelpers.tf_collectives import alpha_beta_models
-from d2lhelpers.timeline import OpEvent
-from d2lhelpers.units import KiB, MiB
+from d2lhelpers.timing.benchmark import Measurement
+from d2lhelpers.tracing.timeline import OpEvent
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the headless backend)
@@ -212,33 +208,6 @@ def test_estimates_grow_with_the_work():
     )
     with pytest.raises(ValueError):
         l05.estimate_allreduce_sweep_s(2, [])
-
-
-def test_steps_report_done_total_and_status():
-    calls = []
-    steps = Steps(lambda *a: calls.append(a), 2)
-    steps.repeats("x")(4)
-    steps.finished("x")
-    steps.repeats("y")(1)
-    steps.finished("y")
-    assert calls == [
-        (0, 2, "measuring x (step 1 of 2), repeat 4"),
-        (1, 2, "done: x"),
-        (1, 2, "measuring y (step 2 of 2), repeat 1"),
-        (2, 2, "finished"),
-    ]
-    Steps(None, 1).finished("nothing listens")  # no progress callback: nothing to call
-
-
-def test_measure_options_checked():
-    assert measure_options_checked({"min_runs": 3}) == {"budget_s": 1.0, "min_runs": 3}
-    with pytest.raises(ValueError, match="below min_runs"):
-        measure_options_checked({"min_runs": 5, "max_runs": 2})
-    with pytest.raises(TypeError, match="budget_s"):
-        measure_options_checked({"budget_s": "1"})
-
-
-# --- Overlap -------------------------------------------------------------------------------------
 
 
 def _overlap(combined, allreduce=4e-3, compute=10e-3, launch=1e-3, overlap=True, rows=()):

@@ -13,11 +13,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from d2lhelpers.collectives import allreduce_time_s
-from d2lhelpers.costs import AlphaBeta
+from d2lhelpers.collectives.algorithms import allreduce_time_s
+from d2lhelpers.collectives.costs import AlphaBeta
+from d2lhelpers.core.units import GiB, KiB, MiB
 from d2lhelpers.lessons import l06_multi_process as l06
 from d2lhelpers.lessons.l06_multi_process import allreduce, failure, jobs, panels, training
-from d2lhelpers.units import GiB, KiB, MiB
 from tests.conftest import started_by_this_process, wait_until_gone
 
 SIZES = (4 * KiB, 256 * KiB, 4 * MiB)
@@ -192,7 +192,7 @@ def test_bad_values_are_refused_at_once_naming_the_limit(call, error, words, no_
 
 
 def test_too_many_workers_names_the_cap_of_two_per_core(monkeypatch, no_worker_may_start):
-    monkeypatch.setattr("d2lhelpers.admission.usable_cores", lambda: 1)
+    monkeypatch.setattr("d2lhelpers.core.checks.usable_cores", lambda: 1)
     with pytest.raises(ValueError, match="at most 2 may run .2 per usable CPU core.: choose 2"):
         l06.run_allreduce_job(3, SIZES)
 

@@ -16,7 +16,7 @@ from d2lhelpers.lessons.l07_serving import (
     runs,
     serving_panel,
 )
-from d2lhelpers.transformer_layouts import cache_bytes_per_device
+from d2lhelpers.serving.layouts import cache_bytes_per_device
 
 TINY = {"width": 16, "layers": 2, "prompt_len": 3, "n_out": 4}
 

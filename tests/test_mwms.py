@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-from d2lhelpers import mwms
-from d2lhelpers.units import KiB, MiB
-from d2lhelpers.workers import PROJECT_ROOT, free_ports, tf_config
+from d2lhelpers.core.units import KiB, MiB
+from d2lhelpers.processes import mwms
+from d2lhelpers.processes.group import PROJECT_ROOT, free_ports, tf_config
 from tests.conftest import started_by_this_process
 
 
@@ -37,7 +37,7 @@ def test_real_cluster_tf_config_is_the_loopback_config_with_other_hosts():
     }
     text = str(plan)
     assert 'gpu-node-1  TF_CONFIG=\'{"cluster": {"worker": ["gpu-node-1:12345"' in text
-    assert 'python -m d2lhelpers.mwms allreduce_worker \'{"sizes"' in plan.commands[0]
+    assert 'python -m d2lhelpers.processes.mwms allreduce_worker \'{"sizes"' in plan.commands[0]
     assert "Kubernetes" in text and "<table>" in plan._repr_html_()
     with pytest.raises(ValueError, match="target"):
         mwms.real_cluster_tf_config(["a:1"], target="rm -rf")

@@ -2,7 +2,7 @@
 
 import pytest
 
-from d2lhelpers import optimizer_probe
+from d2lhelpers.tracing import optimizer_probe
 
 
 def test_unknown_switch_is_refused_before_a_process_starts():

@@ -9,15 +9,15 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from d2lhelpers import panel as panels
-from d2lhelpers.benchmark import Measurement
+from d2lhelpers.core.counts import chain_bytes
+from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.lessons.l01_two_devices import (
     ConcurrencyResult,
     concurrency_panel,
     plot_concurrency,
 )
-from d2lhelpers.report import Reported, Table
-from d2lhelpers.workloads import chain_bytes
+from d2lhelpers.timing.benchmark import Measurement
+from d2lhelpers.ui import panel as panels
 
 matplotlib.use("Agg")
 

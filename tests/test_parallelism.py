@@ -5,25 +5,20 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import d2lhelpers as d2l
-from d2lhelpers.parallelism import (
+from d2lhelpers.core.checks import require_counts, require_measure_options, require_rate
+from d2lhelpers.core.counts import mlp_bytes, mlp_flops
+from d2lhelpers.parallel.common import (
     ParallelRun,
-    Steps,
     communication_note,
     input_batch,
     max_difference,
     mlp,
-    mlp_bytes,
-    mlp_flops,
     mlp_weights,
     offsets,
     on_one_device,
     place,
-    require_measure_options,
-    require_peak,
-    require_sizes,
     split_sizes,
 )
-from tests.conftest import FakeClock
 
 
 def test_split_sizes_uneven_larger_first():
@@ -49,12 +44,12 @@ def test_split_sizes_refuses_empty_parts():
 
 
 def test_require_sizes_names_the_bad_size_and_refuses_wrong_types():
-    assert require_sizes(a=1, b=7) == {"a": 1, "b": 7}
+    assert require_counts(a=1, b=7) == {"a": 1, "b": 7}
     with pytest.raises(ValueError, match="b must be at least 1, got 0"):
-        require_sizes(a=1, b=0, c=-2)
+        require_counts(a=1, b=0, c=-2)
     for bad in (2.5, "3", True, None):
         with pytest.raises(TypeError, match="a must be a whole number"):
-            require_sizes(a=bad)
+            require_counts(a=bad)
 
 
 def test_measure_options_and_peak_are_checked_before_anything_runs():
@@ -65,10 +60,10 @@ def test_measure_options_and_peak_are_checked_before_anything_runs():
         require_measure_options({"budget_s": 0})
     with pytest.raises(TypeError, match="unknown measure options"):
         require_measure_options({"repeats": 3})
-    require_peak(None)
-    require_peak(1e9)
+    require_rate("device_peak", None)
+    require_rate("device_peak", 1e9)
     with pytest.raises(ValueError, match="device_peak"):
-        require_peak(-1.0)
+        require_rate("device_peak", -1.0)
 
 
 def test_weights_are_deterministic_and_placed(devices):
@@ -115,23 +110,6 @@ def test_communication_note_says_what_a_hand_over_is():
     assert "one process" in communication_note("logical CPU")
     assert "one GPU" in communication_note("virtual GPU")
     assert "NVLink" in communication_note("GPU")
-
-
-def test_steps_report_each_measurement_and_throttle_repeats():
-    calls = []
-    clock = FakeClock(0.0, 0.1, 0.2, 0.7, 0.8)
-    steps = Steps(lambda *a: calls.append(a), 2, clock=clock)
-    on_repeat = steps.start("one device")  # t=0: always reported
-    on_repeat(1)  # t=0.1: too soon
-    on_repeat(2)  # t=0.2: too soon
-    on_repeat(3)  # t=0.7: reported
-    steps.finish("one device")  # t=0.8: always reported
-    assert calls == [
-        (0, 2, "measuring one device (1 of 2)"),
-        (0, 2, "measuring one device (1 of 2), repeat 3"),
-        (1, 2, "measured one device (1 of 2)"),
-    ]
-    Steps(None, 1).start("nothing")(1)  # no progress callback: nothing to call
 
 
 def _m(label, *times, warnings=()):

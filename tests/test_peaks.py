@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 import d2lhelpers as d2l
-from d2lhelpers import peaks
-from d2lhelpers.benchmark import MeasuredPeak
+from d2lhelpers.timing import peaks
+from d2lhelpers.timing.benchmark import MeasuredPeak
 
 
 def test_device_peak_is_measured_once_for_all_logical_cpus(devices, monkeypatch):

@@ -4,8 +4,11 @@ import numpy as np
 import pytest
 
 import d2lhelpers as d2l
-from d2lhelpers.parallelism import input_batch, split_sizes
-from d2lhelpers.pipeline_parallel import (
+from d2lhelpers.parallel.common import (
+    input_batch,
+    split_sizes,
+)
+from d2lhelpers.parallel.pipeline_parallel import (
     PipelineRun,
     bubble_floor,
     bubble_from_trace,
@@ -17,7 +20,7 @@ from d2lhelpers.pipeline_parallel import (
     split_stages,
     stack_weights,
 )
-from d2lhelpers.timeline import OpEvent
+from d2lhelpers.tracing.timeline import OpEvent
 
 FAST = {"min_runs": 3, "max_runs": 3, "budget_s": 0.05}
 
@@ -81,7 +84,7 @@ def test_run_pipeline_parallel_small(devices):
         8, 12, 3, 4, n_layers=6, progress=lambda *a: calls.append(a), **FAST
     )
     assert [c[:2] for c in calls] == [(0, 3), (1, 3), (1, 3), (2, 3), (2, 3), (3, 3)]
-    assert calls[2][2] == "measuring 3 microbatches on one device (2 of 3)"
+    assert calls[2][2] == "measuring 3 microbatches on one device (step 2 of 3)"
     assert run.scheme == "pipeline parallel" and run.stages == 4 and run.microbatches == 3
     assert run.stage_layers == [2, 2, 1, 1] and run.hand_overs == 3 * 3
     assert run.time > 0 and run.reference_time > 0 and run.microbatched_reference.median > 0

@@ -3,8 +3,12 @@ import time
 import numpy as np
 import pytest
 
-from d2lhelpers.parallelism import input_batch, mlp, mlp_weights
-from d2lhelpers.replicas import (
+from d2lhelpers.parallel.common import (
+    input_batch,
+    mlp,
+    mlp_weights,
+)
+from d2lhelpers.parallel.replicas import (
     replica_sweep,
     replicas_in_one_graph,
     replicate,
@@ -49,8 +53,8 @@ def test_run_replicas_small(devices):
     calls = []
     run = run_replicas(16, 32, 2, progress=lambda *a: calls.append(a), **FAST)
     assert [(done, total) for done, total, _ in calls] == [(0, 2), (1, 2), (1, 2), (2, 2)]
-    assert calls[0][2] == "measuring replicas on 1 device (1 of 2)"
-    assert calls[-1][2] == "measured replicas on 2 devices (2 of 2)"
+    assert calls[0][2] == "measuring replicas on 1 device (step 1 of 2)"
+    assert calls[-1][2] == "finished"
     assert run.scheme == "replicas" and run.n_devices == 2 and run.kind == devices[0].kind
     assert run.time > 0 and run.reference_time > 0 and run.throughput == 32 / run.time
     assert run.ideal_speedup == 2.0 and run.max_error < 1e-5

@@ -2,7 +2,7 @@
 
 import pytest
 
-from d2lhelpers.report import Reported, Table
+from d2lhelpers.core.report import Reported, Table
 
 
 def table(**overrides):

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from d2lhelpers.benchmark import PEAK_TOLERANCE
-from d2lhelpers.verdicts import NOISE_FLOOR
+from d2lhelpers.core.verdicts import NOISE_FLOOR
+from d2lhelpers.timing.benchmark import PEAK_TOLERANCE
 
 ROOT = Path(__file__).resolve().parent.parent
 

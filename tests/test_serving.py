@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from d2lhelpers.serving import Request, Server, make_requests, poisson_arrivals
-from d2lhelpers.transformer import ModelConfig
+from d2lhelpers.serving.decoder import ModelConfig
+from d2lhelpers.serving.server import Request, Server, make_requests, poisson_arrivals
 
 STEP_S = 0.01
 

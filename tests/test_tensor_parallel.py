@@ -4,8 +4,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from d2lhelpers.parallelism import input_batch, mlp, mlp_weights, place, split_sizes
-from d2lhelpers.tensor_parallel import (
+from d2lhelpers.parallel.common import (
+    input_batch,
+    mlp,
+    mlp_weights,
+    place,
+    split_sizes,
+)
+from d2lhelpers.parallel.tensor_parallel import (
     all_gather,
     all_reduce_sum,
     allreduce_sum,
@@ -121,7 +127,7 @@ def test_run_tensor_parallel_small(devices):
     calls = []
     run = run_tensor_parallel(8, 6, 3, hidden=10, progress=lambda *a: calls.append(a), **FAST)
     assert [c[:2] for c in calls] == [(0, 2), (1, 2), (1, 2), (2, 2)]
-    assert calls[2][2] == "measuring tensor parallel on 3 (2 of 2)"
+    assert calls[2][2] == "measuring tensor parallel on 3 (step 2 of 2)"
     assert run.scheme == "tensor parallel" and run.n_devices == 3
     assert run.time > 0 and run.reference_time > 0 and run.throughput > 0
     assert run.shard_widths == [4, 3, 3] and run.ideal_speedup == 10 / 4

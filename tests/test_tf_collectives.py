@@ -6,9 +6,9 @@ import time
 import numpy as np
 import pytest
 
-from d2lhelpers import tf_collectives as tc
-from d2lhelpers.timeline import OpEvent
-from d2lhelpers.units import MiB
+from d2lhelpers.collectives import tf_allreduce as tc
+from d2lhelpers.core.units import MiB
+from d2lhelpers.tracing.timeline import OpEvent
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 4])

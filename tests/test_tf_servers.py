@@ -12,9 +12,9 @@ import pytest
 import tensorflow as tf
 
 import d2lhelpers as d2l
-from d2lhelpers import tf_servers, worker_main
-from d2lhelpers.timeline import OpEvent
-from d2lhelpers.workers import free_ports
+from d2lhelpers.processes import tf_servers, worker_main
+from d2lhelpers.processes.group import free_ports
+from d2lhelpers.tracing.timeline import OpEvent
 from tests.conftest import run_python, wait_until_gone
 
 WORKER = "/job:worker/replica:0/task:0/device:CPU:0"
@@ -25,8 +25,8 @@ TF_REMOTE = """
 import json, os, socket, time
 import d2lhelpers as d2l
 import tensorflow as tf
-from d2lhelpers.tf_servers import remote_tf_workers
-from d2lhelpers.workers import free_ports
+from d2lhelpers.processes.tf_servers import remote_tf_workers
+from d2lhelpers.processes.group import free_ports
 
 devices = d2l.setup_devices()
 taken = socket.socket()
@@ -96,7 +96,7 @@ TRACED = r"""
 import json
 import d2lhelpers as d2l
 import tensorflow as tf
-from d2lhelpers import tf_servers as ts
+from d2lhelpers.processes import tf_servers as ts
 
 d2l.setup_devices()
 n = 5
@@ -142,7 +142,7 @@ def test_one_call_is_traced_in_the_worker_and_here_on_one_clock():
 WORKER_DIES = r"""
 import os, signal, sys, time
 import d2lhelpers as d2l
-from d2lhelpers import tf_servers as ts
+from d2lhelpers.processes import tf_servers as ts
 
 d2l.setup_devices()
 with ts.remote_tf_workers(1) as remote:

@@ -5,8 +5,8 @@ import pytest
 import tensorflow as tf
 
 import d2lhelpers as d2l
-from d2lhelpers import timeline
-from d2lhelpers.timeline import EmptyTraceError, OpEvent
+from d2lhelpers.tracing import timeline
+from d2lhelpers.tracing.timeline import EmptyTraceError, OpEvent
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the headless backend)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from d2lhelpers.transformer import (
+from d2lhelpers.serving.decoder import (
     Layout,
     ModelConfig,
     empty_cache,

@@ -5,9 +5,9 @@ import pytest
 import tensorflow as tf
 
 import d2lhelpers as d2l
-from d2lhelpers.tensor_parallel import count_allreduces
-from d2lhelpers.transformer import ModelConfig, greedy_tokens
-from d2lhelpers.transformer_layouts import (
+from d2lhelpers.parallel.tensor_parallel import count_allreduces
+from d2lhelpers.serving.decoder import ModelConfig, greedy_tokens
+from d2lhelpers.serving.layouts import (
     cache_bytes_per_device,
     head_split,
     make_layout,

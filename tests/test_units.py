@@ -5,8 +5,8 @@ import types
 
 import pytest
 
-from d2lhelpers import units
-from d2lhelpers.units import (
+from d2lhelpers.core import units
+from d2lhelpers.core.units import (
     BYTES_PER_FLOAT,
     GB,
     GiB,

@@ -2,8 +2,7 @@
 
 import pytest
 
-from d2lhelpers.benchmark import Measurement
-from d2lhelpers.verdicts import (
+from d2lhelpers.core.verdicts import (
     LIKELY_CAUSES,
     Comparison,
     beats_ideal,
@@ -14,6 +13,7 @@ from d2lhelpers.verdicts import (
     median_of,
     noise_of,
 )
+from d2lhelpers.timing.benchmark import Measurement
 
 
 def quiet(median: float, iqr: float = 0.0, n: int = 5) -> Measurement:

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from d2lhelpers.worker_failures import (
+from d2lhelpers.processes.failures import (
     CAUSE_WINDOW_S,
     WorkerError,
     WorkerState,

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 import d2lhelpers
-from d2lhelpers import mwms
-from d2lhelpers.worker_main import is_port_in_use, load_target
+from d2lhelpers.processes import mwms
+from d2lhelpers.processes.worker_main import is_port_in_use, load_target
 
 PACKAGE = Path(d2lhelpers.__file__).parent
 TARGET_STRING = re.compile(r"""["'](d2lhelpers(?:\.\w+)+):(\w+)["']""")
@@ -31,9 +31,9 @@ def test_every_worker_target_named_in_the_package_resolves_to_a_function():
 
 def test_load_target_refuses_a_malformed_name_and_reports_a_missing_one():
     with pytest.raises(ValueError, match="module:function"):
-        load_target("d2lhelpers.mwms")
+        load_target("d2lhelpers.processes.mwms")
     with pytest.raises(AttributeError):
-        load_target("d2lhelpers.mwms:no_such_worker")
+        load_target("d2lhelpers.processes.mwms:no_such_worker")
 
 
 def test_load_target_by_file_path(tmp_path):

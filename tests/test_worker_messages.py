@@ -5,8 +5,8 @@ import queue
 
 import pytest
 
-from d2lhelpers.worker_failures import WorkerError, WorkerState, WorkerTimeout
-from d2lhelpers.worker_messages import WorkerMessages
+from d2lhelpers.processes.failures import WorkerError, WorkerState, WorkerTimeout
+from d2lhelpers.processes.messages import WorkerMessages
 
 
 class _Running:

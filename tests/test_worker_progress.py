@@ -1,7 +1,7 @@
 """One progress protocol: each worker's reports become progress(done, total, status), the status
 naming every worker, and changing at least every second while the workers start."""
 
-from d2lhelpers.worker_progress import HEARTBEAT_S, ProgressBoard, units_of
+from d2lhelpers.processes.progress import HEARTBEAT_S, ProgressBoard, units_of
 
 
 class _Group:

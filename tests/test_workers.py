@@ -15,8 +15,8 @@ import time
 
 import pytest
 
-from d2lhelpers import worker_main
-from d2lhelpers.workers import (
+from d2lhelpers.processes import worker_main
+from d2lhelpers.processes.group import (
     WORKER_MAIN_PATH,
     PortInUseError,
     WorkerError,

@@ -2,7 +2,10 @@ import numpy as np
 import tensorflow as tf
 
 import d2lhelpers as d2l
-from d2lhelpers.workloads import chain_bytes, identical_matmuls, mlp_bytes, mlp_flops
+from d2lhelpers.core.counts import chain_bytes
+from d2lhelpers.workloads import (
+    identical_matmuls,
+)
 
 
 def test_matmul_chain_equals_numpy_powers(devices):
@@ -44,9 +47,3 @@ def test_identical_matmuls_are_traced_but_one_runs(devices):
     assert len({row.op for row in d2l.trace(dup, x) if row.kind == "matmul"}) == 1
     chain = d2l.chains_in_one_graph([devices[0]], 20)
     assert sum(row.kind == "matmul" for row in d2l.trace(chain, x)) == 20
-
-
-def test_mlp_counts():
-    assert mlp_flops(8, 16, 32) == 16_384  # two matmuls of 8x16x32, 2 FLOPs a multiply-add
-    # x and the output (8x16 each), W1 and W2 (16x32 each), hidden activations (8x32), float32
-    assert mlp_bytes(8, 16, 32) == 6_144  # 4 B x (256 + 1024 + 256) floats

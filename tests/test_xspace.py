@@ -2,8 +2,8 @@
 
 import pytest
 
-from d2lhelpers import xspace
-from d2lhelpers.xspace import EmptyTraceError, OpEvent, xplane_pb2
+from d2lhelpers.tracing import xspace
+from d2lhelpers.tracing.xspace import EmptyTraceError, OpEvent, xplane_pb2
 
 CPU0, CPU1 = "/device:CPU:0", "/device:CPU:1"
 LOCAL = "/job:localhost/replica:0/task:0/device:CPU:"

@@ -51,7 +51,7 @@ MACHINE_CELL = f"""\
 import datetime as _dt, json as _json, platform as _platform
 import tensorflow as _tf
 import d2lhelpers as _d2l
-from d2lhelpers.units import usable_cores as _usable_cores
+from d2lhelpers.core.units import usable_cores as _usable_cores
 print({MACHINE_MARK!r} + _json.dumps({{
     "summary": _d2l.device_summary(),
     "tensorflow": _tf.__version__,

@@ -3,7 +3,7 @@
 The build starts each notebook's kernel with this file (`--IPKernelApp.exec_files`), so the
 committed notebooks and `d2lhelpers` stay as they are. In a static page a slider cannot move, so:
 
-- displaying a `d2lhelpers.panel.Panel` shows what its sliders are set to, a line saying that
+- displaying a `d2lhelpers.ui.panel.Panel` shows what its sliders are set to, a line saying that
   the sliders and Run work in JupyterLab (`make lab`), and then runs it once at those default
   values with its output printed into the cell (verdict, figure, table) instead of into the
   panel's ipywidgets Output area, which a static page cannot show. A later `panel.run()` with
@@ -83,12 +83,12 @@ def _d2l_book_install():
         panel.run = run_again
 
     def describe_figure(figure, printer, cycle):
-        from d2lhelpers.panel import figure_text  # the notebook imported d2lhelpers by now
+        from d2lhelpers.ui.panel import figure_text  # the notebook imported d2lhelpers by now
 
         printer.text(figure_text(figure))
 
     shell.display_formatter.ipython_display_formatter.for_type_by_name(
-        "d2lhelpers.panel", "Panel", show_panel
+        "d2lhelpers.ui.panel", "Panel", show_panel
     )
     # Not a text/plain formatter: IPython drops those for Figure when the inline backend starts.
     from matplotlib.figure import Figure

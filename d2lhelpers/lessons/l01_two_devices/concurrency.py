@@ -14,19 +14,23 @@ from collections.abc import Callable
 
 import matplotlib.pyplot as plt
 
-from d2lhelpers.admission import require_count
-from d2lhelpers.benchmark import MIN_BLOCK_S, NOISY_IQR, Measurement, measure
-from d2lhelpers.devices import check_fits, on_gpu, select_devices, setup_devices
-from d2lhelpers.panel import Panel, largest_size_that_fits, slider
-from d2lhelpers.peaks import device_peak_rate
-from d2lhelpers.report import Reported, Table
-from d2lhelpers.units import (
+from d2lhelpers.core.checks import require_count
+from d2lhelpers.core.counts import chain_bytes, chain_flops
+from d2lhelpers.core.report import Reported, Table
+from d2lhelpers.core.units import (
     cores_phrase,
     format_seconds,
     usable_cores,
 )
-from d2lhelpers.verdicts import Comparison, impossible, noise_of
-from d2lhelpers.workloads import chain_bytes, chain_flops, chains_in_one_graph, random_matrix
+from d2lhelpers.core.verdicts import Comparison, impossible, noise_of
+from d2lhelpers.devices import check_fits, on_gpu, select_devices, setup_devices
+from d2lhelpers.timing.benchmark import MIN_BLOCK_S, NOISY_IQR, Measurement, measure
+from d2lhelpers.timing.peaks import device_peak_rate
+from d2lhelpers.ui.panel import Panel, largest_size_that_fits, slider
+from d2lhelpers.workloads import (
+    chains_in_one_graph,
+    random_matrix,
+)
 
 MAX_MATMULS = 1000  # ops per chain: a graph this long already takes seconds to trace
 

@@ -9,20 +9,20 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from d2lhelpers.admission import require_count, require_memory, require_processes
-from d2lhelpers.benchmark import PEAK_TOLERANCE, Measurement
-from d2lhelpers.devices import Device, on_gpu
-from d2lhelpers.lessons.l01_two_devices.concurrency import MAX_MATMULS, plural
-from d2lhelpers.optimizer_probe import SWITCHES, ProbeRun, probe
-from d2lhelpers.peaks import CPU_SIZES, GPU_SIZES, best_chain_rate
-from d2lhelpers.report import Reported, Table
-from d2lhelpers.units import (
+from d2lhelpers.core.checks import require_count, require_memory, require_processes
+from d2lhelpers.core.report import Reported, Table
+from d2lhelpers.core.units import (
     BYTES_PER_FLOAT,
     MiB,
     format_rate,
     format_seconds,
 )
-from d2lhelpers.verdicts import impossible
+from d2lhelpers.core.verdicts import impossible
+from d2lhelpers.devices import Device, on_gpu
+from d2lhelpers.lessons.l01_two_devices.concurrency import MAX_MATMULS, plural
+from d2lhelpers.timing.benchmark import PEAK_TOLERANCE, Measurement
+from d2lhelpers.timing.peaks import CPU_SIZES, GPU_SIZES, best_chain_rate
+from d2lhelpers.tracing.optimizer_probe import SWITCHES, ProbeRun, probe
 
 
 def rates_verdict(identical: Measurement, chain: Measurement, device: Device | str) -> str:

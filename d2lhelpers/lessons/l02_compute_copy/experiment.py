@@ -21,22 +21,26 @@ from collections.abc import Callable
 
 import tensorflow as tf
 
-from d2lhelpers.admission import require_count, require_memory, require_processes
-from d2lhelpers.benchmark import Measurement
+from d2lhelpers.core.checks import require_count, require_memory, require_processes
+from d2lhelpers.core.counts import chain_flops
+from d2lhelpers.core.progress import HEARTBEAT_S
+from d2lhelpers.core.units import BYTES_PER_FLOAT, MiB, format_bytes
 from d2lhelpers.devices import Device, check_fits
-from d2lhelpers.interleaved import measure_interleaved
 from d2lhelpers.lessons.l02_compute_copy.result import BOTH_TRACED, ComputeCopyResult
-from d2lhelpers.tf_servers import (
+from d2lhelpers.processes.group import WorkerGroup, WorkerTimeout
+from d2lhelpers.processes.tf_servers import (
     HOST,
     exit_if_workers_die,
     loopback_tcp_bandwidth,
     remote_tf_workers,
     trace_with_worker,
 )
-from d2lhelpers.timeline import OpEvent, TracingOverhead, device_label, tracing_overhead
-from d2lhelpers.units import BYTES_PER_FLOAT, MiB, format_bytes
-from d2lhelpers.workers import WorkerGroup, WorkerTimeout
-from d2lhelpers.workloads import chain_flops, random_matrix
+from d2lhelpers.timing.benchmark import Measurement
+from d2lhelpers.timing.interleaved import measure_interleaved
+from d2lhelpers.tracing.timeline import OpEvent, TracingOverhead, device_label, tracing_overhead
+from d2lhelpers.workloads import (
+    random_matrix,
+)
 
 DRIVER_TARGET = "d2lhelpers.lessons.l02_compute_copy.experiment:drive_compute_copy"
 # The worker multiplies on one thread (intra-op 1); a second inter-op thread hands each result
@@ -47,7 +51,6 @@ MAX_SIZE, MAX_MATMULS, MAX_ROUNDS = 8192, 200, 20
 PROCESS_BYTES = 600 * MiB  # one TensorFlow process's own memory, about (measured RSS ~450 MiB)
 READY_TIMEOUT_S = 120.0  # the driver imports TensorFlow before it says it is ready
 MIN_RESULT_TIMEOUT_S = 180.0
-HEARTBEAT_S = 2.0  # the driver reports at least this often, even while a step is long
 MEASURE_DEFAULTS = {"min_runs": 3, "max_runs": 5, "budget_s": 0.2}
 
 

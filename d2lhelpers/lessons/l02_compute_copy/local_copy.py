@@ -13,12 +13,19 @@ from collections.abc import Sequence
 import numpy as np
 import tensorflow as tf
 
-from d2lhelpers.admission import require_sweep
-from d2lhelpers.benchmark import Measurement, measure
+from d2lhelpers.core.checks import require_sweep
+from d2lhelpers.core.report import Reported, Table
+from d2lhelpers.core.units import (
+    BYTES_PER_FLOAT,
+    GiB,
+    MiB,
+    format_bytes,
+    format_rate,
+    format_seconds,
+)
 from d2lhelpers.devices import check_fits, select_devices
-from d2lhelpers.report import Reported, Table
-from d2lhelpers.timeline import device_label
-from d2lhelpers.units import BYTES_PER_FLOAT, GiB, MiB, format_bytes, format_rate, format_seconds
+from d2lhelpers.timing.benchmark import Measurement, measure
+from d2lhelpers.tracing.timeline import device_label
 
 MAX_LOCAL_COPY_BYTES = 4 * GiB
 

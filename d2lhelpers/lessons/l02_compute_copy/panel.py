@@ -10,8 +10,8 @@ from d2lhelpers.lessons.l02_compute_copy.experiment import (
     run_compute_copy,
 )
 from d2lhelpers.lessons.l02_compute_copy.result import BOTH_TRACED, ComputeCopyResult
-from d2lhelpers.panel import Panel, slider
-from d2lhelpers.timeline import plot_timeline
+from d2lhelpers.tracing.timeline import plot_timeline
+from d2lhelpers.ui.panel import Panel, slider
 
 
 def plot_compute_copy(result: ComputeCopyResult):

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from d2lhelpers.benchmark import Measurement
-from d2lhelpers.report import Reported, Table
-from d2lhelpers.tf_servers import HOST, traced_overlap
-from d2lhelpers.timeline import OpEvent, TracingOverhead
-from d2lhelpers.units import GB, format_bytes, format_rate, format_seconds
-from d2lhelpers.verdicts import NOISE_FLOOR, beats_ideal, compare, impossible, noise_of
+from d2lhelpers.core.report import Reported, Table
+from d2lhelpers.core.units import GB, format_bytes, format_rate, format_seconds
+from d2lhelpers.core.verdicts import NOISE_FLOOR, beats_ideal, compare, impossible, noise_of
+from d2lhelpers.processes.tf_servers import HOST, traced_overlap
+from d2lhelpers.timing.benchmark import Measurement
+from d2lhelpers.tracing.timeline import OpEvent, TracingOverhead
 
 BOTH_TRACED = "worker and driver"
 TRACED_OVERLAP_SEEN = 0.1  # below this share, a trace shows no real overlap

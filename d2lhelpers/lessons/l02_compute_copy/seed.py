@@ -15,6 +15,9 @@ its link; TensorFlow runs float32 matmuls as TF32 on NVIDIA Ampere and newer GPU
 
 from __future__ import annotations
 
+from d2lhelpers.core.counts import chain_flops
+from d2lhelpers.core.report import Reported, Table
+from d2lhelpers.core.units import GB, format_seconds
 from d2lhelpers.references import (
     SEED_000,
     SEED_000_MATMULS,
@@ -23,9 +26,6 @@ from d2lhelpers.references import (
     seed_copy_rate,
     seed_final_copy_s,
 )
-from d2lhelpers.report import Reported, Table
-from d2lhelpers.units import GB, format_seconds
-from d2lhelpers.workloads import chain_flops
 
 SEED_RUN_S = SEED_000["Run on GPU1"]
 SEED_COPY_S = SEED_000["Copy to CPU"]

@@ -7,15 +7,15 @@ import dataclasses
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
 
-from d2lhelpers.admission import require_count
-from d2lhelpers.costs import (
+from d2lhelpers.collectives.costs import (
     efficiency_table,
     tensor_parallel_efficiency,
     tensor_parallel_speedup,
     tensor_parallel_time_ms,
 )
-from d2lhelpers.panel import Panel, slider
-from d2lhelpers.report import Reported, Table
+from d2lhelpers.core.checks import require_count
+from d2lhelpers.core.report import Reported, Table
+from d2lhelpers.ui.panel import Panel, slider
 
 
 @dataclasses.dataclass(repr=False)  # IPython shows the tables: _repr_pretty_

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 
-from d2lhelpers.pipeline_parallel import (
+from d2lhelpers.core.report import Reported, Table
+from d2lhelpers.core.units import cores_phrase, usable_cores
+from d2lhelpers.core.verdicts import NOISE_FLOOR, fraction_flags, impossible
+from d2lhelpers.parallel.pipeline_parallel import (
     PipelineRun,
     bubble_floor,
     bubble_from_trace,
     trace_pipeline,
 )
-from d2lhelpers.report import Reported, Table
-from d2lhelpers.units import cores_phrase, usable_cores
-from d2lhelpers.verdicts import NOISE_FLOOR, fraction_flags, impossible
 
 
 @dataclasses.dataclass(repr=False)  # IPython shows the tables: _repr_pretty_

@@ -7,23 +7,21 @@ import math
 
 import matplotlib.pyplot as plt
 
-from d2lhelpers.admission import require_count
-from d2lhelpers.benchmark import MIN_BLOCK_S
+from d2lhelpers.core.checks import require_count, require_measure_options, require_rate
+from d2lhelpers.core.counts import mlp_flops
+from d2lhelpers.core.report import Reported, Table
+from d2lhelpers.core.units import format_seconds
+from d2lhelpers.core.verdicts import compare
 from d2lhelpers.devices import on_gpu, setup_devices
-from d2lhelpers.panel import Panel, slider
-from d2lhelpers.parallelism import (
+from d2lhelpers.parallel.common import (
     ParallelRun,
-    mlp_flops,
-    require_measure_options,
-    require_peak,
 )
-from d2lhelpers.peaks import device_peak_rate
-from d2lhelpers.pipeline_parallel import MAX_PIECES, check_pipeline, run_pipeline_parallel
-from d2lhelpers.replicas import check_replicas, run_replicas
-from d2lhelpers.report import Reported, Table
-from d2lhelpers.tensor_parallel import check_tensor_parallel, run_tensor_parallel
-from d2lhelpers.units import format_seconds
-from d2lhelpers.verdicts import compare
+from d2lhelpers.parallel.pipeline_parallel import MAX_PIECES, check_pipeline, run_pipeline_parallel
+from d2lhelpers.parallel.replicas import check_replicas, run_replicas
+from d2lhelpers.parallel.tensor_parallel import check_tensor_parallel, run_tensor_parallel
+from d2lhelpers.timing.benchmark import MIN_BLOCK_S
+from d2lhelpers.timing.peaks import device_peak_rate
+from d2lhelpers.ui.panel import Panel, slider
 
 SLIDERS = {  # the panel's names for run_three_schemes' arguments, used in every refusal
     "width": "model width",
@@ -169,7 +167,7 @@ def run_three_schemes(
     width, batch, microbatches, n_devices, progress=None, device_peak=None, **measure_options
 ) -> ThreeSchemes:
     """All three schemes on `n_devices`, each beside one device; everything validated first."""
-    require_peak(device_peak)
+    require_rate("device_peak", device_peak)
     require_measure_options(measure_options)
     n_layers = check_three_schemes(width, batch, microbatches, n_devices)
     schemes = [

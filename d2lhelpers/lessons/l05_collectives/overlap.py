@@ -17,20 +17,7 @@ import dataclasses
 import statistics
 from collections.abc import Callable
 
-from d2lhelpers.admission import require_count
-from d2lhelpers.benchmark import Measurement
-from d2lhelpers.interleaved import measure_interleaved
-from d2lhelpers.lessons.l05_collectives.runs import (
-    ESTIMATE_CALL_S,
-    ESTIMATE_RATE_BYTES_PER_S,
-    Steps,
-    allreduce_devices,
-    measure_estimate_s,
-    measure_options_checked,
-    turn_options,
-)
-from d2lhelpers.report import Reported, Table
-from d2lhelpers.tf_collectives import (
+from d2lhelpers.collectives.tf_allreduce import (
     allreduce_and_compute,
     allreduce_consumers,
     allreduce_in_one_graph,
@@ -41,8 +28,11 @@ from d2lhelpers.tf_collectives import (
     require_message_fits,
     trace_with_allreduce,
 )
-from d2lhelpers.timeline import OpEvent, busy_intervals, busy_seconds, overlap_seconds
-from d2lhelpers.units import (
+from d2lhelpers.core.checks import require_count, require_measure_options
+from d2lhelpers.core.counts import chain_bytes, chain_flops
+from d2lhelpers.core.progress import Steps
+from d2lhelpers.core.report import Reported, Table
+from d2lhelpers.core.units import (
     MiB,
     cores_phrase,
     device_names,
@@ -51,8 +41,20 @@ from d2lhelpers.units import (
     short_device_name,
     usable_cores,
 )
-from d2lhelpers.verdicts import LIKELY_CAUSES, Comparison, beats_ideal, impossible, noise_of
-from d2lhelpers.workloads import chain_bytes, chain_flops, chains_in_one_graph, random_matrix
+from d2lhelpers.core.verdicts import LIKELY_CAUSES, Comparison, beats_ideal, impossible, noise_of
+from d2lhelpers.lessons.l05_collectives.runs import (
+    ESTIMATE_CALL_S,
+    ESTIMATE_RATE_BYTES_PER_S,
+    allreduce_devices,
+)
+from d2lhelpers.timing.benchmark import Measurement
+from d2lhelpers.timing.estimate import measure_seconds
+from d2lhelpers.timing.interleaved import measure_interleaved, turn_options
+from d2lhelpers.tracing.timeline import OpEvent, busy_intervals, busy_seconds, overlap_seconds
+from d2lhelpers.workloads import (
+    chains_in_one_graph,
+    random_matrix,
+)
 
 OVERLAP_CAUSES = (
     LIKELY_CAUSES[0],
@@ -296,14 +298,14 @@ def estimate_allreduce_overlap_s(
 ) -> float:
     """About how many seconds `run_allreduce_overlap` takes (a cautious guess, measuring
     nothing), with the matmuls at `flop_rate` per device."""
-    options = measure_options_checked(measure_options)
+    options = require_measure_options(measure_options, budget_s=1.0)
     rounds = require_count("rounds", rounds, 1, 20)
     n = require_count("n_devices", n_devices, 2)
     turn = turn_options(options, rounds)
     reduce_s = ESTIMATE_CALL_S + 2 * (n - 1) / n * size / ESTIMATE_RATE_BYTES_PER_S
     compute_s = ESTIMATE_CALL_S + chain_flops(chain_size, chain_length) / flop_rate
     calls = [reduce_s, compute_s, ESTIMATE_CALL_S, reduce_s + compute_s]
-    timed = rounds * sum(measure_estimate_s(call, turn) for call in calls)
+    timed = rounds * sum(measure_seconds(call, **turn) for call in calls)
     return timed + 3 * (reduce_s + compute_s)  # the trace: a warm-up call, one traced, a retry
 
 
@@ -327,7 +329,7 @@ def run_allreduce_overlap(
     multiple of 4 bytes, and memory for both. `progress(done, total, status)` after every
     timed block.
     """
-    options = measure_options_checked(measure_options)
+    options = require_measure_options(measure_options, budget_s=1.0)
     rounds = require_count("rounds", rounds, 1, 20)
     if not isinstance(overlap, bool):
         raise TypeError(f"overlap must be True or False, got {overlap!r}")
@@ -357,17 +359,17 @@ def run_allreduce_overlap(
     measured = measure_interleaved(
         runs,
         rounds,
-        on_round=lambda: steps.finished(f"round {steps.done + 1} of {rounds}"),
-        on_repeat=lambda r, label, repeat: steps.report(
+        on_round=lambda: steps.finish(f"round {steps.done + 1} of {rounds}"),
+        on_repeat=lambda r, label, repeat: steps.say(
             f"measuring {label} (round {r} of {rounds}), repeat {repeat}"
         ),
         **turn_options(options, rounds),
     )
-    steps.report("tracing one call of both in one function")
+    steps.say("tracing one call of both in one function")
     names = device_names(devices)
     traced = trace_with_allreduce(combined, grads, xs, devices=names)
     consumers = allreduce_consumers(combined.get_concrete_function(grads, xs).graph)
     rows = allreduce_timeline(traced, consumers)
-    steps.finished("the trace")
+    steps.finish("the trace")
     kind = devices[0].kind
     return AllreduceOverlap(n, kind, overlap, size, *measured, rows, list(names))

@@ -8,26 +8,25 @@ import dataclasses
 
 import matplotlib.pyplot as plt
 
-from d2lhelpers.admission import require_count
-from d2lhelpers.benchmark import Measurement, measure
-from d2lhelpers.collectives import ALGORITHMS, allreduce_stats
-from d2lhelpers.costs import bus_bandwidth_bound_s
-from d2lhelpers.devices import select_devices, setup_devices
-from d2lhelpers.lessons.l05_collectives.runs import (
-    ESTIMATE_CALL_S,
-    ESTIMATE_RATE_BYTES_PER_S,
-    Steps,
-    measure_estimate_s,
-    measure_options_checked,
-)
-from d2lhelpers.panel import Panel, slider
-from d2lhelpers.report import Reported, Table
-from d2lhelpers.tf_collectives import (
+from d2lhelpers.collectives.algorithms import ALGORITHMS, allreduce_stats
+from d2lhelpers.collectives.costs import bus_bandwidth_bound_s
+from d2lhelpers.collectives.tf_allreduce import (
     allreduce_in_one_graph,
     allreduce_inputs,
     require_message_fits,
 )
-from d2lhelpers.units import KiB, format_bytes, format_rate, format_seconds
+from d2lhelpers.core.checks import require_count, require_measure_options
+from d2lhelpers.core.progress import Steps
+from d2lhelpers.core.report import Reported, Table
+from d2lhelpers.core.units import KiB, format_bytes, format_rate, format_seconds
+from d2lhelpers.devices import select_devices, setup_devices
+from d2lhelpers.lessons.l05_collectives.runs import (
+    ESTIMATE_CALL_S,
+    ESTIMATE_RATE_BYTES_PER_S,
+)
+from d2lhelpers.timing.benchmark import Measurement, measure
+from d2lhelpers.timing.estimate import measure_seconds
+from d2lhelpers.ui.panel import Panel, slider
 
 PANEL_MEASURE = {"min_runs": 5, "max_runs": 30, "budget_s": 1.0}
 LATENCY_BOUND = 0.9  # alpha's share of a prediction above which the bound says little
@@ -187,7 +186,7 @@ def estimate_allreduce_model_s(ranks, kib, alpha_us, beta_gbps) -> float:
         return 0.0
     nbytes = kib * KiB
     call = ESTIMATE_CALL_S + 2 * (ranks - 1) / ranks * nbytes / ESTIMATE_RATE_BYTES_PER_S
-    return measure_estimate_s(call, measure_options_checked(PANEL_MEASURE))
+    return measure_seconds(call, **require_measure_options(PANEL_MEASURE, budget_s=1.0))
 
 
 def run_allreduce_model(ranks, kib, alpha_us, beta_gbps, progress=None) -> AllreduceModel:
@@ -205,10 +204,10 @@ def run_allreduce_model(ranks, kib, alpha_us, beta_gbps, progress=None) -> Allre
     xs = allreduce_inputs(nbytes, devices)
     run = allreduce_in_one_graph(devices)
     result.measured = measure(
-        lambda: run(*xs), label, nbytes=nbytes, on_repeat=steps.repeats(label), **PANEL_MEASURE
+        lambda: run(*xs), label, nbytes=nbytes, on_repeat=steps.start(label), **PANEL_MEASURE
     )
     result.kind = devices[0].kind
-    steps.finished(label)
+    steps.finish(label)
     return result
 
 

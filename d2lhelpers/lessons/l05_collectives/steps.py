@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
 
-from d2lhelpers.admission import require_count, require_sweep
-from d2lhelpers.collectives import ALGORITHMS, AllreduceRun, allreduce_stats
+from d2lhelpers.collectives.algorithms import ALGORITHMS, AllreduceRun, allreduce_stats
+from d2lhelpers.core.checks import require_count, require_sweep
 
 MAX_PANELS = 64  # rounds drawn at most: a 33-rank ring already needs 64
 MAX_RANKS = 4096  # the rounds-and-bytes plot's largest N

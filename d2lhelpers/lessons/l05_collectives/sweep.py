@@ -24,21 +24,8 @@ from collections.abc import Callable, Sequence
 
 import matplotlib.pyplot as plt
 
-from d2lhelpers.admission import require_count
-from d2lhelpers.benchmark import NOISY_IQR, Measurement
-from d2lhelpers.costs import AlphaBeta, Residual, bus_bandwidth_bound_s
-from d2lhelpers.interleaved import measure_interleaved
-from d2lhelpers.lessons.l05_collectives.runs import (
-    ESTIMATE_CALL_S,
-    ESTIMATE_RATE_BYTES_PER_S,
-    Steps,
-    allreduce_devices,
-    measure_estimate_s,
-    measure_options_checked,
-    turn_options,
-)
-from d2lhelpers.report import Reported, Table
-from d2lhelpers.tf_collectives import (
+from d2lhelpers.collectives.costs import AlphaBeta, Residual, bus_bandwidth_bound_s
+from d2lhelpers.collectives.tf_allreduce import (
     ALLREDUCE_BUFFERS,
     DEFAULT_SIZES,
     FRESH_PAGES_BYTES,
@@ -50,8 +37,19 @@ from d2lhelpers.tf_collectives import (
     local_copy_and_add,
     require_message_fits,
 )
-from d2lhelpers.units import format_bytes, format_rate, format_seconds
-from d2lhelpers.verdicts import LIKELY_CAUSES, beats_ideal, impossible, noise_of
+from d2lhelpers.core.checks import require_count, require_measure_options
+from d2lhelpers.core.progress import Steps
+from d2lhelpers.core.report import Reported, Table
+from d2lhelpers.core.units import format_bytes, format_rate, format_seconds
+from d2lhelpers.core.verdicts import LIKELY_CAUSES, beats_ideal, impossible, noise_of
+from d2lhelpers.lessons.l05_collectives.runs import (
+    ESTIMATE_CALL_S,
+    ESTIMATE_RATE_BYTES_PER_S,
+    allreduce_devices,
+)
+from d2lhelpers.timing.benchmark import NOISY_IQR, Measurement
+from d2lhelpers.timing.estimate import measure_seconds
+from d2lhelpers.timing.interleaved import measure_interleaved, turn_options
 
 BOUND_CAUSES = (
     "β was measured low: the largest size's run was slow (noise, or fresh pages for a large "
@@ -276,7 +274,7 @@ def estimate_allreduce_sweep_s(
     n_devices: int = 2, sizes: Sequence[int] = DEFAULT_SIZES, rounds: int = 2, **measure_options
 ) -> float:
     """About how many seconds `run_allreduce_sweep` takes (a cautious guess, measuring nothing)."""
-    options = measure_options_checked(measure_options)
+    options = require_measure_options(measure_options, budget_s=1.0)
     sizes = allreduce_sizes(sizes)
     n = require_count("n_devices", n_devices, 2)
     rounds = require_count("rounds", rounds, 1, 20)
@@ -284,7 +282,7 @@ def estimate_allreduce_sweep_s(
     per_call = [ESTIMATE_CALL_S + 2 * (n - 1) / n * s / ESTIMATE_RATE_BYTES_PER_S for s in sizes]
     local = sizes[-1] / ESTIMATE_RATE_BYTES_PER_S
     calls = [ESTIMATE_CALL_S, *per_call, local, local]
-    return rounds * sum(measure_estimate_s(call, turn) for call in calls)
+    return rounds * sum(measure_seconds(call, **turn) for call in calls)
 
 
 def run_allreduce_sweep(
@@ -302,7 +300,7 @@ def run_allreduce_sweep(
     a multiple of 4 bytes, all fitting in memory at once. `progress(done, total, status)` after
     every timed block; `measure_options` go to `measure` (budget_s shared among the rounds).
     """
-    options = measure_options_checked(measure_options)
+    options = require_measure_options(measure_options, budget_s=1.0)
     rounds = require_count("rounds", rounds, 1, 20)
     devices = allreduce_devices(n_devices, "it has no bandwidth to measure")
     sizes = allreduce_sizes(sizes)
@@ -325,8 +323,8 @@ def run_allreduce_sweep(
     tiny, *measurements, copied, added = measure_interleaved(
         runs,
         rounds,
-        on_round=lambda: steps.finished(f"round {steps.done + 1} of {rounds}"),
-        on_repeat=lambda r, label, repeat: steps.report(
+        on_round=lambda: steps.finish(f"round {steps.done + 1} of {rounds}"),
+        on_repeat=lambda r, label, repeat: steps.say(
             f"measuring {label} (round {r} of {rounds}), repeat {repeat}"
         ),
         **turn_options(options, rounds),

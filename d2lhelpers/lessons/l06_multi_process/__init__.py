@@ -4,7 +4,7 @@ In notebook order, one module each: `jobs` (admission, the machine's defaults, o
 loopback), `allreduce` (the all-reduce sweep, its fit and plot), `training` (data-parallel
 training and its cost model), `break_even` (the Try-it answer), `failure` (killing a worker of
 replicas or of a group), `panels` (the two panels). The code that runs inside each worker is
-`d2lhelpers.mwms`.
+`d2lhelpers.processes.mwms`.
 """
 
 from d2lhelpers.lessons.l06_multi_process.allreduce import (

@@ -11,8 +11,10 @@ import math
 
 import matplotlib.pyplot as plt
 
-from d2lhelpers.admission import require_count, require_sweep
-from d2lhelpers.costs import AlphaBeta, fit_alpha_beta
+from d2lhelpers.collectives.costs import AlphaBeta, fit_alpha_beta
+from d2lhelpers.core.checks import require_count, require_sweep
+from d2lhelpers.core.report import Reported, Table
+from d2lhelpers.core.units import BYTES_PER_FLOAT, format_bytes, format_rate, format_seconds
 from d2lhelpers.lessons.l06_multi_process.jobs import (
     machine_defaults,
     memory_table,
@@ -21,10 +23,13 @@ from d2lhelpers.lessons.l06_multi_process.jobs import (
     require_workers_memory,
     run_job,
 )
-from d2lhelpers.mwms import ALLREDUCE_TARGET, RING_COPIES, WORKER_BYTES, worker_memory_bytes
-from d2lhelpers.report import Reported, Table
-from d2lhelpers.units import BYTES_PER_FLOAT, format_bytes, format_rate, format_seconds
-from d2lhelpers.worker_progress import ProgressBoard
+from d2lhelpers.processes.mwms import (
+    ALLREDUCE_TARGET,
+    RING_COPIES,
+    WORKER_BYTES,
+    worker_memory_bytes,
+)
+from d2lhelpers.processes.progress import ProgressBoard
 
 
 @dataclasses.dataclass

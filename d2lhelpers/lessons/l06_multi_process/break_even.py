@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import dataclasses
 
-from d2lhelpers.collectives import allreduce_time_s
+from d2lhelpers.collectives.algorithms import allreduce_time_s
+from d2lhelpers.core.report import Reported, Table
+from d2lhelpers.core.units import cores_phrase, format_seconds
 from d2lhelpers.lessons.l06_multi_process.training import (
     TrainingSweep,
     scaling_outcome,
     scaling_sentence,
 )
-from d2lhelpers.report import Reported, Table
-from d2lhelpers.units import cores_phrase, format_seconds
 
 
 def break_even_step_s(n_workers: int, ring_s: float, cores: int) -> float | None:

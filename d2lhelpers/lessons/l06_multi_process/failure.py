@@ -15,18 +15,18 @@ import time
 
 import matplotlib.pyplot as plt
 
-from d2lhelpers.admission import require_count
-from d2lhelpers.benchmark import Measurement
-from d2lhelpers.costs import replicas_vs_one_group
+from d2lhelpers.collectives.costs import replicas_vs_one_group
+from d2lhelpers.core.checks import require_count
+from d2lhelpers.core.report import Reported, Table
+from d2lhelpers.core.units import cores_phrase, format_seconds, usable_cores
+from d2lhelpers.core.verdicts import compare
 from d2lhelpers.lessons.l06_multi_process.jobs import require_seconds
 from d2lhelpers.lessons.l06_multi_process.training import MAX_STEPS, check_training
-from d2lhelpers.mwms import GRACE_S, TRAINING_ARGS, TRAINING_TARGET
-from d2lhelpers.report import Reported, Table
-from d2lhelpers.units import cores_phrase, format_seconds, usable_cores
-from d2lhelpers.verdicts import compare
-from d2lhelpers.worker_failures import WorkerError, error_line
-from d2lhelpers.worker_progress import ProgressBoard
-from d2lhelpers.workers import WorkerGroup
+from d2lhelpers.processes.failures import WorkerError, error_line
+from d2lhelpers.processes.group import WorkerGroup
+from d2lhelpers.processes.mwms import GRACE_S, TRAINING_ARGS, TRAINING_TARGET
+from d2lhelpers.processes.progress import ProgressBoard
+from d2lhelpers.timing.benchmark import Measurement
 
 LAYOUTS = ("replicas", "group")
 # Steps of ~10-30 ms on one op thread: long enough that the kill lands mid-run even when this

@@ -10,7 +10,7 @@ import resource
 import time
 from collections.abc import Callable
 
-from d2lhelpers.admission import (
+from d2lhelpers.core.checks import (
     MEMORY_SHARE,
     available_memory_bytes,
     max_worker_processes,
@@ -18,11 +18,16 @@ from d2lhelpers.admission import (
     require_memory,
     require_processes,
 )
-from d2lhelpers.mwms import COLLECTIVE_TIMEOUT_S, GRACE_S, WORKER_BYTES, worker_memory_bytes
-from d2lhelpers.report import Table
-from d2lhelpers.units import GiB, KiB, MiB, cores_phrase, format_bytes, usable_cores
-from d2lhelpers.worker_progress import ProgressBoard
-from d2lhelpers.workers import WorkerGroup
+from d2lhelpers.core.report import Table
+from d2lhelpers.core.units import GiB, KiB, MiB, cores_phrase, format_bytes, usable_cores
+from d2lhelpers.processes.group import WorkerGroup
+from d2lhelpers.processes.mwms import (
+    COLLECTIVE_TIMEOUT_S,
+    GRACE_S,
+    WORKER_BYTES,
+    worker_memory_bytes,
+)
+from d2lhelpers.processes.progress import ProgressBoard
 
 SMALL_MEMORY = 3 * GiB  # below this much available memory, a machine is small
 

@@ -13,7 +13,10 @@ import dataclasses
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
 
-from d2lhelpers.admission import MEMORY_SHARE, available_memory_bytes
+from d2lhelpers.collectives.tf_allreduce import sizes_up_to
+from d2lhelpers.core.checks import MEMORY_SHARE, available_memory_bytes
+from d2lhelpers.core.report import Reported, Table
+from d2lhelpers.core.units import KiB, usable_cores
 from d2lhelpers.lessons.l06_multi_process.allreduce import (
     AllReduceJob,
     check_allreduce,
@@ -34,12 +37,9 @@ from d2lhelpers.lessons.l06_multi_process.training import (
     plot_training_sweep,
     run_training_sweep,
 )
-from d2lhelpers.mwms import RING_COPIES, WORKER_BYTES, parameter_count
-from d2lhelpers.panel import Panel, slider
-from d2lhelpers.report import Reported, Table
-from d2lhelpers.tf_collectives import sizes_up_to
-from d2lhelpers.units import KiB, usable_cores
-from d2lhelpers.worker_progress import ProgressBoard
+from d2lhelpers.processes.mwms import RING_COPIES, WORKER_BYTES, parameter_count
+from d2lhelpers.processes.progress import ProgressBoard
+from d2lhelpers.ui.panel import Panel, slider
 
 START_S = 6.0  # one cluster's start: TensorFlow's import in each worker (4-14 s seen)
 ALPHA_S, BETA_BYTES_PER_S = 3e-3, 3e8  # an all-reduce between two processes on loopback

@@ -17,10 +17,18 @@ import statistics
 
 import matplotlib.pyplot as plt
 
-from d2lhelpers.admission import require_count, require_processes, require_sweep
-from d2lhelpers.benchmark import Measurement
-from d2lhelpers.collectives import allreduce_time_s
-from d2lhelpers.costs import AlphaBeta
+from d2lhelpers.collectives.algorithms import allreduce_time_s
+from d2lhelpers.collectives.costs import AlphaBeta
+from d2lhelpers.core.checks import require_count, require_processes, require_sweep
+from d2lhelpers.core.report import Reported, Table
+from d2lhelpers.core.units import (
+    cores_phrase,
+    format_bytes,
+    format_rate,
+    format_seconds,
+    usable_cores,
+)
+from d2lhelpers.core.verdicts import compare
 from d2lhelpers.lessons.l06_multi_process.jobs import (
     machine_defaults,
     require_seconds,
@@ -28,11 +36,9 @@ from d2lhelpers.lessons.l06_multi_process.jobs import (
     require_workers_memory,
     run_job,
 )
-from d2lhelpers.mwms import TRAINING_TARGET, training_memory_bytes
-from d2lhelpers.report import Reported, Table
-from d2lhelpers.units import cores_phrase, format_bytes, format_rate, format_seconds, usable_cores
-from d2lhelpers.verdicts import compare
-from d2lhelpers.worker_progress import ProgressBoard
+from d2lhelpers.processes.mwms import TRAINING_TARGET, training_memory_bytes
+from d2lhelpers.processes.progress import ProgressBoard
+from d2lhelpers.timing.benchmark import Measurement
 
 BLOCKS = 10  # the step times are judged as this many blocks of consecutive steps
 MAX_STEPS = 100_000  # a job of more steps would outlast any lesson: refused before it starts

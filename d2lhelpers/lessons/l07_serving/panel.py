@@ -9,7 +9,7 @@ from d2lhelpers.devices import on_gpu, setup_devices
 from d2lhelpers.lessons.l07_serving.plots import plot_latency_throughput, plot_requests
 from d2lhelpers.lessons.l07_serving.runs import SPLIT_LAYOUTS
 from d2lhelpers.lessons.l07_serving.sweep import run_load_sweep
-from d2lhelpers.panel import Panel, slider
+from d2lhelpers.ui.panel import Panel, slider
 
 
 def serving_panel() -> Panel:

@@ -10,14 +10,14 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from d2lhelpers import admission
-from d2lhelpers.benchmark import Measurement, measure
+from d2lhelpers.core import checks as admission
+from d2lhelpers.core.report import Reported, Table
+from d2lhelpers.core.units import format_rate, format_seconds
 from d2lhelpers.devices import check_fits, free_memory_bytes, select_devices
-from d2lhelpers.report import Reported, Table
-from d2lhelpers.serving import Request, ServeLog, Server, make_requests
-from d2lhelpers.transformer import Layout, ModelConfig, greedy_tokens
-from d2lhelpers.transformer_layouts import LAYOUTS, cache_bytes_per_device, make_layout
-from d2lhelpers.units import format_rate, format_seconds
+from d2lhelpers.serving.decoder import Layout, ModelConfig, greedy_tokens
+from d2lhelpers.serving.layouts import LAYOUTS, cache_bytes_per_device, make_layout
+from d2lhelpers.serving.server import Request, ServeLog, Server, make_requests
+from d2lhelpers.timing.benchmark import Measurement, measure
 
 SPLIT_LAYOUTS = ("replicas", "tensor parallel", "pipeline")
 MAX_REQUESTS = 400

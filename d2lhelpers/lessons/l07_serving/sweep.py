@@ -7,8 +7,10 @@ from collections.abc import Callable
 
 import tensorflow as tf
 
-from d2lhelpers import admission
-from d2lhelpers.benchmark import Measurement, measure
+from d2lhelpers.core import checks as admission
+from d2lhelpers.core.report import Reported, Table
+from d2lhelpers.core.units import device_names, format_rate, format_seconds, usable_cores
+from d2lhelpers.core.verdicts import beats_ideal, compare, impossible, noise_of
 from d2lhelpers.devices import on_gpu, select_devices
 from d2lhelpers.lessons.l07_serving.runs import (
     SPLIT_LAYOUTS,
@@ -19,12 +21,10 @@ from d2lhelpers.lessons.l07_serving.runs import (
     run_serving,
     step_time,
 )
-from d2lhelpers.peaks import device_peak_rate
-from d2lhelpers.report import Reported, Table
-from d2lhelpers.tensor_parallel import allreduce_sum
-from d2lhelpers.transformer_layouts import make_layout
-from d2lhelpers.units import device_names, format_rate, format_seconds, usable_cores
-from d2lhelpers.verdicts import beats_ideal, compare, impossible, noise_of
+from d2lhelpers.parallel.tensor_parallel import allreduce_sum
+from d2lhelpers.serving.layouts import make_layout
+from d2lhelpers.timing.benchmark import Measurement, measure
+from d2lhelpers.timing.peaks import device_peak_rate
 
 DEFAULT_LOADS = (
     0.3,

@@ -1,0 +1,108 @@
+"""Sentences computed from measurements: a verdict reads differently when the data say otherwise.
+
+Two times differ only when their difference is larger than their noise (the IQRs of the runs,
+`NOISE_FLOOR` of the median at least): inside that band the honest sentence is "no measurable
+difference". A result better than its ideal beyond the noise is impossible and is flagged with
+its likely causes, in order, never shown as a plain result.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Protocol, runtime_checkable
+
+from d2lhelpers.core.units import format_seconds
+
+NOISE_FLOOR = 0.05  # even a quiet run's median moves this much between runs of a notebook
+LIKELY_CAUSES = (
+    "the runs were too noisy (another program, or another copy of this notebook, was running)",
+    "the reference (peak or baseline) was measured low",
+    "work was skipped or merged, or the clock stopped before the device finished",
+)
+
+
+@runtime_checkable
+class Measurement(Protocol):
+    """What a verdict needs of a measurement (`benchmark.Measurement` has it): median and IQR.
+
+    A protocol, not an import, so that `benchmark` may use this module's flags.
+    """
+
+    @property
+    def median(self) -> float: ...
+
+    @property
+    def iqr(self) -> float: ...
+
+
+def noise_of(m: Measurement | float) -> float:
+    """The band, in seconds, inside which a time could move if measured again."""
+    if isinstance(m, Measurement):
+        return max(m.iqr, NOISE_FLOOR * m.median)
+    return NOISE_FLOOR * m
+
+
+def median_of(m: Measurement | float) -> float:
+    return m.median if isinstance(m, Measurement) else float(m)
+
+
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+    """`a` against `b`: their ratio, and whether the difference is outside both noises."""
+
+    a: float
+    b: float
+    noise: float
+
+    @property
+    def ratio(self) -> float:
+        return self.a / self.b
+
+    @property
+    def measurable(self) -> bool:
+        return abs(self.a - self.b) > self.noise
+
+    @property
+    def a_faster(self) -> bool:
+        return self.measurable and self.a < self.b
+
+    @property
+    def a_slower(self) -> bool:
+        return self.measurable and self.a > self.b
+
+
+def compare(a: Measurement | float, b: Measurement | float) -> Comparison:
+    """Compare two times; the noise band is the sum of their noises."""
+    return Comparison(median_of(a), median_of(b), noise_of(a) + noise_of(b))
+
+
+def faster_or_slower(a: Measurement | float, b: Measurement | float, a_name: str, b_name: str):
+    """'A is 1.9x faster than B', 'A is 1.3x slower than B' or 'no measurable difference'."""
+    c = compare(a, b)
+    if c.a_faster:
+        return f"{a_name} is {1 / c.ratio:.2f}x faster than {b_name}"
+    if c.a_slower:
+        return f"{a_name} is {c.ratio:.2f}x slower than {b_name}"
+    return (
+        f"no measurable difference between {a_name} and {b_name} "
+        f"({format_seconds(c.a)} vs {format_seconds(c.b)}, within the noise of "
+        f"{format_seconds(c.noise)})"
+    )
+
+
+def beats_ideal(measured: Measurement | float, ideal: float, ideal_noise: float = 0.0) -> bool:
+    """Whether `measured` is faster than its ideal by more than the noise: impossible."""
+    return median_of(measured) < ideal - noise_of(measured) - ideal_noise
+
+
+def impossible(what: str, causes=LIKELY_CAUSES) -> str:
+    """The flag for a result that cannot be true, with its likely causes in order."""
+    listed = "; ".join(f"({i}) {c}" for i, c in enumerate(causes, start=1))
+    return f"{what}: impossible, so not a result. Likely causes, in order: {listed}"
+
+
+def fraction_flags(value: float, name: str, low: float = 0.0, high: float = 1.0) -> list[str]:
+    """Flags for a fraction outside [low, high] (a hidden share above 100%, a negative bubble)."""
+    if low <= value <= high:
+        return []
+    return [impossible(f"{name} of {value:.0%} is outside {low:.0%}..{high:.0%}")]

@@ -1,0 +1,278 @@
+"""Timing that waits for the devices: d2l's `Benchmark` printout, and a rigorous `measure`.
+
+Both sync every device before starting and before stopping the clock, so work still queued on a
+GPU is counted. `measure` warms up, repeats until the spread is small (or a time budget is
+spent), keeps every raw time, and warns when a result cannot be true. A rate above the device's
+measured peak first has the peak measured again (when the peak knows how: a `MeasuredPeak`): if the
+fresh peak explains the rate, the peak had been measured low; otherwise the likely causes are
+listed in order (too noisy, peak measured low, work skipped or merged).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+import statistics
+import time
+from collections.abc import Callable
+
+from d2lhelpers.core.checks import require_count
+from d2lhelpers.core.units import format_rate, format_seconds
+from d2lhelpers.core.verdicts import LIKELY_CAUSES, impossible, noise_of
+
+NOISY_IQR = 0.1  # IQR / median above this: too noisy to trust (pyperf, torch.utils.benchmark)
+PEAK_TOLERANCE = 1.2  # a rate this far above the peak is impossible, not noise
+MIN_BLOCK_S = 0.01  # a timed block at least this long keeps the ~40 µs sync+clock cost below 1%
+MAX_NUMBER = 1000
+MIN_RUNS_IN_BUDGET = 3  # even when the budget is spent, a median needs a few runs
+TOO_SHORT_S = 1e-6  # a call faster than this did no device work (a TF op alone costs ~10 µs)
+
+
+class MeasuredPeak(float):
+    """A measured peak rate that can measure itself again: `remeasure()` gives a fresh value.
+
+    It is a float everywhere else; scaling it (`k * peak` for k devices) keeps the re-measure,
+    scaled the same way, so `measure(..., peak=k * device_peak)` can re-check a suspect rate.
+    """
+
+    def __new__(cls, value: float, remeasure: Callable[[], float] | None = None):
+        peak = super().__new__(cls, value)
+        peak._remeasure = remeasure
+        return peak
+
+    def remeasure(self) -> float | None:
+        """A fresh measurement of the peak, or None when this peak cannot be measured again."""
+        return None if self._remeasure is None else float(self._remeasure())
+
+    def __mul__(self, k):
+        if not isinstance(k, numbers.Real):
+            return NotImplemented
+        again = self._remeasure
+        return MeasuredPeak(float(self) * k, None if again is None else lambda: again() * k)
+
+    __rmul__ = __mul__
+
+    def __reduce__(self):  # pickled or copied, it is the plain number (a re-measure stays here)
+        return float, (float(self),)
+
+
+def sync_devices() -> None:
+    """Wait until every device has finished its queued work."""
+    import tensorflow as tf
+
+    tf.test.experimental.sync_devices()
+
+
+class Benchmark:
+    """Wall time of a `with` block, every device synced on enter and exit (d2l's printout).
+
+    >>> with Benchmark('GPU1 time'):   # prints "GPU1 time: 0.0629 sec"
+    ...     run(x)
+    """
+
+    def __init__(self, description: str = "Done", *, clock=time.perf_counter, sync=sync_devices):
+        self.description, self.clock, self.sync = description, clock, sync
+        self.elapsed: float | None = None
+
+    def __enter__(self):
+        self.sync()
+        self._start = self.clock()
+        return self
+
+    def __exit__(self, *exc):
+        self.sync()
+        self.elapsed = self.clock() - self._start
+        print(f"{self.description}: {self.elapsed:.4f} sec")
+
+
+@dataclasses.dataclass
+class Measurement:
+    """Raw times of repeated runs, their median and IQR, and the rate when the work is known."""
+
+    label: str
+    times: list[float]
+    work: float | None = None  # FLOPs or bytes done by one run
+    unit: str = "FLOP/s"
+    peak: float | None = None  # the device's measured peak, in `unit`
+    warnings: list[str] = dataclasses.field(default_factory=list)
+    remeasured_peak: float | None = None  # the peak measured again because the rate exceeded it
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.times)
+
+    @property
+    def iqr(self) -> float:
+        if len(self.times) < 2:
+            return 0.0
+        q1, _, q3 = statistics.quantiles(self.times, n=4, method="inclusive")
+        return q3 - q1
+
+    @property
+    def rate(self) -> float | None:
+        return self.work / self.median if self.work is not None else None
+
+    @property
+    def best_peak(self) -> float | None:
+        """The larger of the peak given and the peak re-measured (a peak is a best rate)."""
+        known = [p for p in (self.peak, self.remeasured_peak) if p]
+        return max(known) if known else None
+
+    @property
+    def above_peak(self) -> bool:
+        """Whether the rate exceeds the best known peak by more than `PEAK_TOLERANCE`."""
+        peak = self.best_peak
+        return self.rate is not None and bool(peak) and self.rate > PEAK_TOLERANCE * peak
+
+    def __str__(self) -> str:
+        text = f"{self.label}: {format_seconds(self.median)} (IQR {format_seconds(self.iqr)}, "
+        text += f"{len(self.times)} runs)"
+        if self.rate is not None:
+            text += f", {format_rate(self.rate, self.unit)}"
+            peak_now = self.best_peak
+            if peak_now:
+                peak = format_rate(peak_now, self.unit)
+                again = " (re-measured)" if self.remeasured_peak else ""
+                text += f" = {self.rate / peak_now:.2f} of the peak {peak}{again}"
+        return "\n".join([text] + [f"  WARNING: {w}" for w in self.warnings])
+
+
+def measure(
+    run: Callable[[], object],
+    label: str = "run",
+    *,
+    flops: float | None = None,
+    nbytes: float | None = None,
+    peak: float | None = None,
+    warmup: int = 1,
+    min_runs: int = 5,
+    max_runs: int = 50,
+    budget_s: float = 2.0,
+    number: int | None = None,
+    on_repeat: Callable[[int], None] | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+    sync: Callable[[], None] = sync_devices,
+) -> Measurement:
+    """Time `run()` after `warmup` calls: `min_runs` at least, more until IQR/median <= 0.1,
+    stopping early once the budget is spent (after 3 runs) or at `max_runs`.
+
+    Each timed block calls `run()` `number` times and syncs once; with None, the number is chosen
+    so that a block lasts about `MIN_BLOCK_S`, making the sync and clock overhead negligible (as
+    torch.utils.benchmark and timeit do). Times are per call.
+
+    Pass `flops` (or `nbytes`) done by one run to get a rate, and the device's `peak` in the same
+    unit to have impossible rates flagged. `on_repeat(n)` is called after each timed block, so a
+    panel can say "repeat 7" while a long measurement runs (and stop it by raising).
+    """
+    if flops is not None and nbytes is not None:
+        raise ValueError("give flops or nbytes, not both")
+    if not callable(run):
+        raise TypeError(f"measure needs a function to call, got {run!r}")
+    require_count("warmup", warmup, low=0)
+    require_count("min_runs", min_runs)
+    require_count("max_runs", max_runs)
+    if number is not None:
+        require_count("number", number, high=10**6)
+    for _ in range(warmup):
+        run()
+    sync()
+    if number is None:
+        start = clock()
+        run()
+        sync()
+        number = max(1, min(MAX_NUMBER, math.ceil(MIN_BLOCK_S / max(clock() - start, 1e-9))))
+    times: list[float] = []
+    began = clock()
+    while len(times) < max_runs:
+        start = clock()
+        for _ in range(number):
+            run()
+        sync()
+        end = clock()
+        times.append((end - start) / number)
+        if on_repeat is not None:
+            on_repeat(len(times))
+        so_far = Measurement(label, times)
+        if len(times) >= min_runs and so_far.iqr <= NOISY_IQR * so_far.median:
+            break
+        if len(times) >= MIN_RUNS_IN_BUDGET and end - began > budget_s:
+            break
+    work, unit = (nbytes, "B/s") if nbytes is not None else (flops, "FLOP/s")
+    result = Measurement(label, times, work, unit, peak)
+    if result.above_peak and isinstance(peak, MeasuredPeak):
+        # Before blaming the workload, check the yardstick: measure the peak again.
+        result.remeasured_peak = peak.remeasure()
+    result.warnings = measurement_warnings(result)
+    return result
+
+
+def measurement_warnings(m: Measurement) -> list[str]:
+    """What makes `m` untrustworthy: no time, too short to be work, noise above 10%, or a rate
+    above the peak (explained by a re-measured peak, or impossible with its causes in order)."""
+    found = []
+    noisy = m.median > 0 and m.iqr > NOISY_IQR * m.median
+    if m.median <= 0:
+        found.append("the clock measured no time at all: the run was not timed")
+    elif m.median < TOO_SHORT_S:
+        found.append(
+            f"each call took {format_seconds(m.median)}: too short to be device work (one "
+            "TensorFlow op alone takes about 10 µs); the function probably does nothing"
+        )
+    if noisy:
+        found.append(
+            f"noisy: IQR is {m.iqr / m.median:.0%} of the median (above {NOISY_IQR:.0%}); "
+            "something else is using this machine, or the runs are too short"
+        )
+    if m.rate is None or not m.peak or m.rate <= PEAK_TOLERANCE * m.peak:
+        return found
+    rate, first = format_rate(m.rate, m.unit), format_rate(m.peak, m.unit)
+    if m.remeasured_peak and m.rate <= PEAK_TOLERANCE * m.remeasured_peak:
+        found.append(
+            f"the peak was measured low: {rate} is {m.rate / m.peak:.1f}x the device's measured "
+            f"peak ({first}), but {m.rate / m.remeasured_peak:.2f}x the peak measured again now "
+            f"({format_rate(m.remeasured_peak, m.unit)}); the first peak was probably measured "
+            "while the machine was busy"
+        )
+        return found
+    again = (
+        f", {format_rate(m.remeasured_peak, m.unit)} when measured again"
+        if m.remeasured_peak
+        else ""
+    )
+    causes = list(LIKELY_CAUSES)
+    causes[0] += " (these runs were noisy)" if noisy else " (these runs were not noisy)"
+    if m.remeasured_peak:
+        causes[1] += " (measured again, it still explains nothing)"
+    causes[2] = (
+        "the work was deduplicated (identical ops merged) or skipped, or the clock stopped "
+        "before the device finished"
+    )
+    found.append(
+        impossible(
+            f"{rate} is {m.rate / m.peak:.1f}x the device's measured peak ({first}{again})",
+            causes,
+        )
+    )
+    return found
+
+
+def compare_to_ideal(
+    measured: float | Measurement, ideal: float, label: str, noise: float | None = None
+) -> str:
+    """One line: a measured time beside its ideal, flagging a result better than the ideal.
+
+    No time can beat its ideal. Without a known `noise` (in seconds) any time below the ideal is
+    flagged; with one (given, or taken from a `Measurement`'s IQR and the noise floor), only a
+    time below the ideal by more than the noise.
+    """
+    if isinstance(measured, Measurement):
+        noise = noise_of(measured) if noise is None else noise
+        measured = measured.median
+    ratio = measured / ideal
+    line = f"{label}: {format_seconds(measured)}, ideal {format_seconds(ideal)}: {ratio:.2f}x ideal"
+    allowance = 0.0 if noise is None else noise
+    if measured < ideal - allowance:
+        beyond = f" by more than its noise of {format_seconds(noise)}" if noise else ""
+        line += "  WARNING: " + impossible(f"faster than the ideal{beyond}")
+    return line

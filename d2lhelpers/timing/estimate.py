@@ -1,0 +1,49 @@
+"""How long a run will take, before it starts: the one home of every panel's estimate.
+
+An estimate is built from the same rules that `measure` follows (warm-up, one sizing call, blocks
+of at least `MIN_BLOCK_S`, `min_runs` blocks on a quiet machine, fewer once the time budget is
+spent) and a guess of one call's time from its work and a measured rate. It is a quiet machine's
+time: a busy one takes longer, and the panel says so when a run overshoots.
+"""
+
+from __future__ import annotations
+
+import math
+
+from d2lhelpers.timing.benchmark import MAX_NUMBER, MIN_BLOCK_S, MIN_RUNS_IN_BUDGET
+
+TRACE_S = 0.3  # building and tracing one small tf.function, on 2 CPU cores (measured: 0.1-0.5 s)
+PROCESS_START_S = 3.0  # a fresh Python process importing TensorFlow, on an idle 2-core machine
+
+
+def measure_seconds(
+    call_s: float,
+    *,
+    warmup: int = 1,
+    min_runs: int = 5,
+    max_runs: int = 50,
+    budget_s: float = 2.0,
+    number: int | None = None,
+    **_ignored,
+) -> float:
+    """Seconds one `measure(run, ...)` takes when each `run()` takes `call_s` (quiet machine).
+
+    Takes `measure`'s own options, so `measure_seconds(t, **options)` matches `measure(f,
+    **options)`; options that do not change the time (flops, peak, clock) are ignored.
+    """
+    call_s = max(float(call_s), 1e-6)
+    sizing = 0.0
+    if number is None:
+        sizing = call_s
+        number = max(1, min(MAX_NUMBER, math.ceil(MIN_BLOCK_S / call_s)))
+    block = number * call_s
+    within_budget = max(MIN_RUNS_IN_BUDGET, math.floor(budget_s / block) + 1)
+    runs = min(max_runs, min_runs, within_budget)
+    return warmup * call_s + sizing + runs * block
+
+
+def call_seconds(work: float, rate: float) -> float:
+    """One call's time from its work (FLOPs or bytes) and a measured rate (per second)."""
+    if rate <= 0:
+        raise ValueError(f"a rate must be > 0 to estimate a time, got {rate}")
+    return work / rate
