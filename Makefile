@@ -11,7 +11,7 @@ UV := $(shell command -v uv 2>/dev/null)
 # JupyterLab refuses to run as root without --allow-root (containers, course servers).
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: lab work reset-work test bench book lint clean screenshots mutate one-core classroom
+.PHONY: lab work reset-work test bench book lint lib clean screenshots mutate one-core classroom
 
 $(READY): pyproject.toml
 ifneq ($(UV),)
@@ -42,6 +42,11 @@ reset-work:
 lab: $(READY) work
 	@echo "JupyterLab on $(WORK)/, your copies of notebooks/: open the URL with ?token= that it prints below."
 	$(VENV)/bin/jupyter lab $(ALLOW_ROOT) --ServerApp.root_dir=$(WORK)
+
+# The notebooks' cells marked `#@save MODULE` are the source of d2lhelpers/MODULE.py: after editing
+# one, `make lib` writes them into the package (tests/test_one_source.py fails until you do).
+lib: $(READY)
+	$(PY) tools/save_lib.py
 
 lint: $(READY)
 	$(PY) -m ruff check .

@@ -1,6 +1,7 @@
 """Shared set-up: the test process's devices are set up once, before any test's first op."""
 
 import os
+import pathlib
 import subprocess
 import sys
 import textwrap
@@ -10,6 +11,8 @@ import pytest
 
 import d2lhelpers as d2l
 from d2lhelpers.processes import worker_main
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 d2l.setup_devices()  # 4 logical CPUs on CI: TensorFlow allows this only before its first op
 

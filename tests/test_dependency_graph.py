@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 
 import d2lhelpers as d2l
-from d2lhelpers.tracing.graph import levels, op_graph, plot_op_graph
+from d2lhelpers.tracing.graph import dependency_levels, op_graph, plot_op_graph
 from d2lhelpers.workloads import (
     branch_weights,
     mlp_branches_in_one_graph,
@@ -43,7 +43,7 @@ def test_op_graph_reads_devices_and_dependencies_from_the_trace(devices):
     (join,) = by_type["AddN"]
     assert join.device == "CPU:2"
     assert {by_name.type for by_name in nodes if by_name.name in join.inputs} == {"MatMul"}
-    depth = levels(nodes)
+    depth = dependency_levels(nodes)
     assert depth[join.name] == 4  # input -> matmul -> relu -> matmul -> add
     assert all(depth[m.name] in (1, 3) for m in by_type["MatMul"])
     assert not any(n.type in ("Identity", "NoOp") for n in nodes)

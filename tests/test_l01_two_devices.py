@@ -219,7 +219,6 @@ def test_panel_runs_from_pytest_and_shows_verdict_figure_and_table(devices, caps
     assert "model" in verdict["text"]
     assert figure["data"]["image/png"] and figure["data"]["text/plain"].startswith("Figure:")
     assert "2 matmuls of 64x64" in table["data"]["text/plain"]
-    assert d2l.concurrency_sweep is d2l.run_concurrency  # the old name still works
 
 
 def test_panel_refuses_an_oversize_run_before_allocating(devices, monkeypatch):

@@ -5,7 +5,6 @@ import time
 import matplotlib
 import pytest
 
-import d2lhelpers as d2l
 from d2lhelpers.lessons import l03_mlp_across_devices as l03
 from d2lhelpers.lessons.l03_mlp_across_devices import BranchResult
 from d2lhelpers.timing.benchmark import Measurement
@@ -126,7 +125,6 @@ def test_run_mlp_branches_at_a_tiny_size_reports_progress(devices):
     statuses = [c[2] for c in calls]
     assert any(s.startswith("timing one branch per device (2), repeat") for s in statuses)
     assert calls[-1] == (3, 3, "done")
-    assert d2l.mlp_branch_experiment is d2l.run_mlp_branches  # the old name still works
 
 
 def test_panel_runs_from_pytest(devices, capsys):

@@ -13,7 +13,6 @@ from d2lhelpers.parallel.common import (
 )
 from d2lhelpers.parallel.tensor_parallel import (
     all_gather,
-    all_reduce_sum,
     allreduce_sum,
     column_parallel_linear,
     count_allreduces,
@@ -81,7 +80,6 @@ def test_row_parallel_linear_all_reduces_to_every_device(devices, n):
 
 
 def test_allreduce_adds_parts_and_bias_once(devices):
-    assert all_reduce_sum is allreduce_sum  # the old d2l name still works
     parts = [place(tf.fill((2,), 10.0**k), d) for k, d in enumerate(devices)]
     totals = allreduce_sum(parts, devices, bias=tf.constant([0.5, 0.5]))
     assert _where(totals) == _names(devices)

@@ -124,31 +124,33 @@ def _ruff(text: str, module: str) -> str:
     return text
 
 
-def saved_modules(notebooks: pathlib.Path = NOTEBOOKS) -> dict[pathlib.Path, str]:
+def saved_modules(
+    notebooks: pathlib.Path = NOTEBOOKS, package: pathlib.Path = PACKAGE
+) -> dict[pathlib.Path, str]:
     """Every saved module's path and the text the notebooks give it."""
     parts: dict[str, list[tuple[str, str]]] = {}
     for notebook in sorted(notebooks.glob("*.ipynb")):
         for module, source in saved_cells(notebook):
             parts.setdefault(module, []).append((notebook.name, source))
     return {
-        PACKAGE / (module.replace(".", "/") + ".py"): module_text(module, cells)
+        package / (module.replace(".", "/") + ".py"): module_text(module, cells)
         for module, cells in parts.items()
     }
 
 
-def generated_files() -> list[pathlib.Path]:
+def generated_files(package: pathlib.Path = PACKAGE) -> list[pathlib.Path]:
     """The package's modules that say they were generated (a stale one is found by its header)."""
-    return sorted(p for p in PACKAGE.rglob("*.py") if GENERATED in p.read_text())
+    return sorted(p for p in package.rglob("*.py") if GENERATED in p.read_text())
 
 
-def differences() -> list[str]:
+def differences(notebooks: pathlib.Path = NOTEBOOKS, package: pathlib.Path = PACKAGE) -> list[str]:
     """Unified diffs between each saved module and its file; an orphan is one too."""
-    wanted = saved_modules()
+    wanted = saved_modules(notebooks, package)
     found = []
     for path, text in wanted.items():
         old = path.read_text() if path.exists() else ""
         if old != text:
-            rel = str(path.relative_to(ROOT))
+            rel = str(path.relative_to(package.parent))
             found.append(
                 "".join(
                     difflib.unified_diff(
@@ -156,9 +158,11 @@ def differences() -> list[str]:
                     )
                 )
             )
-    for path in generated_files():
+    for path in generated_files(package):
         if path not in wanted:
-            found.append(f"{path.relative_to(ROOT)}: generated, but no notebook saves it now\n")
+            found.append(
+                f"{path.relative_to(package.parent)}: generated, but no notebook saves it\n"
+            )
     return found
 
 

@@ -130,7 +130,7 @@ def pipeline_step_time(stage_times, microbatches: int) -> float:
 
 
 @dataclass(frozen=True)
-class Layout:
+class GroupLayout:
     """G devices as `n_groups` independent tensor-parallel groups of `group_size` each."""
 
     n_groups: int
@@ -147,7 +147,7 @@ class Layout:
         return f"{self.n_groups} replicas of {self.group_size}-way groups"
 
 
-def layout(n_devices: int, group_size: int, compute_ms: float, comm_ms: float) -> Layout:
+def layout(n_devices: int, group_size: int, compute_ms: float, comm_ms: float) -> GroupLayout:
     """`n_devices` split into replicas of `group_size`-way tensor-parallel groups.
 
     A group serves one token every compute/k + comm ms; the G/k groups work independently, so
@@ -162,7 +162,7 @@ def layout(n_devices: int, group_size: int, compute_ms: float, comm_ms: float) -
     per_token = tensor_parallel_time_ms(compute_ms, group_size, comm_ms)
     if per_token == 0:
         raise ValueError("compute and communication are both 0 ms: throughput is unbounded")
-    return Layout(
+    return GroupLayout(
         n_groups=n_groups,
         group_size=group_size,
         per_token_ms=per_token,
@@ -176,8 +176,8 @@ def layout(n_devices: int, group_size: int, compute_ms: float, comm_ms: float) -
 class ReplicasVsGroup:
     """The seed's "Try it" 3: one big group against replicas of small ones."""
 
-    one_group: Layout
-    replicas: Layout
+    one_group: GroupLayout
+    replicas: GroupLayout
 
     @property
     def throughput_ratio(self) -> float:

@@ -22,7 +22,7 @@ LIKELY_CAUSES = (
 
 
 @runtime_checkable
-class Measurement(Protocol):
+class Timed(Protocol):
     """What a verdict needs of a measurement (`benchmark.Measurement` has it): median and IQR.
 
     A protocol, not an import, so that `benchmark` may use this module's flags.
@@ -35,15 +35,15 @@ class Measurement(Protocol):
     def iqr(self) -> float: ...
 
 
-def noise_of(m: Measurement | float) -> float:
+def noise_of(m: Timed | float) -> float:
     """The band, in seconds, inside which a time could move if measured again."""
-    if isinstance(m, Measurement):
+    if isinstance(m, Timed):
         return max(m.iqr, NOISE_FLOOR * m.median)
     return NOISE_FLOOR * m
 
 
-def median_of(m: Measurement | float) -> float:
-    return m.median if isinstance(m, Measurement) else float(m)
+def median_of(m: Timed | float) -> float:
+    return m.median if isinstance(m, Timed) else float(m)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,12 +71,12 @@ class Comparison:
         return self.measurable and self.a > self.b
 
 
-def compare(a: Measurement | float, b: Measurement | float) -> Comparison:
+def compare(a: Timed | float, b: Timed | float) -> Comparison:
     """Compare two times; the noise band is the sum of their noises."""
     return Comparison(median_of(a), median_of(b), noise_of(a) + noise_of(b))
 
 
-def faster_or_slower(a: Measurement | float, b: Measurement | float, a_name: str, b_name: str):
+def faster_or_slower(a: Timed | float, b: Timed | float, a_name: str, b_name: str):
     """'A is 1.9x faster than B', 'A is 1.3x slower than B' or 'no measurable difference'."""
     c = compare(a, b)
     if c.a_faster:
@@ -90,7 +90,7 @@ def faster_or_slower(a: Measurement | float, b: Measurement | float, a_name: str
     )
 
 
-def beats_ideal(measured: Measurement | float, ideal: float, ideal_noise: float = 0.0) -> bool:
+def beats_ideal(measured: Timed | float, ideal: float, ideal_noise: float = 0.0) -> bool:
     """Whether `measured` is faster than its ideal by more than the noise: impossible."""
     return median_of(measured) < ideal - noise_of(measured) - ideal_noise
 

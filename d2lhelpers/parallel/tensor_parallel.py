@@ -80,9 +80,6 @@ def allreduce_sum(
         return [place(total, name) for name in names[:-1]] + [total]
 
 
-all_reduce_sum = allreduce_sum  # the name notebooks and d2l used before the vocabulary was fixed
-
-
 def all_gather(parts: Sequence[tf.Tensor], devices: Sequence[Device | str]) -> list[tf.Tensor]:
     """Every device ends with the column blocks `parts` joined in order."""
     copies = []

@@ -50,7 +50,7 @@ def op_graph(fn: Callable, *args) -> list[OpNode]:
     return nodes
 
 
-def levels(nodes: list[OpNode]) -> dict[str, int]:
+def dependency_levels(nodes: list[OpNode]) -> dict[str, int]:
     """Each op's depth: 0 for inputs, else one more than the deepest op it waits for."""
     by_name = {n.name: n for n in nodes}
     depth: dict[str, int] = {}
@@ -68,7 +68,7 @@ def levels(nodes: list[OpNode]) -> dict[str, int]:
 
 def plot_op_graph(nodes: list[OpNode], title: str = "traced dependency graph"):
     """Ops left to right by depth, coloured by device; an arrow for every dependency."""
-    depth = levels(nodes)
+    depth = dependency_levels(nodes)
     devices = sorted({n.device for n in nodes})
     colours = {d: plt.cm.tab10(i) for i, d in enumerate(devices)}
     rows: dict[int, int] = {}
