@@ -1,5 +1,6 @@
 """The layout rules, checked: the import contracts can fail, modules stay small, one core count."""
 
+import ast
 import pathlib
 import re
 import shutil
@@ -82,3 +83,18 @@ def test_the_usable_core_count_has_one_home():
         if asks.search(line)
     ]
     assert found == []
+
+
+def _public_classes() -> dict[str, list[str]]:
+    """Each public class name defined in the package, and the modules defining it."""
+    found: dict[str, list[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                found.setdefault(node.name, []).append(module)
+    return found
+
+
+def test_no_two_public_classes_share_a_name():
+    assert {name: where for name, where in _public_classes().items() if len(where) > 1} == {}
