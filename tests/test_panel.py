@@ -34,7 +34,8 @@ class Squares(Reported):
         self.verdict = f"{n} squares, none missing"
 
     def tables(self):
-        return [Table("squares", ["x", "x^2"], [[x, x * x] for x in range(self.n)])]
+        rows = [[x, x * x] for x in range(self.n)]
+        return [Table("squares", ["x", "x^2"], rows, [self.verdict, "another sentence"])]
 
 
 def draw_squares(result):
@@ -95,8 +96,25 @@ def test_panel_shows_verdict_then_one_whole_figure_then_the_table():
     assert png == panels.render_png(draw_squares(Squares(30)))  # what a headless render gives
     assert ink(png) > 0.02
     assert "<table>" in table["data"]["text/html"]
+    everything = "".join(str(o) for o in panel.output.outputs)
+    assert everything.count("30 squares, none missing") == 1, "the verdict is shown once"
+    assert "another sentence" in table["data"]["text/html"]
     assert not plt.get_fignums(), "a figure was left for the inline backend to draw"
     assert panel.caption.value == "values: points 30"
+
+
+def test_values_set_runs_a_case_and_puts_the_sliders_back():
+    panel = squares_panel()
+    panel.sliders["n"].value = 7
+    with panel.values_set(n=3):
+        assert panel.run().n == 3
+    assert panel.values() == {"n": 7}
+    with pytest.raises(KeyError, match="has no slider"):
+        with panel.values_set(m=2):
+            pass
+    with pytest.raises(RuntimeError), panel.values_set(n=4):
+        raise RuntimeError("a failed Try-it run")
+    assert panel.values() == {"n": 7}
 
 
 def test_render_png_is_a_complete_png_and_closes_the_figure():

@@ -5,9 +5,12 @@ output entries (verdict, image, table) that replace a panel's output in one assi
 from __future__ import annotations
 
 import base64
+import dataclasses
 import io
 
 import matplotlib.pyplot as plt
+
+from d2lhelpers.core.report import Reported
 
 DPI = 100
 
@@ -60,19 +63,31 @@ def _png(png: bytes, text: str = "<figure>") -> dict:
     return {"output_type": "display_data", "data": data, "metadata": {}}
 
 
-def _html(obj) -> dict:
-    data = {"text/html": obj._repr_html_(), "text/plain": str(obj)}
+def _html(obj, shown: str = "") -> dict:
+    """A result as an HTML table (and text), without the verdict line already shown above it."""
+    if isinstance(obj, Reported):
+        tables = [
+            dataclasses.replace(t, verdicts=[v for v in t.verdicts if v != shown])
+            for t in obj.tables()
+        ]
+        html, text = "\n".join(t._repr_html_() for t in tables), "\n\n".join(map(str, tables))
+    else:
+        html, text = obj._repr_html_(), str(obj)
+    data = {"text/html": html, "text/plain": text}
     return {"output_type": "display_data", "data": data, "metadata": {}}
 
 
 def result_outputs(result, png: bytes | None, figure_words: str = "<figure>") -> list[dict]:
-    """Output-area entries for a finished run: its verdict, its figure, then its table(s)."""
+    """Output-area entries for a finished run: its verdict, its figure, then its table(s).
+
+    The verdict is shown once: a table's copy of the same sentence is left out below it.
+    """
     outputs = []
-    verdict = getattr(result, "verdict", None)
+    verdict = str(getattr(result, "verdict", "") or "")
     if verdict:
-        outputs.append(text_output(str(verdict)))
+        outputs.append(text_output(verdict))
     if png is not None:
         outputs.append(_png(png, figure_words))
     parts = result if isinstance(result, (tuple, list)) else [result]
-    outputs += [_html(part) for part in parts if hasattr(part, "_repr_html_")]
+    outputs += [_html(part, verdict) for part in parts if hasattr(part, "_repr_html_")]
     return outputs

@@ -23,6 +23,7 @@ Output widget kept), a PNG of the right size with nothing but the background.
 
 from __future__ import annotations
 
+import contextlib
 import html
 import threading
 import time
@@ -136,6 +137,22 @@ class Panel:
 
     def values(self) -> dict:
         return {name: s.value for name, s in self.sliders.items()}
+
+    @contextlib.contextmanager
+    def values_set(self, **values):
+        """The sliders at `values` inside the `with`, back where they were after it: a Try-it
+        cell runs its case and leaves the panel as the learner set it."""
+        unknown = sorted(set(values) - set(self.sliders))
+        if unknown:
+            raise KeyError(f"{self.title!r} has no slider {unknown}: it has {sorted(self.sliders)}")
+        before = self.values()
+        try:
+            for name, value in values.items():
+                self.sliders[name].value = value
+            yield self
+        finally:
+            for name, value in before.items():
+                self.sliders[name].value = value
 
     def describe(self, values: dict) -> str:
         """`matrix size 512, devices 4`: the values as the sliders label them."""
