@@ -200,8 +200,8 @@ from d2lhelpers.lessons.l07_serving import (
     serving_panel,
 )
 
-__all__ = []
-__all__ += [  # devices, timing, units and reference results
+__all__ = [
+    # devices, timing, units and reference results
     "Benchmark",
     "chain_flops",
     "check_fits",
@@ -229,8 +229,7 @@ __all__ += [  # devices, timing, units and reference results
     "try_all_gpus",
     "try_gpu",
     "usable_cores",
-]
-__all__ += [  # tracing and timelines
+    # tracing and timelines
     "busy_intervals",
     "busy_seconds",
     "dependency_levels",
@@ -242,11 +241,9 @@ __all__ += [  # tracing and timelines
     "plot_timeline",
     "trace",
     "tracing_overhead",
-]
-__all__ += [  # the panel
+    # the panel
     "Panel",
-]
-__all__ += [  # notebook 01: two devices, two jobs
+    # notebook 01: two devices, two jobs
     "at_once_verdict",
     "branch_weights",
     "chains_in_one_graph",
@@ -262,24 +259,21 @@ __all__ += [  # notebook 01: two devices, two jobs
     "run_concurrency",
     "run_merge_probe",
     "separate_calls_verdict",
-]
-__all__ += [  # notebook 02: compute and copy
+    # notebook 02: compute and copy
     "compute_copy_panel",
     "local_copy_cost",
     "plot_compute_copy",
     "remote_tf_workers",
     "run_compute_copy",
     "seed_reading",
-]
-__all__ += [  # notebook 03: the MLP across devices
+    # notebook 03: the MLP across devices
     "BranchResult",
     "mlp_panel",
     "model_speedup",
     "overlap_sentence",
     "plot_branches",
     "run_mlp_branches",
-]
-__all__ += [  # notebook 04: splitting work
+    # notebook 04: splitting work
     "allreduce_sum",
     "communication_note",
     "compare_bubbles",
@@ -296,8 +290,7 @@ __all__ += [  # notebook 04: splitting work
     "run_three_schemes",
     "speedup_model_panel",
     "TensorParallelRun",
-]
-__all__ += [  # notebook 05: collectives
+    # notebook 05: collectives
     "allreduce_in_one_graph",
     "allreduce_panel",
     "AllreduceModel",
@@ -315,8 +308,7 @@ __all__ += [  # notebook 05: collectives
     "replicas_vs_one_group",
     "run_allreduce_overlap",
     "run_allreduce_sweep",
-]
-__all__ += [  # notebook 06: multiple processes
+    # notebook 06: multiple processes
     "break_even",
     "cluster_panel",
     "failure_panel",
@@ -331,8 +323,7 @@ __all__ += [  # notebook 06: multiple processes
     "run_training_sweep",
     "WorkerError",
     "WorkerGroup",
-]
-__all__ += [  # notebook 07: serving
+    # notebook 07: serving
     "check_layout_tokens",
     "decoder_config",
     "largest_batch",

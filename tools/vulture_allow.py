@@ -21,3 +21,6 @@ ready_info
 latest_progress
 wait_for_progress
 kill_worker
+# The one home of run-time estimates (timing/estimate.py), being adopted by every panel.
+PROCESS_START_S
+call_seconds
