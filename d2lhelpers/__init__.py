@@ -189,16 +189,20 @@ from d2lhelpers.processes.mwms import (
 
 # --- notebook 07: serving ---
 from d2lhelpers.lessons.l07_serving import (
+    Window,
     check_layout_tokens,
-    decoder_config,
-    largest_batch,
+    memory_fit,
     plot_latency_throughput,
     plot_requests,
     run_load_sweep,
+    run_lockstep_comparison,
+    run_pipeline_in_flight,
     run_serving,
     run_serving_failure,
     serving_panel,
 )
+from d2lhelpers.serving.config import decoder_config
+from d2lhelpers.serving.engines import ServingCode
 
 __all__ = [
     # devices, timing, units and reference results
@@ -324,12 +328,16 @@ __all__ = [
     "WorkerError",
     "WorkerGroup",
     # notebook 07: serving
+    "ServingCode",
+    "Window",
     "check_layout_tokens",
     "decoder_config",
-    "largest_batch",
+    "memory_fit",
     "plot_latency_throughput",
     "plot_requests",
     "run_load_sweep",
+    "run_lockstep_comparison",
+    "run_pipeline_in_flight",
     "run_serving",
     "run_serving_failure",
     "serving_panel",

@@ -106,3 +106,14 @@ def fraction_flags(value: float, name: str, low: float = 0.0, high: float = 1.0)
     if low <= value <= high:
         return []
     return [impossible(f"{name} of {value:.0%} is outside {low:.0%}..{high:.0%}")]
+
+
+def higher_or_lower(a: Timed | float, b: Timed | float, a_name: str, b_name: str) -> str:
+    """'A is 0.82x B: lower beyond the noise (±6%)', '... higher ...', or 'no measurable
+    difference': for rates and counts, where neither direction means 'faster'."""
+    c = compare(a, b)
+    noise = f"the noise (±{c.noise / c.b:.0%})" if c.b else "the noise"
+    if not c.measurable:
+        return f"{a_name} is {c.ratio:.2f}x {b_name}: no measurable difference, within {noise}"
+    word = "lower" if c.a < c.b else "higher"
+    return f"{a_name} is {c.ratio:.2f}x {b_name}: {word} beyond {noise}"

@@ -1,30 +1,45 @@
 """Notebook 07, serving requests: replicas behind a load balancer vs a split model, under load.
 
-In notebook order: `runs` (one serving run, its result, the memory and the capacity model),
-`sweep` (the latency-throughput sweep per layout, the failure), `plots`, `panel`.
+In notebook order: `tokens` (every layout's tokens, what fits), `points` (capacity from timed
+steps, one load read in its window), `sweep` (each layout's curve and saturation), `lockstep`
+(independent replicas vs lock step), `failure` (a device lost), `in_flight` (the pipeline
+against sequences in flight), `plots`, `panel`.
 """
 
+from d2lhelpers.lessons.l07_serving.failure import FailureResult, run_serving_failure
+from d2lhelpers.lessons.l07_serving.in_flight import PipelineInFlightResult, run_pipeline_in_flight
+from d2lhelpers.lessons.l07_serving.lockstep import LockstepResult, run_lockstep_comparison
+from d2lhelpers.lessons.l07_serving.one_run import ServingRunResult, run_serving
 from d2lhelpers.lessons.l07_serving.panel import serving_panel
 from d2lhelpers.lessons.l07_serving.plots import plot_latency_throughput, plot_requests
-from d2lhelpers.lessons.l07_serving.runs import (
-    ServingRun,
+from d2lhelpers.lessons.l07_serving.points import Window
+from d2lhelpers.lessons.l07_serving.sweep import LoadSweepResult, run_load_sweep
+from d2lhelpers.lessons.l07_serving.tokens import (
+    MemoryResult,
+    TokenCheckResult,
     check_layout_tokens,
-    decoder_config,
     largest_batch,
-    run_serving,
+    memory_fit,
 )
-from d2lhelpers.lessons.l07_serving.sweep import LoadSweep, run_load_sweep, run_serving_failure
 
 __all__ = [
-    "LoadSweep",
-    "ServingRun",
+    "FailureResult",
+    "LoadSweepResult",
+    "LockstepResult",
+    "MemoryResult",
+    "PipelineInFlightResult",
+    "ServingRunResult",
+    "TokenCheckResult",
+    "Window",
     "check_layout_tokens",
     "largest_batch",
-    "decoder_config",
+    "memory_fit",
     "plot_latency_throughput",
     "plot_requests",
-    "run_serving_failure",
     "run_load_sweep",
+    "run_lockstep_comparison",
+    "run_pipeline_in_flight",
     "run_serving",
+    "run_serving_failure",
     "serving_panel",
 ]

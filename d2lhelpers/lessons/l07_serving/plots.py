@@ -2,83 +2,88 @@
 
 from __future__ import annotations
 
+import math
+
 import matplotlib.pyplot as plt
 
-from d2lhelpers.lessons.l07_serving.runs import ServingRun
-from d2lhelpers.lessons.l07_serving.sweep import LoadSweep
+from d2lhelpers.lessons.l07_serving.sweep import LoadSweepResult
+from d2lhelpers.serving.load import LoadLog
 
-COLOURS = {"replicas": "tab:green", "tensor parallel": "tab:blue", "pipeline": "tab:purple"}
+COLOURS = {
+    "replicas": "tab:green",
+    "replicas in lock step": "tab:olive",
+    "tensor parallel": "tab:blue",
+    "pipeline": "tab:purple",
+}
 
 
-def plot_latency_throughput(sweep: LoadSweep, ax=None):
-    """p50 (solid) and p99 (dotted) latency against achieved throughput, one curve per layout."""
+def plot_latency_throughput(sweep: LoadSweepResult, ax=None):
+    """p50 latency against achieved throughput, one curve per layout; its capacity dashed,
+    saturated points hollow (their latency keeps growing with the run: a lower bound)."""
     if ax is None:
         _, ax = plt.subplots(figsize=(7, 3.8))
+    right = sweep.ideal
     for s in sweep.sweeps:
         colour = COLOURS.get(s.layout, "tab:gray")
-        points = sorted(
-            (r.log.throughput, r.latency(50), r.latency(99))
-            for r in s.runs
-            if r.latency(50) is not None
-        )
-        xs = [p[0] for p in points]
-        ax.plot(xs, [p[1] * 1e3 for p in points], "o-", c=colour, label=f"{s.layout} p50")
-        ax.plot(xs, [p[2] * 1e3 for p in points], "^:", c=colour, label=f"{s.layout} p99")
-        ax.axvline(s.model_capacity, c=colour, ls="--", lw=1, alpha=0.7)
-    ax.axvline(sweep.ideal_capacity, c="black", ls="-.", lw=1, label="ideal (n x one device)")
+        points = [
+            (p.throughput.median, p.latency(50).value * 1e3, p.saturated)
+            for p in s.points
+            if p.latency(50).n and not math.isinf(p.latency(50).value)
+        ]
+        points.sort()
+        ax.plot([x for x, _, _ in points], [y for _, y, _ in points], "-", c=colour, label=s.layout)
+        for x, y, saturated in points:
+            ax.plot([x], [y], "o", c=colour, mfc="white" if saturated else colour)
+        ax.axvline(s.capacity.tokens_per_s.median, c=colour, ls="--", lw=1, alpha=0.7)
+        right = max(right, s.capacity.tokens_per_s.median, *(x for x, _, _ in points))
+    ax.axvline(sweep.ideal, c="black", ls="-.", lw=1, label="ideal (n x one device)")
     ax.set(
-        xlabel="achieved throughput (generated tokens/s)",
-        ylabel="latency (ms)",
-        title=f"{sweep.n_devices} devices: latency vs throughput (dashed: each layout's model)",
+        xlabel="achieved throughput in the window (generated tokens/s)",
+        ylabel="p50 latency (ms)",
+        title=f"{sweep.n_devices} devices: latency vs throughput (dashed: measured capacity)",
+        xlim=(0, 1.1 * right),
     )
-    ax.set_xlim(
-        left=0,
-        right=1.1
-        * max(
-            sweep.ideal_capacity,
-            *(s.model_capacity for s in sweep.sweeps),
-            *(s.saturation for s in sweep.sweeps),
-        ),
-    )
+    ax.set_yscale("log")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     ax.figure.tight_layout()
     return ax.figure
 
 
-def plot_requests(run: ServingRun, ax=None):
-    """Each request as a bar: queued (grey), prefill (orange), decoding (blue); failed in red."""
+def plot_requests(log: LoadLog, ax=None, window: tuple[float, float] | None = None):
+    """Each request as a bar: queued (grey), prefill (orange), decoding (blue); the queue as a
+    line; the measured window shaded; a lost device as a red line."""
     if ax is None:
-        _, ax = plt.subplots(figsize=(8, 0.6 + 0.18 * len(run.log.requests)))
-    for r in run.log.requests:
-        y = r.id
-        if r.started_s is None:  # never served: refused after a failure, or out of time
-            ax.plot([r.arrival_s], [y], "x", c="tab:red", ms=6)
+        _, ax = plt.subplots(figsize=(8, 3.5))
+    for r in log.requests:
+        if r.started_s is None:
+            ax.plot([r.arrival_s], [r.id], "|", c="lightgray", ms=3)
             continue
-        end = r.finished_s if r.finished_s is not None else run.log.wall_s
-        start = r.started_s
-        ax.barh(y, start - r.arrival_s, left=r.arrival_s, color="lightgray", height=0.8)
-        if r.first_token_s is not None:
-            ax.barh(y, r.first_token_s - start, left=start, color="tab:orange", height=0.8)
-            ax.barh(y, end - r.first_token_s, left=r.first_token_s, color="tab:blue", height=0.8)
-        if r.failed:
-            ax.plot([end], [y], "x", c="tab:red", ms=6)
-    if run.log.failed_at_s is not None:
-        ax.axvline(run.log.failed_at_s, c="tab:red", ls="--", label="device lost")
+        end = r.finished_s if r.finished_s is not None else log.wall_s
+        first = r.first_token_s if r.first_token_s is not None else end
+        ax.barh(r.id, r.started_s - r.arrival_s, left=r.arrival_s, color="lightgray", height=1)
+        ax.barh(r.id, first - r.started_s, left=r.started_s, color="tab:orange", height=1)
+        ax.barh(r.id, end - first, left=first, color="tab:blue", height=1)
+    if window is not None:
+        ax.axvspan(*window, color="tab:green", alpha=0.08, label="measured window")
+    if log.failed_at_s is not None:
+        ax.axvline(log.failed_at_s, c="tab:red", ls="--", label="device lost")
+    if window is not None or log.failed_at_s is not None:
         ax.legend(fontsize=8, loc="lower right")
-    if run.log.queue:  # the queue over time, on its own axis at the right
+    times = sorted({r.arrival_s for r in log.requests} | {r.started_s or 0.0 for r in log.requests})
+    queued = [
+        sum(r.arrival_s <= t and (r.started_s is None or r.started_s > t) for r in log.requests)
+        for t in times
+    ]
+    if times:
         queue = ax.twinx()
-        times, queued = (
-            [0.0] + [t for t, _, _ in run.log.queue],
-            [0] + [q for _, q, _ in run.log.queue],
-        )
         queue.step(times, queued, where="post", c="black", lw=1, alpha=0.6)
         queue.set_ylabel("requests queued (line)")
         queue.set_ylim(bottom=0, top=max(1, *queued) * 1.1)
     ax.invert_yaxis()
     ax.set(
-        xlabel="time since the first arrival (s)",
+        xlabel="time since the start (s)",
         ylabel="request",
-        title=f"{run.log.layout}: queued (grey), prefill (orange), decoding (blue), failed (x)",
+        title=f"{log.layout}: queued (grey), prefill (orange), decoding (blue)",
     )
     ax.figure.tight_layout()
     return ax.figure

@@ -1,199 +1,253 @@
-"""Notebook 07: the latency-throughput sweep of each layout beside its model, and a failure."""
+"""Notebook 07: each layout's latency-throughput curve in steady state, the saturation point found
+in it, beside the layout's measured capacity and its cost model.
+
+The offered load rises as fractions of the layout's measured capacity until two load points are
+saturated (throughput below the offered load beyond the noise, the queue growing), extending past
+the given fractions when needed (up to `MAX_LOAD`).
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import statistics
 from collections.abc import Callable
 
 import tensorflow as tf
 
-from d2lhelpers.core import checks as admission
+from d2lhelpers.core import checks
+from d2lhelpers.core.progress import Steps
 from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import device_names, format_rate, format_seconds, usable_cores
-from d2lhelpers.core.verdicts import beats_ideal, compare, impossible, noise_of
+from d2lhelpers.core.verdicts import beats_ideal, compare, higher_or_lower, impossible
 from d2lhelpers.devices import on_gpu, select_devices
-from d2lhelpers.lessons.l07_serving.runs import (
-    SPLIT_LAYOUTS,
-    ServingRun,
-    capacity_model,
-    check_layout_fits,
-    decoder_config,
-    run_serving,
-    step_time,
+from d2lhelpers.lessons.l07_serving.points import (
+    POINT_COLUMNS,
+    Capacity,
+    LoadPoint,
+    Window,
+    measure_capacity,
+    ready_engines,
+    run_point,
 )
-from d2lhelpers.parallel.tensor_parallel import allreduce_sum
-from d2lhelpers.serving.layouts import make_layout
+from d2lhelpers.serving.config import LAYOUTS, SPLIT_LAYOUTS, decoder_config
+from d2lhelpers.serving.engines import ServingCode
+from d2lhelpers.serving.steady import Spread
 from d2lhelpers.timing.benchmark import Measurement, measure
 from d2lhelpers.timing.peaks import device_peak_rate
 
-DEFAULT_LOADS = (
-    0.3,
-    0.7,
-    1.1,
-    1.5,
-)  # offered load, as a fraction of the layout's measured capacity
+DEFAULT_LOADS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5)  # fractions of the measured capacity
+MAX_LOAD = 4.0
+EXTEND = 1.5  # the next load past the given ones, while fewer than two points saturated
 
 
-def allreduce_time(n_devices: int, rows: int, width: int) -> Measurement:
-    """One all-reduce of a [rows, width] block on the first n devices (TP pays 2 per layer)."""
-    names = device_names(select_devices(n_devices))
+def allreduce_time(names: list[str], rows: int, width: int) -> Measurement:
+    """One all-reduce of a [rows, width] block over `names` (tensor parallel pays 2 a layer)."""
+    import d2lhelpers as d2l
+
     parts = []
     for name in names:
         with tf.device(name):
             parts.append(tf.random.stateless_normal((rows, width), seed=(0, 1)))
-    run = tf.function(lambda *xs: allreduce_sum(xs, names))
-    return measure(
-        lambda: run(*parts), f"all-reduce of {rows}x{width} on {n_devices}", nbytes=4 * rows * width
-    )
+    run = tf.function(lambda *xs: d2l.allreduce_sum(xs, names))
+    return measure(lambda: run(*parts), f"all-reduce of {rows}x{width}", budget_s=0.3)
+
+
+def capacity_model(one: Capacity, n: int, layers: int, reduce: dict, at_once: int, prompt_len: int):
+    """Each layout's tokens/s from one device's measured steps (d1 with S1 slots, p1) and the
+    measured all-reduces, the seed's model: compute / devices + communication.
+
+    n devices do n devices' work `at_once` at a time (a CPU's devices share its cores); tensor
+    parallel adds 2 all-reduces per layer; a pipeline of n stages and m microbatches takes the
+    longer of its work and its bubble, (m + n - 1) stage times (GPipe); replicas in lock step
+    decode like replicas but every prefill holds all of them.
+    """
+    d1, p1, s1, n_out = one.decode[0], one.prefill[0], one.slots[0], one.n_out
+    noise = d1.iqr / d1.median + p1.iqr / p1.median
+    work = n / at_once
+
+    def cap(d, p, slots, servers=1, extra_noise=0.0):
+        value = servers * n_out / (p + (n_out - 1) * d / slots)
+        return Spread(value, value * (noise + extra_noise))
+
+    a_d, a_p = reduce["decode"], reduce["prefill"]
+    m = min(n, prompt_len)
+    tp_noise = a_d.iqr / a_d.median + a_p.iqr / a_p.median
+    return {
+        "replicas": cap(d1.median * work, p1.median * work, s1, servers=n),
+        "replicas in lock step": cap(d1.median * n * work / n, p1.median, n * s1),
+        "tensor parallel": cap(
+            n * d1.median / at_once + 2 * layers * a_d.median,
+            p1.median / at_once + 2 * layers * a_p.median,
+            n * s1,
+            extra_noise=tp_noise,
+        ),
+        "pipeline": cap(
+            max(n * d1.median / at_once, (2 * n - 1) * d1.median / n),
+            max(p1.median / at_once, (m + n - 1) * p1.median / (m * n)),
+            n * s1,
+        ),
+    }
 
 
 @dataclasses.dataclass
 class LayoutSweep:
-    """One layout: its measured step, its capacity, and one serving run per offered load."""
+    """One layout: its measured capacity, its model, and one load point per offered load."""
 
     layout: str
-    step: Measurement
-    slots: int
-    tokens_per_request: int
-    steps_per_request: int
-    model_step_s: float
-    runs: list[ServingRun]
-
-    def capacity(self, step_s: float) -> float:
-        """Generated tokens/s when every slot is always busy with a step of `step_s`."""
-        return self.slots / step_s * self.tokens_per_request / self.steps_per_request
+    capacity: Capacity
+    model: Spread
+    points: list[LoadPoint]
 
     @property
-    def measured_capacity(self) -> float:
-        return self.capacity(self.step.median)
+    def saturated(self) -> list[LoadPoint]:
+        return [p for p in self.points if p.saturated]
 
     @property
-    def model_capacity(self) -> float:
-        return self.capacity(self.model_step_s)
+    def saturation_point(self) -> LoadPoint | None:
+        """The saturated point of median throughput: where the curve has bent."""
+        found = sorted(self.saturated, key=lambda p: p.throughput.median)
+        return found[(len(found) - 1) // 2] if found else None
 
-    @property
-    def saturation(self) -> float:
-        """The most tokens/s any run reached: where the curve stops climbing."""
-        return max(r.log.throughput for r in self.runs)
+    def sentences(self) -> list[str]:
+        name, cap = self.layout, self.capacity.tokens_per_s
+        said = [higher_or_lower(cap, self.model, f"{name}: its measured capacity", "its model")]
+        point = self.saturation_point
+        if point is None:
+            top = self.points[-1].offered / self.capacity.requests_per_s
+            said.append(
+                f"{name}: no load up to {top:.2f}x its measured capacity saturated it: the "
+                "capacity measured from its steps is too low for how it served"
+            )
+            return said
+        saturation = point.throughput
+        said.append(
+            higher_or_lower(saturation, cap, f"{name}: saturation", "its measured capacity")
+            + f"; its engines computed {point.engine_busy:.0%} of that window (the rest: the "
+            "server loops' own Python, the balancer, waiting)"
+        )
+        return said
+
+    def flags(self) -> list[str]:
+        point = self.saturation_point
+        if point is None:
+            return []
+        c = compare(point.throughput, self.capacity.tokens_per_s)
+        if c.measurable and c.a > c.b:
+            return [
+                impossible(
+                    f"{self.layout} served {format_rate(c.a, 'tokens/s')}, above its capacity "
+                    f"{format_rate(c.b, 'tokens/s')} with every slot busy"
+                )
+            ]
+        return []
 
 
 @dataclasses.dataclass
-class LoadSweep(Reported):
-    """Each layout's latency-throughput curve, its saturation, beside the model and the ideal."""
+class LoadSweepResult(Reported):
+    """Each layout's curve, its saturation beside its measured capacity and its cost model."""
 
     n_devices: int
-    one_device_step: Measurement
-    allreduce: Measurement | None
+    at_once: int
+    one_device: Capacity
     sweeps: list[LayoutSweep]
-    on_gpu: bool
-    one_device_flops: float  # of one step with one device's slots
+    step_flops: float  # of one device's decoding step, every slot busy
     peak: float  # the device's measured peak, FLOP/s
 
     @property
-    def compute_share(self) -> float:
-        """How much of one device's step its arithmetic explains, at the measured peak."""
-        return self.one_device_flops / self.peak / self.one_device_step.median
-
-    def regime(self) -> str:
-        """Whether a step is arithmetic or launching small ops: the model assumes the first."""
-        share = self.compute_share
-        step = format_seconds(self.one_device_step.median)
-        if share > 1.2:
-            return impossible(f"one step computes {share:.1f}x faster than the measured peak")
-        if share < 0.5:
-            return (
-                f"A step here is launch-bound: its arithmetic explains {share:.0%} of its {step} "
-                "at the measured peak; the rest is starting small ops, which several devices "
-                "can do at once even when they share cores. The compute model does not apply "
-                "well here; a wider model (the width slider) moves it towards compute-bound."
-            )
-        return f"A step here is compute-bound: arithmetic explains {share:.0%} of its {step}."
+    def ideal(self) -> float:
+        """n devices, each as fast as one device alone, no communication: n x one device."""
+        return self.n_devices * self.one_device.tokens_per_s.median
 
     @property
-    def ideal_capacity(self) -> float:
-        """n devices, each as fast as one device alone, no communication: n x one device."""
-        return self.sweeps[0].capacity(self.one_device_step.median)
+    def compute_share(self) -> float:
+        """How much of one device's decoding step its arithmetic explains at the measured peak."""
+        return self.step_flops / self.peak / self.one_device.decode[0].median
+
+    def regime(self) -> str:
+        held = [
+            s.layout
+            for s in self.sweeps
+            if not compare(s.capacity.tokens_per_s, s.model).measurable
+        ]
+        missed = [s.layout for s in self.sweeps if s.layout not in held]
+        step = format_seconds(self.one_device.decode[0].median)
+        text = (
+            f"Arithmetic at the measured peak explains {self.compute_share:.0%} of one device's "
+            f"{step} decoding step. The cost model divides that step's time among the devices "
+            "as if it were all arithmetic, so it can only be expected to hold where this share "
+            "is large (the rest of the time is not traced here: launching small ops is the "
+            "hypothesis)."
+        )
+        if held:
+            text += f" It held, within the noise, for {' and '.join(held)}"
+            text += f"; not for {' and '.join(missed)}." if missed else "."
+        else:
+            text += " It held for no layout here."
+        return text
 
     def flags(self) -> list[str]:
-        found = [
-            f"{m.label}: {w}"
-            for m in [self.one_device_step, self.allreduce, *(s.step for s in self.sweeps)]
-            if m is not None
-            for w in m.warnings
-        ]
+        found = []
+        d1 = self.one_device.decode[0]
+        if beats_ideal(d1, self.step_flops / self.peak):
+            found.append(impossible("one device's step computes faster than the measured peak"))
         for s in self.sweeps:
-            if beats_ideal(s.step, self.one_device_step.median, noise_of(self.one_device_step)):
-                found.append(
-                    impossible(
-                        f"{s.layout}'s step ({format_seconds(s.step.median)}) is faster than one "
-                        f"device's ({format_seconds(self.one_device_step.median)}) with "
-                        f"{self.n_devices}x the sequences"
-                    )
-                )
-            if s.saturation > 1.15 * s.measured_capacity:
-                found.append(
-                    impossible(
-                        f"{s.layout} served {format_rate(s.saturation, 'tokens/s')}, above its "
-                        f"capacity {format_rate(s.measured_capacity, 'tokens/s')} "
-                        "with every slot busy"
-                    )
-                )
+            found += s.flags()
+            found += [w for m in (*s.capacity.decode, *s.capacity.prefill) for w in m.warnings]
         return found
 
     @property
     def verdict(self) -> str:
-        best = max(self.sweeps, key=lambda s: s.saturation)
-        others = [s for s in self.sweeps if s is not best]
-        close = [s.layout for s in others if not compare(s.step, best.step).measurable]
-        text = f"{best.layout} reached the highest throughput here, "
-        text += format_rate(best.saturation, "tokens/s")
+        done = [s for s in self.sweeps if s.saturation_point is not None]
+        if not done:
+            return "no layout saturated in this sweep: raise the highest offered load"
+        best = max(done, key=lambda s: s.saturation_point.throughput.median)
+        top = best.saturation_point.throughput
+        text = f"{best.layout} saturated highest, at {format_rate(top.median, 'tokens/s')}"
+        close = [
+            s.layout
+            for s in done
+            if s is not best and not compare(s.saturation_point.throughput, top).measurable
+        ]
         if close:
-            text += (
-                f"; but its step time is not measurably different from {' and '.join(close)}'s, "
-                "so this ranking may not repeat"
-            )
+            text += f"; {' and '.join(close)} not measurably lower, so this ranking may not repeat"
         return text
 
     def tables(self) -> list[Table]:
         rows = []
         for s in self.sweeps:
-            held = abs(s.step.median / s.model_step_s - 1) <= 0.25
+            point = s.saturation_point
+            sat = point.throughput.median if point else None
+            cap = s.capacity.tokens_per_s.median
             rows.append(
                 [
                     s.layout,
-                    format_seconds(s.step.median),
-                    format_seconds(s.model_step_s),
-                    format_rate(s.measured_capacity, "tok/s"),
-                    format_rate(s.model_capacity, "tok/s"),
-                    format_rate(s.saturation, "tok/s"),
-                    "holds (within 25%)" if held else f"off: {s.step.median / s.model_step_s:.2f}x",
+                    format_seconds(statistics.median(m.median for m in s.capacity.decode)),
+                    format_seconds(statistics.median(m.median for m in s.capacity.prefill)),
+                    format_rate(cap, "tok/s"),
+                    format_rate(s.model.median, "tok/s"),
+                    format_rate(sat, "tok/s") if sat else "not reached",
+                    f"{sat / cap:.2f}" if sat else "-",
                 ]
             )
-        cols = ["layout", "step", "model step", "capacity", "model capacity", "saturation", "model"]
-        ideal = format_rate(self.ideal_capacity, "tokens/s")
-        verdicts = [
+        columns = [
+            "layout",
+            "decoding step",
+            "prefill",
+            "capacity",
+            "model",
+            "saturation",
+            "saturation / capacity",
+        ]
+        ideal = format_rate(self.ideal, "tokens/s")
+        lines = [line for s in self.sweeps for line in s.sentences()]
+        lines += [
             f"ideal ({self.n_devices} x one device, no communication): {ideal}",
             self.regime(),
         ]
-        sweep_rows = [
-            [
-                s.layout,
-                f"{r.rate:.1f}",
-                format_rate(r.log.throughput, "tok/s"),
-                format_seconds(r.latency(50) or 0),
-                format_seconds(r.latency(99) or 0),
-                len(r.failed),
-            ]
-            for s in self.sweeps
-            for r in s.runs
-        ]
+        points = [[s.layout, *p.row()] for s in self.sweeps for p in s.points]
         return [
-            Table(self.verdict, cols, rows, verdicts, self.flags()),
-            Table(
-                "each run",
-                ["layout", "offered req/s", "throughput", "latency p50", "latency p99", "failed"],
-                sweep_rows,
-            ),
+            Table("each layout: capacity, model and saturation", columns, rows, lines, self.flags()),
+            Table("each load point, in its window", ["layout", *POINT_COLUMNS], points),
         ]
 
 
@@ -201,153 +255,55 @@ def run_load_sweep(
     n_devices: int = 2,
     layouts=SPLIT_LAYOUTS,
     loads=DEFAULT_LOADS,
-    n_requests: int = 16,
+    *,
+    extend: bool = True,
     prompt_len: int = 8,
     n_out: int = 16,
     width: int = 64,
     layers: int = 2,
     slots_per_device: int = 4,
+    window: Window | None = None,
+    code: ServingCode | None = None,
     progress: Callable | None = None,
-) -> LoadSweep:
-    """Each layout at offered loads (fractions of its measured capacity), beside its model."""
+) -> LoadSweepResult:
+    """Each layout at rising offered loads (fractions of its measured capacity), in steady state."""
     config = decoder_config(width, layers, prompt_len, n_out)
-    devices = select_devices(admission.require_count("devices", n_devices, 2))
+    devices = select_devices(checks.require_count("devices", n_devices, 2))
+    names, window, code = device_names(devices), window or Window(), code or ServingCode()
     loads = [float(x) for x in loads]
-    if not loads or any(not 0 < x <= 10 for x in loads):
-        raise ValueError("offered loads must be fractions of capacity in (0, 10], at least one")
+    if not loads or any(not 0 < x <= MAX_LOAD for x in loads):
+        raise ValueError(f"offered loads must be fractions of capacity in (0, {MAX_LOAD:g}]")
     layouts = list(layouts)
     for name in layouts:
-        if name not in SPLIT_LAYOUTS:
-            raise ValueError(f"layouts must be among {SPLIT_LAYOUTS}, got {name!r}")
-        check_layout_fits(name, config, devices, slots_per_device * n_devices)
-    total, done = len(layouts) * (len(loads) + 1) + 1, 0
-
-    def report(status):
-        nonlocal done
-        done += 1
-        if progress:
-            progress(done, total, status)
-
-    one = step_time(make_layout("one device", config, devices[:1], slots_per_device))
-    report("measured one device's step")
-    reduce = allreduce_time(n_devices, slots_per_device * n_devices, width)
-    model = capacity_model(one.median, n_devices, layers, reduce.median, usable_cores(), on_gpu())
-    steps_per_request = prompt_len + n_out - 1
+        if name not in LAYOUTS:
+            raise ValueError(f"layouts must be among {LAYOUTS}, got {name!r}")
+    steps = Steps(progress, len(layouts) * (len(loads) + 1) + 1)
+    one = ready_engines("one device", config, devices, slots_per_device, code, prompt_len)
+    one_device = measure_capacity(one, prompt_len, n_out)
+    reduce = {
+        "decode": allreduce_time(names, slots_per_device * n_devices, width),
+        "prefill": allreduce_time(names, prompt_len, width),
+    }
+    at_once = n_devices if on_gpu() else max(1, min(n_devices, usable_cores()))
+    model = capacity_model(one_device, n_devices, layers, reduce, at_once, prompt_len)
+    steps.finish("one device's steps and the all-reduce")
     sweeps = []
     for name in layouts:
-        layout = make_layout(name, config, devices, slots_per_device * n_devices)
-        step = step_time(layout)
-        report(f"{name}: measured its step")
-        capacity = layout.slots / step.median / steps_per_request  # requests/s, all slots busy
-        runs = []
-        for i, fraction in enumerate(loads, start=1):
-            runs.append(
-                run_serving(
-                    name,
-                    n_devices,
-                    fraction * capacity,
-                    n_requests,
-                    prompt_len,
-                    n_out,
-                    width,
-                    layers,
-                    slots_per_device,
-                    max_wall_s=max(5.0, 4 * n_requests / capacity),
-                    progress=None,
-                )
-            )
-            report(f"{name}: load {i} of {len(loads)} ({fraction:.0%} of capacity)")
-        sweeps.append(
-            LayoutSweep(name, step, layout.slots, n_out, steps_per_request, model[name], runs)
-        )
+        engines = ready_engines(name, config, devices, slots_per_device, code, prompt_len)
+        capacity = measure_capacity(engines, prompt_len, n_out)
+        steps.finish(f"{name}: its steps")
+        todo, points = list(loads), []
+        while todo and sum(p.saturated for p in points) < 2:
+            fraction = todo.pop(0)
+            steps.say(f"{name}: load {fraction:.2f}x its capacity")
+            rate = fraction * capacity.requests_per_s
+            points.append(run_point(engines, rate, config, n_out, window, code))
+            steps.finish(f"{name} at {fraction:.2f}x")
+            if extend and not todo and sum(p.saturated for p in points) < 2:
+                if fraction * EXTEND <= MAX_LOAD:
+                    todo.append(fraction * EXTEND)
+                    steps.total += 1
+        sweeps.append(LayoutSweep(name, capacity, model[name], points))
     flops = slots_per_device * config.flops_per_token(config.max_len)
-    peak = device_peak_rate(devices[0])
-    return LoadSweep(n_devices, one, reduce, sweeps, on_gpu(), flops, peak)
-
-
-@dataclasses.dataclass
-class FailureRun(Reported):
-    """The same load on replicas and on a tensor-parallel group, one device lost mid-run."""
-
-    runs: list[ServingRun]
-    fail_at_s: float
-
-    @property
-    def verdict(self) -> str:
-        parts = []
-        for r in self.runs:
-            n = len(r.log.requests)
-            parts.append(
-                f"{r.log.layout}: {len(r.finished)} of {n} finished, "
-                f"{len(r.failed_in_flight)} failed in flight, "
-                f"{len(r.failed) - len(r.failed_in_flight)} refused after"
-                + (
-                    f", {sum(q.rerouted for q in r.log.requests)} re-routed"
-                    if r.log.layout == "replicas"
-                    else ""
-                )
-            )
-        return f"one device lost at {self.fail_at_s:.2f} s — " + "; ".join(parts)
-
-    def tables(self) -> list[Table]:
-        rows = [
-            [
-                r.log.layout,
-                len(r.finished),
-                len(r.failed_in_flight),
-                len(r.failed) - len(r.failed_in_flight),
-                sum(q.rerouted for q in r.log.requests),
-                format_seconds(r.log.failover_s) if r.log.failed_at_s is not None else "-",
-                format_rate(r.log.throughput, "tok/s"),
-            ]
-            for r in self.runs
-        ]
-        cols = [
-            "layout",
-            "finished",
-            "failed in flight",
-            "refused after",
-            "re-routed",
-            "failover pause",
-            "throughput",
-        ]
-        return [Table(self.verdict, cols, rows)]
-
-
-def run_serving_failure(
-    n_devices: int = 2,
-    rate: float | None = None,
-    n_requests: int = 24,
-    fail_after: float = 0.3,
-    width: int = 64,
-    n_out: int = 16,
-    progress: Callable | None = None,
-) -> FailureRun:
-    """Replicas and tensor parallel under the same load; the last device lost mid-run."""
-    admission.require_count("devices", n_devices, 2)
-    if not 0 < fail_after < 1:
-        raise ValueError("fail_after is the share of the arrivals after which a device is lost")
-    runs = []
-    probe = make_layout(
-        "replicas", decoder_config(width, 2, 8, n_out), select_devices(n_devices), 4 * n_devices
-    )
-    step = step_time(probe, max_runs=10).median
-    rate = rate or 0.6 * probe.slots / step / (8 + n_out - 1)
-    fail_at = fail_after * n_requests / rate
-    for i, name in enumerate(("replicas", "tensor parallel"), start=1):
-        runs.append(
-            run_serving(
-                name,
-                n_devices,
-                rate,
-                n_requests,
-                8,
-                n_out,
-                width,
-                fail_at_s=fail_at,
-                max_wall_s=max(5.0, 6 * n_requests / rate),
-            )
-        )
-        if progress:
-            progress(i, 2, f"{name}: one device lost at {fail_at:.2f} s")
-    return FailureRun(runs, fail_at)
+    peak = float(device_peak_rate(devices[0]))
+    return LoadSweepResult(n_devices, at_once, one_device, sweeps, flops, peak)

@@ -1,0 +1,172 @@
+"""Notebook 07: one device lost while each layout is overloaded, its throughput before and after.
+
+Offered more than its capacity, a layout serves at its capacity, so the throughput measured in a
+window before the loss and in one after it compares the capacities: for replicas, the seed's
+claim that a failure "removes only that capacity" predicts after / before = (n - 1) / n. A group
+(tensor parallel, pipeline) loses every sequence in flight with the device; here it is rebuilt
+on the survivors, which pauses it for re-placing the weights and building and warming new
+tf.functions (the pause is measured); replicas need no rebuild: each survivor keeps its own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+from d2lhelpers.core import checks
+from d2lhelpers.core.progress import Steps
+from d2lhelpers.core.report import Reported, Table
+from d2lhelpers.core.units import format_rate, format_seconds
+from d2lhelpers.core.verdicts import compare, higher_or_lower
+from d2lhelpers.devices import select_devices
+from d2lhelpers.lessons.l07_serving.points import (
+    Window,
+    measure_capacity,
+    ready_engines,
+    run_point,
+)
+from d2lhelpers.serving.config import SPLIT_LAYOUTS, decoder_config
+from d2lhelpers.serving.engines import ServingCode
+from d2lhelpers.serving.load import LoadLog
+from d2lhelpers.serving.steady import Spread, rate_in_window
+
+OVERLOAD = 1.5  # offered load, as a multiple of the layout's measured capacity
+SETTLE_S = 0.05  # after the loss (and any rebuild), before the window after it starts
+REBUILD_ALLOWANCE_S = 1.0  # more arrivals for a group: its rebuild traces two tf.functions
+
+
+@dataclasses.dataclass
+class Failover:
+    """One layout's run with a device lost: its windows before and after the loss."""
+
+    layout: str
+    n_devices: int
+    log: LoadLog
+    before: tuple[float, float]
+    after: tuple[float, float]
+
+    def _throughput(self, span) -> Spread:
+        return rate_in_window([(t, made) for t, made, _ in self.log.passes], *span)
+
+    @property
+    def throughput_before(self) -> Spread:
+        return self._throughput(self.before)
+
+    @property
+    def throughput_after(self) -> Spread:
+        return self._throughput(self.after)
+
+    @property
+    def ratio(self) -> float:
+        return self.throughput_after.median / self.throughput_before.median
+
+    @property
+    def expected(self) -> float:
+        return (self.n_devices - 1) / self.n_devices
+
+    @property
+    def restarted(self) -> int:
+        return sum(r.restarted > 0 for r in self.log.requests)
+
+    def sentence(self) -> str:
+        before = self.throughput_before
+        return higher_or_lower(
+            self.throughput_after,
+            before.scaled(self.expected),
+            f"{self.layout}: throughput after",
+            f"(n - 1) / n = {self.expected:.2f} x before",
+        )
+
+    def row(self) -> list:
+        pause = self.log.rebuild_s
+        return [
+            self.layout,
+            format_rate(self.throughput_before.median, "tok/s"),
+            format_rate(self.throughput_after.median, "tok/s"),
+            f"{self.ratio:.2f}",
+            f"{self.expected:.2f}",
+            self.restarted,
+            format_seconds(pause) if pause else "none",
+            f"{self.after[1] - self.after[0]:.2f} s",
+        ]
+
+
+@dataclasses.dataclass
+class FailureResult(Reported):
+    """Each layout overloaded, one device lost mid-run: throughput before and after."""
+
+    runs: list[Failover]
+
+    @property
+    def verdict(self) -> str:
+        parts = []
+        for r in self.runs:
+            c = compare(r.throughput_after, r.throughput_before.scaled(r.expected))
+            how = "as (n - 1) / n predicts" if not c.measurable else (
+                "less than (n - 1) / n" if c.a < c.b else "more than (n - 1) / n"
+            )
+            parts.append(f"{r.layout} kept {r.ratio:.0%} ({how})")
+        return "after losing one device: " + "; ".join(parts)
+
+    def tables(self) -> list[Table]:
+        columns = [
+            "layout",
+            "before",
+            "after",
+            "after / before",
+            "(n-1)/n",
+            "restarted requests",
+            "rebuild pause",
+            "window after",
+        ]
+        notes = [r.sentence() for r in self.runs] + [
+            "restarted: in flight or queued on the lost device, started again from the prompt "
+            "(their KV cache was there). Rebuild pause: re-placing the weights on the survivors "
+            "and building and warming new tf.functions, during which the group serves nothing; "
+            "replicas need none."
+        ]
+        rows = [r.row() for r in self.runs]
+        return [Table("throughput before and after one device is lost", columns, rows, notes)]
+
+
+def run_serving_failure(
+    n_devices: int = 2,
+    layouts=SPLIT_LAYOUTS,
+    *,
+    prompt_len: int = 8,
+    n_out: int = 16,
+    width: int = 64,
+    layers: int = 2,
+    slots_per_device: int = 4,
+    window: Window | None = None,
+    code: ServingCode | None = None,
+    progress: Callable | None = None,
+) -> FailureResult:
+    """Each layout at `OVERLOAD` x its capacity; the last device lost after the first window."""
+    config = decoder_config(width, layers, prompt_len, n_out)
+    devices = select_devices(checks.require_count("devices", n_devices, 2))
+    window, code = window or Window(), code or ServingCode()
+    steps = Steps(progress, len(list(layouts)))
+    runs = []
+    for name in layouts:
+        engines = ready_engines(name, config, devices, slots_per_device, code, prompt_len)
+        rate = OVERLOAD * measure_capacity(engines, prompt_len, n_out).requests_per_s
+
+        def rebuild(name=name):
+            return ready_engines(name, config, devices[:-1], slots_per_device, code, prompt_len)
+
+        fail_at = window.end_s
+        # arrivals for a second window after the loss, and for a group the time to rebuild it
+        extra = 0.0 if name == "replicas" else REBUILD_ALLOWANCE_S
+        longer = Window(window.warmup_s, 2 * window.measure_s + extra, window.drain_s)
+        steps.say(f"{name}: overloaded, one device lost at {fail_at:.2f} s")
+        point = run_point(
+            engines, rate, config, n_out, longer, code, fail_at_s=fail_at, rebuild=rebuild
+        )
+        log = point.log
+        resumed = (log.failed_at_s or fail_at) + log.rebuild_s + SETTLE_S
+        end = longer.end_s
+        after = (resumed, max(end, resumed + window.measure_s / 4))
+        runs.append(Failover(name, n_devices, log, (window.warmup_s, fail_at), after))
+        steps.finish(name)
+    return FailureResult(runs)

@@ -1,0 +1,128 @@
+"""Notebook 07: a pipeline's throughput against the number of sequences in flight.
+
+With m microbatches on n stages, a step takes (m + n - 1) stage times where one device would take
+m n: the pipeline's speedup over one device with the same sequences is m n / (m + n - 1) (GPipe),
+at most the devices that can compute at once. One microbatch gives no speedup; many approach n.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import numpy as np
+
+from d2lhelpers.core import checks
+from d2lhelpers.core.progress import Steps
+from d2lhelpers.core.report import Reported, Table
+from d2lhelpers.core.units import format_rate, format_seconds, usable_cores
+from d2lhelpers.core.verdicts import compare, faster_or_slower
+from d2lhelpers.devices import on_gpu, select_devices
+from d2lhelpers.lessons.l07_serving.points import ready_engines
+from d2lhelpers.serving.config import decoder_config
+from d2lhelpers.serving.engines import Engine, ServingCode
+from d2lhelpers.timing.benchmark import Measurement, measure
+
+MICROBATCHES = (1, 2, 4, 8)
+
+
+def decode_time(engine: Engine) -> Measurement:
+    """One decoding step with every slot busy."""
+    tokens = np.ones(engine.slots, np.int32)
+    positions = np.full(engine.slots, engine.config.max_len - 1, np.int32)
+    return measure(lambda: engine.decode(tokens, positions), engine.name, budget_s=0.3)
+
+
+@dataclasses.dataclass
+class PipelineInFlightResult(Reported):
+    """Pipeline and one device, decoding the same number of sequences, per microbatch count."""
+
+    n_devices: int
+    at_once: int
+    per_microbatch: int
+    microbatches: list[int]
+    one: list[Measurement]
+    pipeline: list[Measurement]
+
+    def model(self, m: int) -> float:
+        n = self.n_devices
+        return min(self.at_once, m * n / (m + n - 1))
+
+    @property
+    def pays_off_at(self) -> int | None:
+        """The fewest sequences in flight at which the pipeline beat one device beyond noise."""
+        for m, one, pipe in zip(self.microbatches, self.one, self.pipeline, strict=True):
+            c = compare(pipe, one)
+            if c.a_faster:
+                return m * self.per_microbatch
+        return None
+
+    @property
+    def verdict(self) -> str:
+        at = self.pays_off_at
+        if at is None:
+            return "the pipeline beat one device at none of these sequence counts"
+        return f"the pipeline beat one device from {at} sequences in flight on"
+
+    def tables(self) -> list[Table]:
+        rows = []
+        for m, one, pipe in zip(self.microbatches, self.one, self.pipeline, strict=True):
+            seqs = m * self.per_microbatch
+            rows.append(
+                [
+                    seqs,
+                    m,
+                    format_rate(seqs / one.median, "tok/s"),
+                    format_rate(seqs / pipe.median, "tok/s"),
+                    f"{one.median / pipe.median:.2f}",
+                    f"{self.model(m):.2f}",
+                    faster_or_slower(pipe, one, "pipeline", "one device"),
+                ]
+            )
+        columns = [
+            "in flight",
+            "microbatches",
+            "one device",
+            "pipeline",
+            "speedup",
+            "model",
+            "measured",
+        ]
+        note = (
+            f"model: min({self.at_once} devices at once, m n / (m + n - 1)) for m microbatches "
+            f"on n = {self.n_devices} stages (GPipe's bubble); steps: "
+            + ", ".join(format_seconds(p.median) for p in self.pipeline)
+        )
+        return [Table("decoding throughput against sequences in flight", columns, rows, [note])]
+
+
+def run_pipeline_in_flight(
+    n_devices: int = 2,
+    microbatches=MICROBATCHES,
+    *,
+    per_microbatch: int = 4,
+    prompt_len: int = 8,
+    n_out: int = 16,
+    width: int = 64,
+    layers: int = 2,
+    code: ServingCode | None = None,
+    progress: Callable | None = None,
+) -> PipelineInFlightResult:
+    """The pipeline's and one device's decoding step for m x `per_microbatch` sequences."""
+    config = decoder_config(width, layers, prompt_len, n_out)
+    devices = select_devices(checks.require_count("devices", n_devices, 2))
+    counts = checks.require_sweep("microbatches", microbatches, 1, 64)
+    code = code or ServingCode()
+    steps = Steps(progress, len(counts))
+    one, pipe = [], []
+    for m in counts:
+        slots = m * per_microbatch
+        [single] = ready_engines("one device", config, devices, slots, code, prompt_len)
+        one.append(decode_time(single))
+        [group] = ready_engines(
+            "pipeline", config, devices, per_microbatch, code, prompt_len, microbatches=m
+        )
+        pipe.append(decode_time(group))
+        steps.finish(f"{m} microbatches")
+    at_once = n_devices if on_gpu() else max(1, min(n_devices, usable_cores()))
+    return PipelineInFlightResult(n_devices, at_once, per_microbatch, counts, one, pipe)

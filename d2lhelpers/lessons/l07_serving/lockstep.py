@@ -1,0 +1,117 @@
+"""Notebook 07: independent replicas against replicas in lock step, under the same load.
+
+Independent: each replica is its own server loop in its own thread, with its own steps, and the
+balancer sends each arriving request to the one with the fewest outstanding requests. Lock step:
+one server loop and one tf.function step every replica together, so a prefill on one replica
+holds the others, and each step waits for the slowest.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+from d2lhelpers.core import checks
+from d2lhelpers.core.progress import Steps
+from d2lhelpers.core.report import Reported, Table
+from d2lhelpers.core.units import format_rate
+from d2lhelpers.core.verdicts import higher_or_lower
+from d2lhelpers.devices import select_devices
+from d2lhelpers.lessons.l07_serving.points import (
+    Capacity,
+    LoadPoint,
+    Window,
+    measure_capacity,
+    ready_engines,
+    run_point,
+)
+from d2lhelpers.serving.config import decoder_config
+from d2lhelpers.serving.engines import ServingCode
+from d2lhelpers.serving.steady import Percentile
+
+MODES = ("replicas", "replicas in lock step")
+
+
+def lower_or_higher(a: Percentile, b: Percentile, a_name: str, b_name: str) -> str:
+    """Two percentiles differ when their confidence intervals do not overlap."""
+    if a.enough and b.enough and a.low is not None and b.low is not None:
+        if a.high < b.low:
+            return f"{a_name} is lower than {b_name} (their 95% intervals do not overlap)"
+        if b.high < a.low:
+            return f"{a_name} is higher than {b_name} (their 95% intervals do not overlap)"
+        return f"no measurable difference between {a_name} and {b_name} (their intervals overlap)"
+    return f"too few requests to compare {a_name} with {b_name}"
+
+
+@dataclasses.dataclass
+class LockstepResult(Reported):
+    """The same offered load on independent replicas and on replicas in lock step."""
+
+    capacities: list[Capacity]
+    points: list[LoadPoint]
+
+    @property
+    def verdict(self) -> str:
+        (a, b), (ca, cb) = self.points, self.capacities
+        return (
+            lower_or_higher(a.ttft(50), b.ttft(50), "independent replicas' median TTFT", "lock step's")
+            + "; "
+            + higher_or_lower(
+                ca.tokens_per_s, cb.tokens_per_s, "their measured capacity", "lock step's"
+            )
+        )
+
+    def tables(self) -> list[Table]:
+        rows = [
+            [
+                mode,
+                format_rate(c.tokens_per_s.median, "tok/s"),
+                f"{p.offered:.0f}",
+                format_rate(p.throughput.median, "tok/s"),
+                str(p.ttft(50)),
+                str(p.latency(50)),
+                str(p.latency(99)),
+            ]
+            for mode, c, p in zip(MODES, self.capacities, self.points, strict=True)
+        ]
+        columns = [
+            "replicas",
+            "capacity",
+            "offered req/s",
+            "throughput",
+            "TTFT p50 [95% CI] of N",
+            "latency p50",
+            "latency p99",
+        ]
+        a, b = self.points
+        notes = [lower_or_higher(a.latency(50), b.latency(50), "independent median latency", "lock step's")]
+        return [Table("independent replicas and replicas in lock step", columns, rows, notes)]
+
+
+def run_lockstep_comparison(
+    n_devices: int = 2,
+    load: float = 0.8,
+    *,
+    prompt_len: int = 8,
+    n_out: int = 16,
+    width: int = 64,
+    layers: int = 2,
+    slots_per_device: int = 4,
+    window: Window | None = None,
+    code: ServingCode | None = None,
+    progress: Callable | None = None,
+) -> LockstepResult:
+    """Both modes at `load` x the independent replicas' measured capacity."""
+    config = decoder_config(width, layers, prompt_len, n_out)
+    devices = select_devices(checks.require_count("devices", n_devices, 2))
+    window, code = window or Window(), code or ServingCode()
+    checks.require_rate("load", load, allow_none=False)
+    steps = Steps(progress, 2)
+    capacities, points, rate = [], [], None
+    for mode in MODES:
+        engines = ready_engines(mode, config, devices, slots_per_device, code, prompt_len)
+        capacities.append(measure_capacity(engines, prompt_len, n_out))
+        rate = rate or load * capacities[0].requests_per_s
+        points.append(run_point(engines, rate, config, n_out, window, code))
+        steps.finish(mode)
+    return LockstepResult(capacities, points)

@@ -1,0 +1,79 @@
+"""Notebook 07: one layout serving one offered load, read in its steady-state window."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+from d2lhelpers.core import checks
+from d2lhelpers.core.progress import no_progress
+from d2lhelpers.core.report import Reported, Table
+from d2lhelpers.core.units import format_rate
+from d2lhelpers.core.verdicts import higher_or_lower
+from d2lhelpers.devices import select_devices
+from d2lhelpers.lessons.l07_serving.points import (
+    POINT_COLUMNS,
+    Capacity,
+    LoadPoint,
+    Window,
+    describe_step,
+    measure_capacity,
+    ready_engines,
+    run_point,
+)
+from d2lhelpers.serving.config import LAYOUTS, decoder_config
+from d2lhelpers.serving.engines import ServingCode
+
+
+@dataclasses.dataclass
+class ServingRunResult(Reported):
+    """A layout's measured capacity and one timed load on it."""
+
+    layout: str
+    capacity: Capacity
+    point: LoadPoint
+
+    @property
+    def verdict(self) -> str:
+        p = self.point
+        return higher_or_lower(p.throughput, p.offered_tokens, "throughput", "the offered load")
+
+    def tables(self) -> list[Table]:
+        c = self.capacity
+        start, end = self.point.span
+        notes = [
+            f"capacity from its steps: {format_rate(c.tokens_per_s.median, 'tokens/s')} "
+            f"(decoding step {describe_step(c.decode[0])} for {c.slots[0]} slots, prefill "
+            f"{describe_step(c.prefill[0])}, {len(c.slots)} server(s))",
+            f"window {start:.2f}-{end:.2f} s: {len(self.point.in_window)} requests arrived in it; "
+            f"warm-up before it and drain after it left out",
+        ]
+        return [Table(f"{self.layout}, one load", POINT_COLUMNS, [self.point.row()], notes)]
+
+
+def run_serving(
+    layout: str = "replicas",
+    n_devices: int = 2,
+    load: float = 0.7,
+    *,
+    prompt_len: int = 8,
+    n_out: int = 16,
+    width: int = 64,
+    layers: int = 2,
+    slots_per_device: int = 4,
+    window: Window | None = None,
+    code: ServingCode | None = None,
+    progress: Callable | None = None,
+) -> ServingRunResult:
+    """`layout` at `load` x its measured capacity, Poisson arrivals, read in its window."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+    config = decoder_config(width, layers, prompt_len, n_out)
+    devices = select_devices(checks.require_count("devices", n_devices, 1))
+    checks.require_rate("load", load, allow_none=False)
+    window, code = window or Window(), code or ServingCode()
+    engines = ready_engines(layout, config, devices, slots_per_device, code, prompt_len)
+    capacity = measure_capacity(engines, prompt_len, n_out)
+    rate = load * capacity.requests_per_s
+    point = run_point(engines, rate, config, n_out, window, code, progress=progress or no_progress)
+    return ServingRunResult(layout, capacity, point)

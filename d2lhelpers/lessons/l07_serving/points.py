@@ -1,0 +1,217 @@
+"""Notebook 07's measuring pieces: a layout's capacity from its timed steps, and one timed load
+read in its steady-state window (`LoadPoint`).
+
+Capacity: a request takes one prefill (p) and n_out - 1 decoding steps, sharing each step (d)
+with the other slots of its server (S), so a server busy all the time makes
+n_out / (p + (n_out - 1) d / S) tokens per second; a layout's capacity is the sum over its
+servers, their steps timed while all of them step at once (one thread each, as they serve).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+
+import numpy as np
+
+from d2lhelpers.core import checks
+from d2lhelpers.core.units import format_rate, format_seconds
+from d2lhelpers.core.verdicts import compare
+from d2lhelpers.devices import check_fits
+from d2lhelpers.serving.config import ModelConfig, bytes_per_device
+from d2lhelpers.serving.engines import Engine, ServingCode, build_engines
+from d2lhelpers.serving.load import LoadLog, serve_load
+from d2lhelpers.serving.requests import make_requests
+from d2lhelpers.serving.steady import Percentile, Spread, percentile, rate_in_window
+from d2lhelpers.timing.benchmark import Measurement, measure
+
+MAX_SLOTS = 256
+STEP_BUDGET_S = 0.3  # measuring one step's time, per engine
+
+
+@dataclasses.dataclass(frozen=True)
+class Window:
+    """A timed load's phases: warm-up (left out), the measured window, then the drain."""
+
+    warmup_s: float = 0.15
+    measure_s: float = 0.5
+    drain_s: float = 0.2
+
+    def __post_init__(self):
+        for name in ("warmup_s", "measure_s", "drain_s"):
+            checks.require_rate(f"window {name}", getattr(self, name), allow_none=False)
+
+    @property
+    def end_s(self) -> float:
+        return self.warmup_s + self.measure_s
+
+
+def check_layout_fits(layout: str, config: ModelConfig, devices, slots: int) -> None:
+    """Refuse, before allocating, a layout whose weights and KV cache would not fit."""
+    checks.require_count("sequences in flight (slots)", slots, 1, MAX_SLOTS)
+    needed = bytes_per_device(layout, config, len(devices), slots)
+    what = f"{layout} with {slots} sequences of {config.max_len} tokens"
+    check_fits(needed, devices if layout != "one device" else devices[:1], what)
+
+
+def ready_engines(layout, config, devices, slots_per_device, code, prompt_len, microbatches=None):
+    """The layout's engines, checked to fit, built and traced (before any clock starts)."""
+    slots = slots_per_device * (microbatches or len(devices))
+    check_layout_fits(layout, config, devices, slots)
+    engines = build_engines(layout, config, devices, slots_per_device, code, 0, microbatches)
+    for engine in engines:
+        engine.warm(prompt_len)
+    return engines
+
+
+@dataclasses.dataclass
+class Capacity:
+    """A layout's measured steps (per server, all stepping at once) and the tokens/s they allow."""
+
+    decode: list[Measurement]
+    prefill: list[Measurement]
+    slots: list[int]
+    n_out: int
+
+    @property
+    def tokens_per_s(self) -> Spread:
+        total, noise = 0.0, 0.0
+        for d, p, s in zip(self.decode, self.prefill, self.slots, strict=True):
+            rate = self.n_out / (p.median + (self.n_out - 1) * d.median / s)
+            total += rate
+            noise += rate * (d.iqr / d.median + p.iqr / p.median)
+        return Spread(total, noise)
+
+    @property
+    def requests_per_s(self) -> float:
+        return self.tokens_per_s.median / self.n_out
+
+
+def measure_capacity(engines: list[Engine], prompt_len: int, n_out: int, budget_s=STEP_BUDGET_S):
+    """Each engine's decoding step (every slot busy) and prefill, timed in its own thread while
+    the others are timed too (replicas step at once when they serve)."""
+    found: dict[int, tuple[Measurement, Measurement]] = {}
+
+    def time_steps(i: int, engine: Engine) -> None:
+        cache, prompt = engine.cache, [1] * prompt_len
+        tokens = np.ones(engine.slots, np.int32)
+        positions = np.full(engine.slots, engine.config.max_len - 1, np.int32)
+        options = {"budget_s": budget_s, "sync": lambda: None}  # .numpy() has synced
+        d = measure(lambda: engine.decode(tokens, positions), f"{engine.name} step", **options)
+        p = measure(lambda: engine.prefill(0, prompt), f"{engine.name} prefill", **options)
+        engine.cache, engine.calls = cache, []
+        found[i] = (d, p)
+
+    threads = [threading.Thread(target=time_steps, args=(i, e)) for i, e in enumerate(engines)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    pairs = [found[i] for i in range(len(engines))]
+    return Capacity([d for d, _ in pairs], [p for _, p in pairs], [e.slots for e in engines], n_out)
+
+
+@dataclasses.dataclass
+class LoadPoint:
+    """One timed load at an offered rate, read in its window [warm-up, warm-up + measure_s)."""
+
+    log: LoadLog
+    offered: float  # requests/s asked for
+    window: Window
+    n_out: int
+
+    @property
+    def span(self) -> tuple[float, float]:
+        return self.window.warmup_s, self.window.end_s
+
+    @property
+    def in_window(self) -> list:
+        """The requests that arrived in the window: the latencies come from them."""
+        a, b = self.span
+        return [r for r in self.log.requests if a <= r.arrival_s < b]
+
+    @property
+    def arrival_rate(self) -> Spread:
+        return rate_in_window([(r.arrival_s, 1) for r in self.log.requests], *self.span)
+
+    @property
+    def offered_tokens(self) -> Spread:
+        """Tokens/s the arrivals in the window asked for."""
+        return self.arrival_rate.scaled(self.n_out)
+
+    @property
+    def throughput(self) -> Spread:
+        """Tokens made per second in the window, by every server."""
+        return rate_in_window([(t, made) for t, made, _ in self.log.passes], *self.span)
+
+    def queued_at(self, t: float) -> int:
+        """Requests that had arrived by `t` and not yet taken a slot."""
+        return sum(
+            r.arrival_s <= t and (r.started_s is None or r.started_s > t) for r in self.log.requests
+        )
+
+    @property
+    def queue_growth(self) -> tuple[int, int]:
+        return self.queued_at(self.span[0]), self.queued_at(self.span[1])
+
+    @property
+    def saturated(self) -> bool:
+        """Throughput stopped following the offered load (below it beyond the noise), and the
+        queue grew over the window."""
+        c = compare(self.throughput, self.offered_tokens)
+        start, end = self.queue_growth
+        return c.measurable and c.a < c.b and end > start
+
+    @property
+    def engine_busy(self) -> float:
+        """Share of the window the engines spent in their steps (the rest: the loops, the
+        balancer, waiting), averaged over the servers."""
+        a, b = self.span
+        busy = sum(s for end, s in self.log.engine_calls if a <= end < b)
+        return busy / ((b - a) * self.log.servers)
+
+    def ttft(self, q: float) -> Percentile:
+        return percentile([r.ttft_s for r in self.in_window], q)
+
+    def latency(self, q: float) -> Percentile:
+        return percentile([r.latency_s for r in self.in_window], q)
+
+    def row(self) -> list:
+        start, end = self.queue_growth
+        return [
+            f"{self.offered:.0f}",
+            f"{self.arrival_rate.median:.0f}",
+            format_rate(self.throughput.median, "tok/s"),
+            str(self.ttft(50)),
+            str(self.latency(50)),
+            str(self.latency(99)),
+            f"{start} -> {end}",
+            "yes" if self.saturated else "no",
+        ]
+
+
+POINT_COLUMNS = [
+    "offered req/s",
+    "arrived req/s",
+    "throughput",
+    "TTFT p50 [95% CI] of N",
+    "latency p50",
+    "latency p99",
+    "queue",
+    "saturated",
+]
+
+
+def run_point(engines, rate, config, n_out, window: Window, code: ServingCode, seed=0, **fail):
+    """Serve a Poisson load of `rate` requests/s on built engines for the window's length."""
+    checks.require_rate("offered load (requests/s)", rate, allow_none=False)
+    prompt_len = config.max_len - n_out
+    requests = make_requests(rate, window.end_s, prompt_len, n_out, config.vocab, seed)
+    for engine in engines:
+        engine.calls = []
+    log = serve_load(engines, requests, code.server_loop, window.drain_s, **fail)
+    return LoadPoint(log, rate, window, n_out)
+
+
+def describe_step(m: Measurement) -> str:
+    return f"{format_seconds(m.median)} (IQR {format_seconds(m.iqr)})"
