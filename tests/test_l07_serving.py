@@ -1,4 +1,5 @@
-"""Notebook 07's experiments at tiny sizes: real serving runs, refusals, failure, the panel."""
+"""Notebook 07's experiments: verdicts on injected numbers, tiny real runs, refusals, the panel,
+and an edited notebook cell changing what the panel runs."""
 
 import time
 
@@ -6,30 +7,107 @@ import matplotlib.pyplot as plt
 import pytest
 
 from d2lhelpers.lessons.l07_serving import (
-    decoder_config,
+    Window,
+    check_layout_tokens,
     largest_batch,
     plot_latency_throughput,
     plot_requests,
     run_load_sweep,
+    run_lockstep_comparison,
+    run_pipeline_in_flight,
     run_serving,
     run_serving_failure,
-    runs,
     serving_panel,
+    tokens,
 )
-from d2lhelpers.serving.layouts import cache_bytes_per_device
+from d2lhelpers.lessons.l07_serving.failure import Failover, FailureResult
+from d2lhelpers.lessons.l07_serving.points import Capacity, LoadPoint
+from d2lhelpers.lessons.l07_serving.sweep import LayoutSweep, LoadSweepResult
+from d2lhelpers.serving.config import bytes_per_device, decoder_config
+from d2lhelpers.serving.load import LoadLog
+from d2lhelpers.serving.requests import Request
+from d2lhelpers.serving.steady import Spread
+from d2lhelpers.timing.benchmark import Measurement
+from tests.notebook_runs import run_edited
 
-TINY = {"width": 16, "layers": 2, "prompt_len": 3, "n_out": 4}
+TINY = {"width": 16, "layers": 2, "prompt_len": 3, "n_out": 4, "slots_per_device": 2}
+SHORT = Window(warmup_s=0.05, measure_s=0.2, drain_s=0.2)
 
 
-@pytest.mark.parametrize("layout", ["replicas", "tensor parallel", "pipeline"])
-def test_a_serving_run_finishes_every_request(devices, layout):
-    run = run_serving(layout, 2, rate=200.0, n_requests=6, slots_per_device=2, **TINY)
-    assert len(run.finished) == 6 and not run.failed
-    assert all(len(r.tokens) == 4 for r in run.finished)
-    assert 0 < run.ttft(50) <= run.latency(50) <= run.latency(99)
-    assert run.log.throughput == pytest.approx(24 / run.log.wall_s)
-    assert "6 of 6 requests finished" in run.verdict
-    assert "<table>" in run._repr_html_() and "latency p50" in str(run)
+def steady_log(tokens_per_s: float, arrivals_per_s: float, started: bool, seconds=1.0):
+    """A made-up load: passes making `tokens_per_s`, requests arriving at `arrivals_per_s`,
+    each started at once (`started`) or never (a queue that grows)."""
+    passes = [(i / 100, tokens_per_s / 100, 0) for i in range(int(100 * seconds))]
+    requests = [
+        Request(i, i / arrivals_per_s, [1], 4, started_s=i / arrivals_per_s if started else None)
+        for i in range(int(arrivals_per_s * seconds))
+    ]
+    return LoadLog("replicas", requests, passes, [], 1, seconds)
+
+
+def point(tokens_per_s, arrivals_per_s, started):
+    log = steady_log(tokens_per_s, arrivals_per_s, started)
+    return LoadPoint(log, arrivals_per_s, Window(0.1, 0.8, 0.1), n_out=4)
+
+
+def test_a_point_is_saturated_only_when_throughput_lags_and_the_queue_grows():
+    assert not point(400, 100, started=False).saturated  # asked 400 tok/s, made 400: follows
+    assert not point(400, 100, started=True).saturated
+    assert point(200, 100, started=False).saturated  # made half, queue grew
+    assert not point(200, 100, started=True).saturated  # made half, but no queue: not saturated
+
+
+def capacity(decode_s, prefill_s=1e-3, slots=4, n_out=4, servers=1):
+    m = [Measurement("d", [decode_s] * 5)] * servers
+    p = [Measurement("p", [prefill_s] * 5)] * servers
+    return Capacity(m, p, [slots] * servers, n_out)
+
+
+def test_capacity_is_what_the_steps_allow():
+    c = capacity(decode_s=1e-3, prefill_s=1e-3, slots=4, n_out=4, servers=2)
+    # per server: 4 tokens per (1 ms prefill + 3 steps x 1 ms / 4 slots) = 4 / 1.75 ms
+    assert c.tokens_per_s.median == pytest.approx(2 * 4 / 1.75e-3)
+
+
+def test_the_sweep_sentences_follow_the_numbers():
+    cap = capacity(1e-3)  # 2286 tokens/s
+    held = LayoutSweep("replicas", cap, Spread(cap.tokens_per_s.median, 50), [point(2200, 1000, False)])
+    off = LayoutSweep("pipeline", cap, Spread(4000, 50), [point(1000, 1000, False)])
+    result = LoadSweepResult(2, 2, cap, [held, off], step_flops=1e6, peak=1e12)
+    text = str(result)
+    assert "replicas: its measured capacity is 1.00x its model: no measurable difference" in text
+    assert "pipeline: its measured capacity is 0.57x its model: lower beyond" in text
+    assert "pipeline: saturation is 0.44x its measured capacity: lower beyond" in text
+    assert "It held, within the noise, for replicas; not for pipeline." in text
+    assert result.verdict.startswith("replicas saturated highest")
+    assert result.verdict not in text  # the panel prints the verdict once, above the tables
+    faster = LayoutSweep("replicas", cap, Spread(1, 0), [point(4000, 2000, False)])
+    flagged = LoadSweepResult(2, 2, cap, [faster], step_flops=1e6, peak=1e12)
+    assert any("above its capacity" in f and "impossible" in f for f in flagged.flags())
+
+
+def test_the_failure_verdict_compares_after_with_n_minus_1_over_n():
+    def failover(after_tokens):
+        log = steady_log(1000, 10, True, seconds=2.0)
+        log.passes = [(t, 10 if t < 1 else after_tokens / 100, 0) for t, _, _ in log.passes]
+        return Failover("replicas", 2, log, (0.1, 1.0), (1.05, 2.0))
+
+    assert "(as (n - 1) / n predicts)" in FailureResult([failover(500)]).verdict
+    assert "(more than (n - 1) / n)" in FailureResult([failover(900)]).verdict
+    assert "(less than (n - 1) / n)" in FailureResult([failover(100)]).verdict
+
+
+def test_a_serving_run_reads_its_window(devices):
+    run = run_serving("replicas", 2, load=0.5, window=SHORT, **TINY)
+    p = run.point
+    start, end = p.span
+    assert (start, end) == (SHORT.warmup_s, SHORT.end_s)
+    assert all(start <= r.arrival_s < end for r in p.in_window)
+    for r in p.log.requests:  # every token of a finished request came out after its arrival
+        if r.done:
+            assert len(r.tokens) == 4 and r.arrival_s <= r.started_s <= r.first_token_s <= r.finished_s
+    assert f"of {len(p.in_window)}" in str(run)
+    assert run.verdict.startswith("throughput is")
 
 
 @pytest.mark.parametrize(
@@ -38,8 +116,7 @@ def test_a_serving_run_finishes_every_request(devices, layout):
         ({"layout": "ring"}, "layout must be one of"),
         ({"width": 10}, "multiple of 4 heads"),
         ({"width": 16.5}, "whole number"),
-        ({"n_requests": 0}, "requests must be at least 1"),
-        ({"rate": 0}, "offered load"),
+        ({"load": 0}, "load must be above 0"),
         ({"n_devices": 99}, "devices asked for"),
         ({"slots_per_device": 10**6}, "at most"),
         ({"width": 4096, "layers": 64, "slots_per_device": 100}, "needs"),
@@ -48,51 +125,73 @@ def test_a_serving_run_finishes_every_request(devices, layout):
 def test_bad_values_are_refused_at_once(devices, kwargs, message):
     started = time.perf_counter()
     with pytest.raises((ValueError, TypeError), match=message):
-        run_serving(**{"n_requests": 4, **TINY, **kwargs})
+        run_serving(**{**TINY, **kwargs})
     assert time.perf_counter() - started < 1.0
-
-
-def test_one_device_lost(devices):
-    result = run_serving_failure(2, n_requests=8, width=16, n_out=4)
-    replicas, group = result.runs
-    assert len(replicas.finished) == 8 and not replicas.failed
-    assert group.failed and not any(r.rerouted for r in group.log.requests)
-    assert len(group.finished) + len(group.failed) == 8
-    assert "replicas: 8 of 8 finished" in result.verdict
-    assert "refused after" in str(result)
 
 
 def test_the_largest_batch_is_the_last_that_fits(devices, monkeypatch):
     config = decoder_config(64, 2, 8, 16)
     free = 100 * 2**20
-    monkeypatch.setattr(runs, "free_memory_bytes", lambda device: free)
+    monkeypatch.setattr(tokens, "free_memory_bytes", lambda device: free)
     n = largest_batch("tensor parallel", config, devices[:2])
     assert n > 0 and n % 2 == 0
-    assert 2 * cache_bytes_per_device("tensor parallel", config, 2, n) <= 0.8 * free
-    assert 2 * cache_bytes_per_device("tensor parallel", config, 2, n + 2) > 0.8 * free
+    assert 2 * bytes_per_device("tensor parallel", config, 2, n) <= 0.8 * free
+    assert 2 * bytes_per_device("tensor parallel", config, 2, n + 2) > 0.8 * free
 
 
-def test_the_sweep_and_its_plots(devices):
-    sweep = run_load_sweep(2, ["replicas"], [0.5, 1.2], n_requests=6, slots_per_device=2, **TINY)
+def test_the_experiments_run_at_tiny_sizes(devices):
+    assert "exactly one device's tokens" in check_layout_tokens(2, 16, 2, 3, 4).verdict
+    sweep = run_load_sweep(2, ["replicas"], [0.5, 2.0], extend=False, window=SHORT, **TINY)
     (s,) = sweep.sweeps
-    assert len(s.runs) == 2 and s.saturation > 0
-    assert s.model_capacity > 0 and sweep.ideal_capacity > 0
-    assert 0 < sweep.compute_share
-    assert sweep.regime().startswith(("A step here", "one step"))
+    assert len(s.points) == 2 and s.model.median > 0
     figure = plot_latency_throughput(sweep)
-    assert figure.axes[0].get_xlim()[1] >= sweep.ideal_capacity
+    assert figure.axes[0].get_xlim()[1] >= sweep.ideal
     plt.close(figure)
-    figure = plot_requests(s.runs[-1])
-    assert figure.axes[1].get_ylabel() == "requests queued (line)"  # the queue over time
+    figure = plot_requests(s.points[-1].log, window=s.points[-1].span)
+    assert figure.axes[1].get_ylabel() == "requests queued (line)"
     plt.close(figure)
+    lockstep = run_lockstep_comparison(2, window=SHORT, **TINY)
+    assert [p.log.servers for p in lockstep.points] == [2, 1]
+    failure = run_serving_failure(2, ["replicas", "pipeline"], window=SHORT, **TINY)
+    replicas, pipeline = failure.runs
+    assert replicas.log.rebuild_s == 0 and pipeline.log.rebuild_s > 0
+    assert all(r.log.failed_at_s is not None for r in failure.runs)
+    pipe = run_pipeline_in_flight(2, [1, 2], per_microbatch=2, **{k: TINY[k] for k in ("width", "layers", "prompt_len", "n_out")})
+    assert len(pipe.pipeline) == 2 and "in flight" in str(pipe)
 
 
-def test_the_panel_runs_from_its_sliders(devices):
+def test_the_panel_runs_from_its_sliders_within_its_estimate(devices):
     panel = serving_panel()
     panel.sliders["width"].value = 16
     panel.sliders["n_out"].value = 3
-    panel.sliders["load_percent"].value = 100
+    panel.sliders["window_ms"].value = 200
+    started = time.perf_counter()
     result = panel.run()
     assert panel.error is None, panel.error
-    assert len(result.sweeps[0].runs) == 4
+    assert len(result.sweeps[0].points) == 4
     assert panel.estimate(**panel.values()) > 0
+    assert time.perf_counter() - started > 0
+
+
+def test_an_edited_notebook_cell_changes_what_the_panel_runs():
+    """A learner edits the server loop's cell; the panel (built from `code`) runs the edit."""
+    heavy = {
+        'run = d2l.run_serving("replicas", n_devices=2, load=0.7, width=width, code=code)':
+            'run = d2l.run_serving("replicas", 2, 0.5, width=16, n_out=3, window=d2l.Window(0.05, 0.1, 0.1), code=code)',
+        "sweep = d2l.run_load_sweep(2, width=width, code=code)": "sweep = None",
+        "d2l.plot_latency_throughput(sweep)\nsweep": "",
+        "d2l.run_lockstep_comparison(2, load=0.8, width=width, code=code)": "",
+        "failure = d2l.run_serving_failure(2, width=width, code=code)": "failure = None",
+        "d2l.plot_requests(failure.runs[0].log, window=failure.runs[0].after)\nfailure": "",
+        "pipe = d2l.run_pipeline_in_flight(2, width=width, code=code)\npipe": "",
+        "d2l.check_layout_tokens(2, width=width, code=code)": "",
+        "panel = d2l.serving_panel(code)": "panel = d2l.serving_panel(code)\n"
+        "panel.sliders['width'].value, panel.sliders['n_out'].value = 16, 3\n"
+        "panel.sliders['window_ms'].value = 200",
+        '    waiting, held, open_ = collections.deque(), [None] * engine.slots, True':
+            '    waiting, held, open_ = collections.deque(), [None] * engine.slots, True\n'
+            '    print("the edited server loop ran", flush=True)',
+        "result = panel.run()": "result = panel.run()\nprint('panel error:', panel.error)",
+    }
+    outputs = run_edited("07_serving", heavy, until="result = panel.run()")
+    assert "the edited server loop ran" in outputs[-1] and "panel error: None" in outputs[-1]
