@@ -91,7 +91,7 @@ class Failover:
         ]
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(repr=False)  # IPython shows the tables: _repr_pretty_
 class FailureResult(Reported):
     """Each layout overloaded, one device lost mid-run: throughput before and after."""
 

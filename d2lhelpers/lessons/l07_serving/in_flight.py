@@ -33,7 +33,7 @@ def decode_time(engine: Engine) -> Measurement:
     return measure(lambda: engine.decode(tokens, positions), engine.name, budget_s=0.3)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(repr=False)  # IPython shows the tables: _repr_pretty_
 class PipelineInFlightResult(Reported):
     """Pipeline and one device, decoding the same number of sequences, per microbatch count."""
 

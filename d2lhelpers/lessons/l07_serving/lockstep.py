@@ -43,7 +43,7 @@ def lower_or_higher(a: Percentile, b: Percentile, a_name: str, b_name: str) -> s
     return f"too few requests to compare {a_name} with {b_name}"
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(repr=False)  # IPython shows the tables: _repr_pretty_
 class LockstepResult(Reported):
     """The same offered load on independent replicas and on replicas in lock step."""
 

@@ -25,7 +25,7 @@ from d2lhelpers.serving.config import LAYOUTS, decoder_config
 from d2lhelpers.serving.engines import ServingCode
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(repr=False)  # IPython shows the tables: _repr_pretty_
 class ServingRunResult(Reported):
     """A layout's measured capacity and one timed load on it."""
 

@@ -142,7 +142,7 @@ class LayoutSweep:
         return []
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(repr=False)  # IPython shows the tables: _repr_pretty_
 class LoadSweepResult(Reported):
     """Each layout's curve, its saturation beside its measured capacity and its cost model."""
 

@@ -15,7 +15,7 @@ from d2lhelpers.serving.config import LAYOUTS, ModelConfig, bytes_per_device, de
 from d2lhelpers.serving.engines import ServingCode, build_engines, greedy_tokens
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(repr=False)  # IPython shows the tables: _repr_pretty_
 class TokenCheckResult(Reported):
     """Greedy tokens of each layout beside one device's, for the same prompts."""
 
@@ -85,7 +85,7 @@ def largest_batch(layout: str, config: ModelConfig, devices, cap: int = 1 << 24)
     return 0 if groups is None else groups * n
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(repr=False)  # IPython shows the tables: _repr_pretty_
 class MemoryResult(Reported):
     """What one sequence keeps, and how many fit in each layout (computed, not tried)."""
 
