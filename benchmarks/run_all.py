@@ -261,30 +261,70 @@ def compute_copy_rows() -> list[Row]:
 
 
 def serving_rows(devices) -> list[Row]:
-    """Notebook 07: each layout's saturation throughput against its cost model and the ideal."""
+    """Notebook 07: steady-state saturation / measured capacity per layout, replicas' capacity
+    after a failure / ((n - 1) / n x before), and the panel's estimate against its run."""
     if len(devices) < 2:
         return []
-    sweep = d2l.run_load_sweep(2)
     rows = []
+    sweep = d2l.run_load_sweep(2)
     for s in sweep.sweeps:
-        rows.append(
-            Row(
-                f"serving, {s.layout}: saturation / model capacity",
-                s.saturation / s.model_capacity,
-                "report",
-                f"{d2l.format_rate(s.saturation, 'tokens/s')} vs model "
-                f"{d2l.format_rate(s.model_capacity, 'tokens/s')}; {sweep.regime()[:60]}",
-            )
+        point, capacity = s.saturation_point, s.capacity.tokens_per_s.median
+        ratio = point.throughput.median / capacity if point else 0.0
+        detail = (
+            f"{d2l.format_rate(point.throughput.median, 'tokens/s')} vs capacity "
+            f"{d2l.format_rate(capacity, 'tokens/s')}; engines busy {point.engine_busy:.0%}"
+            if point
+            else "did not saturate"
         )
         rows.append(
             Row(
-                f"serving, {s.layout}: saturation / ideal (2 x one device)",
-                s.saturation / sweep.ideal_capacity,
+                f"serving, {s.layout}: saturation / measured capacity",
+                ratio,
                 "report",
-                f"ideal {d2l.format_rate(sweep.ideal_capacity, 'tokens/s')}",
+                detail,
                 ceiling=1.0,
             )
         )
+    failure = d2l.run_serving_failure(2, ["replicas"])
+    (replicas,) = failure.runs
+    rows.append(
+        Row(
+            "serving, replicas: capacity after a failure / ((n-1)/n x before)",
+            replicas.ratio / replicas.expected,
+            "report",
+            f"before {d2l.format_rate(replicas.throughput_before.median, 'tokens/s')}, after "
+            f"{d2l.format_rate(replicas.throughput_after.median, 'tokens/s')}",
+        )
+    )
+    panel = d2l.serving_panel()
+    extremes = {
+        "default": {},
+        "smallest": {"load_percent": 50, "width": 16, "n_out": 2, "window_ms": 200},
+        "largest": {
+            "n_devices": panel.sliders["n_devices"].max,
+            "load_percent": 300,
+            "width": panel.sliders["width"].max,
+            "n_out": 48,
+            "window_ms": 3000,
+        },
+    }
+    for name, values in extremes.items():
+        for layout in ("replicas", "tensor parallel", "pipeline"):
+            with panel.values_set(layout=layout, **values):
+                estimate = panel.estimate(**panel.values())
+                started = time.perf_counter()
+                panel.run()
+                took = time.perf_counter() - started
+            ratio = max(estimate / took, took / estimate)
+            rows.append(
+                Row(
+                    f"serving panel, {layout}, {name} sliders: estimate vs run (either way)",
+                    ratio,
+                    "<= 1.5",
+                    f"estimated {estimate:.1f} s, ran {took:.1f} s"
+                    + (f" ({panel.error})" if panel.error else ""),
+                )
+            )
     return rows
 
 

@@ -43,6 +43,7 @@ HIDDEN = re.compile(r"hidden(?: by overlap)?: (-?\d+(?:\.\d+)?)%")
 TRACED = re.compile(r"traced|at the same time")
 DISAGREE = 50  # percentage points between a traced overlap and the time it hid
 AT_ONCE = re.compile(r"at most (\d+) can compute at the same time")
+SERVED_ABOVE = re.compile(r"saturation is \d+(?:\.\d+)?x its measured capacity: higher beyond")
 PEAK_TOLERANCE = 1.2  # as timing.benchmark: a rate this far above the peak is impossible
 
 _RUN = """
@@ -123,6 +124,8 @@ def contradictions(text: str, cores: int = 1) -> list[str]:
         for value in map(float, TIMES_IDEAL.findall(line)):
             if value < 1 and not FLAG.search(line):
                 problems.append(f"{value:g}x its ideal printed without a flag: {line.strip()}")
+        if SERVED_ABOVE.search(line) and not flagged:  # notebook 07: above all slots busy
+            problems.append(f"served above its capacity without a flag: {line.strip()}")
         for value in map(float, OF_PEAK.findall(line)):
             if value > PEAK_TOLERANCE and not flagged:
                 problems.append(f"{value:g} of the peak printed without a flag: {line.strip()}")

@@ -71,7 +71,9 @@ def test_capacity_is_what_the_steps_allow():
 
 def test_the_sweep_sentences_follow_the_numbers():
     cap = capacity(1e-3)  # 2286 tokens/s
-    held = LayoutSweep("replicas", cap, Spread(cap.tokens_per_s.median, 50), [point(2200, 1000, False)])
+    held = LayoutSweep(
+        "replicas", cap, Spread(cap.tokens_per_s.median, 50), [point(2200, 1000, False)]
+    )
     off = LayoutSweep("pipeline", cap, Spread(4000, 50), [point(1000, 1000, False)])
     result = LoadSweepResult(2, 2, cap, [held, off], step_flops=1e6, peak=1e12)
     text = str(result)
@@ -105,7 +107,9 @@ def test_a_serving_run_reads_its_window(devices):
     assert all(start <= r.arrival_s < end for r in p.in_window)
     for r in p.log.requests:  # every token of a finished request came out after its arrival
         if r.done:
-            assert len(r.tokens) == 4 and r.arrival_s <= r.started_s <= r.first_token_s <= r.finished_s
+            assert (
+                len(r.tokens) == 4 and r.arrival_s <= r.started_s <= r.first_token_s <= r.finished_s
+            )
     assert f"of {len(p.in_window)}" in str(run)
     assert run.verdict.startswith("throughput is")
 
@@ -156,7 +160,12 @@ def test_the_experiments_run_at_tiny_sizes(devices):
     replicas, pipeline = failure.runs
     assert replicas.log.rebuild_s == 0 and pipeline.log.rebuild_s > 0
     assert all(r.log.failed_at_s is not None for r in failure.runs)
-    pipe = run_pipeline_in_flight(2, [1, 2], per_microbatch=2, **{k: TINY[k] for k in ("width", "layers", "prompt_len", "n_out")})
+    pipe = run_pipeline_in_flight(
+        2,
+        [1, 2],
+        per_microbatch=2,
+        **{k: TINY[k] for k in ("width", "layers", "prompt_len", "n_out")},
+    )
     assert len(pipe.pipeline) == 2 and "in flight" in str(pipe)
 
 
@@ -173,11 +182,16 @@ def test_the_panel_runs_from_its_sliders_within_its_estimate(devices):
     assert time.perf_counter() - started > 0
 
 
+LOOP_LINE = "    waiting, held, open_ = collections.deque(), [None] * engine.slots, True"
+
+
 def test_an_edited_notebook_cell_changes_what_the_panel_runs():
     """A learner edits the server loop's cell; the panel (built from `code`) runs the edit."""
     heavy = {
-        'run = d2l.run_serving("replicas", n_devices=2, load=0.7, width=width, code=code)':
-            'run = d2l.run_serving("replicas", 2, 0.5, width=16, n_out=3, window=d2l.Window(0.05, 0.1, 0.1), code=code)',
+        'run = d2l.run_serving("replicas", n_devices=2, load=0.7, width=width, code=code)': (
+            'run = d2l.run_serving("replicas", 2, 0.5, width=16, n_out=3, '
+            "window=d2l.Window(0.05, 0.1, 0.1), code=code)"
+        ),
         "sweep = d2l.run_load_sweep(2, width=width, code=code)": "sweep = None",
         "d2l.plot_latency_throughput(sweep)\nsweep": "",
         "d2l.run_lockstep_comparison(2, load=0.8, width=width, code=code)": "",
@@ -188,9 +202,7 @@ def test_an_edited_notebook_cell_changes_what_the_panel_runs():
         "panel = d2l.serving_panel(code)": "panel = d2l.serving_panel(code)\n"
         "panel.sliders['width'].value, panel.sliders['n_out'].value = 16, 3\n"
         "panel.sliders['window_ms'].value = 200",
-        '    waiting, held, open_ = collections.deque(), [None] * engine.slots, True':
-            '    waiting, held, open_ = collections.deque(), [None] * engine.slots, True\n'
-            '    print("the edited server loop ran", flush=True)',
+        LOOP_LINE: LOOP_LINE + '\n    print("the edited server loop ran", flush=True)',
         "result = panel.run()": "result = panel.run()\nprint('panel error:', panel.error)",
     }
     outputs = run_edited("07_serving", heavy, until="result = panel.run()")

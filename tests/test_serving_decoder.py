@@ -6,7 +6,6 @@ import pytest
 import tensorflow as tf
 
 import d2lhelpers as d2l
-
 from d2lhelpers.parallel.tensor_parallel import count_allreduces
 from d2lhelpers.serving import decoder
 from d2lhelpers.serving.config import LAYOUTS, ModelConfig, bytes_per_device
@@ -27,7 +26,9 @@ def test_sizes_match_the_tensors_they_describe(devices):
     floats = sum(int(np.prod(w.shape)) for w in tf.nest.flatten(weights))
     assert CONFIG.weight_bytes == 4 * floats
     cache = empty_cache(1, CONFIG.max_len, CONFIG.width, CONFIG.layers, devices[0].name)
-    assert CONFIG.kv_bytes_per_sequence == sum(4 * int(np.prod(t.shape)) for kv in cache for t in kv)
+    assert CONFIG.kv_bytes_per_sequence == sum(
+        4 * int(np.prod(t.shape)) for kv in cache for t in kv
+    )
 
 
 def test_prefill_in_one_pass_equals_one_token_a_step(devices):
@@ -88,7 +89,12 @@ def test_pipeline_cuts_rows_into_microbatches(devices):
         graph = engine._step.get_concrete_function(
             engine.params, engine.cache, zeros, tf.range(m), zeros
         ).graph
-        counts.append(sum(op.type == "Identity" and "device:CPU:1" in op.device for op in graph.get_operations()))
+        counts.append(
+            sum(
+                op.type == "Identity" and "device:CPU:1" in op.device
+                for op in graph.get_operations()
+            )
+        )
     assert counts[1] > counts[0]
 
 

@@ -80,7 +80,7 @@ def test_the_balancer_joins_the_shortest_queue():
     assert all(r.done for r in requests)
     served = [len(e.prefills) for e in engines]
     assert served == [2, 2]  # alternating: each arrival went to the emptier server
-    assert log.servers == 2 and not log.stopped_early
+    assert log.servers == 2
 
 
 def test_a_lost_replica_restarts_only_its_requests_on_the_survivor():
@@ -125,7 +125,9 @@ def test_percentiles_say_how_many_and_when_there_are_too_few():
     values = list(np.linspace(0.001, 0.1, 1000))
     p50 = percentile(values, 50)
     assert p50.n == 1000 and p50.low < p50.value < p50.high
-    assert p50.low == pytest.approx(0.0475, abs=0.004) and p50.high == pytest.approx(0.0535, abs=0.004)
+    assert p50.low == pytest.approx(0.0475, abs=0.004) and p50.high == pytest.approx(
+        0.0535, abs=0.004
+    )
     few = percentile(values[:50], 99)
     assert not few.enough and few.value == values[49] and "max" in str(few) and "of 50" in str(few)
     unfinished = percentile([0.01, float("inf"), float("inf")], 50)

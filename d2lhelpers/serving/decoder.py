@@ -87,7 +87,7 @@ def mlp(x, layer):
 def run_layers(x, layers, cache, slots, positions, heads):
     """Rows `x` through `layers` (residual adds): the new x and each layer's new cache."""
     new_cache = []
-    for layer, layer_cache in zip(layers, cache):
+    for layer, layer_cache in zip(layers, cache, strict=True):
         out, kv = attention(x, layer, layer_cache, slots, positions, heads)
         x = x + out
         x = x + mlp(x, layer)
@@ -174,12 +174,12 @@ def tensor_parallel_step(shards, caches, tokens, slots, positions, heads, device
                 )
                 parts.append(out)
                 new_caches[i].append(kv)
-        xs = [x + s for x, s in zip(xs, d2l.allreduce_sum(parts, devices))]
+        xs = [x + s for x, s in zip(xs, d2l.allreduce_sum(parts, devices), strict=True)]
         parts = []
         for i, device in enumerate(devices):
             with tf.device(device):
                 parts.append(mlp(xs[i], shards[i]["layers"][j]))
-        xs = [x + s for x, s in zip(xs, d2l.allreduce_sum(parts, devices))]
+        xs = [x + s for x, s in zip(xs, d2l.allreduce_sum(parts, devices), strict=True)]
     with tf.device(devices[0]):
         return next_token(shards[0], xs[0]), new_caches
 

@@ -175,9 +175,7 @@ def build_engines(
             empty_cache(slots, c.max_len, c.width, len(s["layers"]), name)
             for s, name in zip(stages, names, strict=True)
         ]
-        step = functools.partial(
-            code.pipeline_step, heads=c.heads, devices=names, microbatches=m
-        )
+        step = functools.partial(code.pipeline_step, heads=c.heads, devices=names, microbatches=m)
         return [Engine(layout, names, slots, c, stages, caches, step)]
     raise ValueError(f"layout must be one of {['one device', *LAYOUTS]}, got {layout!r}")
 

@@ -33,7 +33,6 @@ class LoadLog:
     wall_s: float
     failed_at_s: float | None = None
     rebuild_s: float = 0.0  # re-placing the weights and building, warming new tf.functions
-    stopped_early: bool = False  # the deadline came before every request was out
 
 
 class _Servers:
@@ -143,7 +142,6 @@ def serve_load(
         now(),
         failed_at,
         rebuild_s,
-        stopped_early=any(not r.done for r in requests),
     )
 
 

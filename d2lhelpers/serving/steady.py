@@ -53,8 +53,11 @@ def rate_in_window(events: Sequence[tuple[float, float]], start: float, end: flo
 def binomial_cdfs(n: int, p: float) -> list[float]:
     """P(B <= k) for k = 0..n, B ~ Binomial(n, p), 0 < p < 1."""
     logs = [
-        math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
-        + k * math.log(p) + (n - k) * math.log1p(-p)
+        math.lgamma(n + 1)
+        - math.lgamma(k + 1)
+        - math.lgamma(n - k + 1)
+        + k * math.log(p)
+        + (n - k) * math.log1p(-p)
         for k in range(n + 1)
     ]
     total, cdfs = 0.0, []

@@ -102,8 +102,10 @@ class FailureResult(Reported):
         parts = []
         for r in self.runs:
             c = compare(r.throughput_after, r.throughput_before.scaled(r.expected))
-            how = "as (n - 1) / n predicts" if not c.measurable else (
-                "less than (n - 1) / n" if c.a < c.b else "more than (n - 1) / n"
+            how = (
+                "as (n - 1) / n predicts"
+                if not c.measurable
+                else ("less than (n - 1) / n" if c.a < c.b else "more than (n - 1) / n")
             )
             parts.append(f"{r.layout} kept {r.ratio:.0%} ({how})")
         return "after losing one device: " + "; ".join(parts)

@@ -54,7 +54,9 @@ class LockstepResult(Reported):
     def verdict(self) -> str:
         (a, b), (ca, cb) = self.points, self.capacities
         return (
-            lower_or_higher(a.ttft(50), b.ttft(50), "independent replicas' median TTFT", "lock step's")
+            lower_or_higher(
+                a.ttft(50), b.ttft(50), "independent replicas' median TTFT", "lock step's"
+            )
             + "; "
             + higher_or_lower(
                 ca.tokens_per_s, cb.tokens_per_s, "their measured capacity", "lock step's"
@@ -84,7 +86,11 @@ class LockstepResult(Reported):
             "latency p99",
         ]
         a, b = self.points
-        notes = [lower_or_higher(a.latency(50), b.latency(50), "independent median latency", "lock step's")]
+        notes = [
+            lower_or_higher(
+                a.latency(50), b.latency(50), "independent median latency", "lock step's"
+            )
+        ]
         return [Table("independent replicas and replicas in lock step", columns, rows, notes)]
 
 

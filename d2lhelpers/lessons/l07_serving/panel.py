@@ -29,8 +29,7 @@ def sweep_seconds(layout, n_devices, load_percent, width, n_out, window_ms) -> f
     setup = 2 * TRACE_S * (1 + engines) + 2 * timing + 2 * TRACE_S + 2 * STEP_BUDGET_S
     window = Window(measure_s=window_ms / 1e3)
     points = sum(
-        window.end_s + window.drain_s * (1.0 if f * load_percent >= 100 else 0.3)
-        for f in FRACTIONS
+        window.end_s + window.drain_s * (1.0 if f * load_percent >= 100 else 0.3) for f in FRACTIONS
     )
     return setup + points
 

@@ -246,7 +246,9 @@ class LoadSweepResult(Reported):
         ]
         points = [[s.layout, *p.row()] for s in self.sweeps for p in s.points]
         return [
-            Table("each layout: capacity, model and saturation", columns, rows, lines, self.flags()),
+            Table(
+                "each layout: capacity, model and saturation", columns, rows, lines, self.flags()
+            ),
             Table("each load point, in its window", ["layout", *POINT_COLUMNS], points),
         ]
 
