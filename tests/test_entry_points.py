@@ -78,19 +78,29 @@ ENTRY_POINTS = {
         [],
     ),
     "run_serving": (
-        {"layout": "replicas", "n_devices": 2, "n_requests": 2, "width": 16, "n_out": 2},
-        ["n_devices", "n_requests", "width", "n_out", "prompt_len", "layers", "slots_per_device"],
+        {"layout": "replicas", "n_devices": 2, "width": 16, "n_out": 2},
+        ["n_devices", "width", "n_out", "prompt_len", "layers", "slots_per_device"],
         [],
     ),
     "run_load_sweep": (
-        {"n_devices": 2, "n_requests": 2, "width": 16, "n_out": 2},
-        ["n_devices", "n_requests", "width", "n_out", "prompt_len", "layers", "slots_per_device"],
+        {"n_devices": 2, "width": 16, "n_out": 2},
+        ["n_devices", "width", "n_out", "prompt_len", "layers", "slots_per_device"],
         [],
     ),
     "run_serving_failure": (
-        {"n_devices": 2, "n_requests": 2, "width": 16, "n_out": 2},
-        ["n_devices", "n_requests", "width", "n_out"],
+        {"n_devices": 2, "width": 16, "n_out": 2},
+        ["n_devices", "width", "n_out", "prompt_len", "layers", "slots_per_device"],
         [],
+    ),
+    "run_lockstep_comparison": (
+        {"n_devices": 2, "width": 16, "n_out": 2},
+        ["n_devices", "width", "n_out", "prompt_len", "layers", "slots_per_device"],
+        [],
+    ),
+    "run_pipeline_in_flight": (
+        {"n_devices": 2, "width": 16, "n_out": 2, "microbatches": [1]},
+        ["n_devices", "width", "n_out", "prompt_len", "layers", "per_microbatch"],
+        ["microbatches"],
     ),
     "check_layout_tokens": (
         {"n_devices": 2, "width": 16, "n_out": 2},
