@@ -94,9 +94,9 @@ def test_the_failure_verdict_compares_after_with_n_minus_1_over_n():
         log.passes = [(t, 10 if t < 1 else after_tokens / 100, 0) for t, _, _ in log.passes]
         return Failover("replicas", 2, log, (0.1, 1.0), (1.05, 2.0))
 
-    assert "(as (n - 1) / n predicts)" in FailureResult([failover(500)]).verdict
-    assert "(more than (n - 1) / n)" in FailureResult([failover(900)]).verdict
-    assert "(less than (n - 1) / n)" in FailureResult([failover(100)]).verdict
+    assert "(as (n - 1) / n predicts)" in FailureResult([failover(500)], 2).verdict
+    assert "(more than (n - 1) / n)" in FailureResult([failover(900)], 2).verdict
+    assert "(less than (n - 1) / n)" in FailureResult([failover(100)], 2).verdict
 
 
 def test_a_serving_run_reads_its_window(devices):

@@ -2,9 +2,9 @@
 how many requests they come from and a confidence interval.
 
 The window leaves out the warm-up (the servers filling) and the drain (no more arrivals). A rate
-in the window is cut into `BATCHES` equal sub-windows (batch means): their median is the rate and
-their IQR its noise, as `measure` does for times. A percentile of N values is given with the
-distribution-free interval of order statistics (the binomial count of values below it); where N
+in the window is its total over the window's length; the window is cut into `BATCHES` equal
+sub-windows (batch means), and the IQR of their rates is its noise. A percentile of N values is
+given with the distribution-free interval of order statistics (the binomial count of values below it); where N
 is too small for the interval to have an upper end, the largest value is given as "max of N".
 """
 
@@ -47,7 +47,9 @@ def rate_in_window(events: Sequence[tuple[float, float]], start: float, end: flo
     for t, amount in events:
         if start <= t < end:
             sums[min(BATCHES - 1, int((t - start) / width))] += amount
-    return Spread.of([s / width for s in sums])
+    # the rate is the window's total over its length (sub-windows of a bursty load can be
+    # empty, so their median would not be); their IQR is its noise
+    return Spread(sum(sums) / (end - start), Spread.of([s / width for s in sums]).iqr)
 
 
 def binomial_cdfs(n: int, p: float) -> list[float]:

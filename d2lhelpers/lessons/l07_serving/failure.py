@@ -16,9 +16,9 @@ from collections.abc import Callable
 from d2lhelpers.core import checks
 from d2lhelpers.core.progress import Steps
 from d2lhelpers.core.report import Reported, Table
-from d2lhelpers.core.units import format_rate, format_seconds
+from d2lhelpers.core.units import format_rate, format_seconds, usable_cores
 from d2lhelpers.core.verdicts import compare, higher_or_lower
-from d2lhelpers.devices import select_devices
+from d2lhelpers.devices import on_gpu, select_devices
 from d2lhelpers.lessons.l07_serving.points import (
     Window,
     measure_capacity,
@@ -96,6 +96,7 @@ class FailureResult(Reported):
     """Each layout overloaded, one device lost mid-run: throughput before and after."""
 
     runs: list[Failover]
+    at_once: int  # devices that can compute at the same time
 
     @property
     def verdict(self) -> str:
@@ -125,7 +126,10 @@ class FailureResult(Reported):
             "restarted: in flight or queued on the lost device, started again from the prompt "
             "(their KV cache was there). Rebuild pause: re-placing the weights on the survivors "
             "and building and warming new tf.functions, during which the group serves nothing; "
-            "replicas need none."
+            "replicas need none.",
+            f"(n - 1) / n assumes the devices compute at once; {self.at_once} can here "
+            f"(cores shared), so the most a loss can remove is "
+            f"1 - min(n - 1, {self.at_once}) / min(n, {self.at_once}) of the throughput.",
         ]
         rows = [r.row() for r in self.runs]
         return [Table("throughput before and after one device is lost", columns, rows, notes)]
@@ -171,4 +175,5 @@ def run_serving_failure(
         after = (resumed, max(end, resumed + window.measure_s / 4))
         runs.append(Failover(name, n_devices, log, (window.warmup_s, fail_at), after))
         steps.finish(name)
-    return FailureResult(runs)
+    at_once = n_devices if on_gpu() else max(1, min(n_devices, usable_cores()))
+    return FailureResult(runs, at_once)
