@@ -4,8 +4,9 @@ how many requests they come from and a confidence interval.
 The window leaves out the warm-up (the servers filling) and the drain (no more arrivals). A rate
 in the window is its total over the window's length; the window is cut into `BATCHES` equal
 sub-windows (batch means), and the IQR of their rates is its noise. A percentile of N values is
-given with the distribution-free interval of order statistics (the binomial count of values below it); where N
-is too small for the interval to have an upper end, the largest value is given as "max of N".
+given with the distribution-free interval of order statistics (the binomial count of values
+below it); where N is too small for the interval to have an upper end, the largest value is given
+as "max of N".
 """
 
 from __future__ import annotations
