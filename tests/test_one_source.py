@@ -80,3 +80,18 @@ def test_d2l_at_a_saved_cells_top_level_is_refused(tmp_path):
         save_lib.module_text("demo.bad", [("01.ipynb", "LIMIT = d2l.MAX\n")])
     with pytest.raises(SystemExit, match="at a cell's top level"):
         save_lib.module_text("demo.bad", [("01.ipynb", "def f(x=d2l.MAX):\n    return x\n")])
+
+
+def test_only_saved_modules_import_the_front_door():
+    """A hand-written module reaching `d2l.` would bypass the layers (pyproject's contract lets
+    saved modules import the front door, and no other module)."""
+    import ast
+
+    saved = set(save_lib.generated_files())
+    importers = []
+    for path in (ROOT / "d2lhelpers").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if "d2lhelpers" in names and path not in saved:
+                importers.append(str(path.relative_to(ROOT)))
+    assert importers == []

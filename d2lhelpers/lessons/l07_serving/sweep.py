@@ -29,6 +29,7 @@ from d2lhelpers.lessons.l07_serving.points import (
     ready_engines,
     run_point,
 )
+from d2lhelpers.parallel.tensor_parallel import allreduce_sum
 from d2lhelpers.serving.config import LAYOUTS, SPLIT_LAYOUTS, decoder_config
 from d2lhelpers.serving.engines import ServingCode
 from d2lhelpers.serving.steady import Spread
@@ -42,13 +43,11 @@ EXTEND = 1.5  # the next load past the given ones, while fewer than two points s
 
 def allreduce_time(names: list[str], rows: int, width: int) -> Measurement:
     """One all-reduce of a [rows, width] block over `names` (tensor parallel pays 2 a layer)."""
-    import d2lhelpers as d2l
-
     parts = []
     for name in names:
         with tf.device(name):
             parts.append(tf.random.stateless_normal((rows, width), seed=(0, 1)))
-    run = tf.function(lambda *xs: d2l.allreduce_sum(xs, names))
+    run = tf.function(lambda *xs: allreduce_sum(xs, names))
     return measure(lambda: run(*parts), f"all-reduce of {rows}x{width}", budget_s=0.3)
 
 
