@@ -207,7 +207,9 @@ def remote_tf_workers(
         pick_ports=pick_ports,
     ) as group:
         hosts = [address.rpartition(":")[0] for address in group.addresses]
-        sinks = [f"{h}:{info['sink_port']}" for h, info in zip(hosts, group.ready_info, strict=True)]
+        sinks = [
+            f"{h}:{info['sink_port']}" for h, info in zip(hosts, group.ready_info, strict=True)
+        ]
         devices = connect_tf_workers(group.addresses)
         try:
             yield RemoteTFWorkers(devices, group.addresses, sinks, group.check_alive, group)
@@ -240,7 +242,9 @@ def split_address(address: str) -> tuple[str, int]:
     """'HOST:PORT' as (host, port), or a ValueError naming the address."""
     host, _, port = str(address).rpartition(":")
     if not host or not port.isdigit() or not 0 < int(port) < 65535:
-        raise ValueError(f"a worker address must be 'HOST:PORT' with a port below 65535, got {address!r}")
+        raise ValueError(
+            f"a worker address must be 'HOST:PORT' with a port below 65535, got {address!r}"
+        )
     return host, int(port)
 
 

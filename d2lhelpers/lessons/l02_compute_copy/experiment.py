@@ -115,7 +115,7 @@ def run_compute_copy(
     raised as one sentence naming its cause (the wait is bounded by `timeout_s`, by default
     from the work; past it both processes are ended).
     """
-    nbytes = check_compute_copy_fits(size, n_matmuls)
+    check_compute_copy_fits(size, n_matmuls)
     rounds = require_count("rounds", rounds, 1, MAX_ROUNDS)
     if not isinstance(overlap, bool):
         raise TypeError(f"overlap must be True or False, got {overlap!r}")

@@ -171,7 +171,10 @@ class ComputeCopyResult(Reported):
             return None
         what = " and ".join(b.what for b in below)
         if any(b.beyond_noise for b in below):
-            return f"Not a result: {what} came out better than its ideal beyond the noise (see the warnings)."
+            return (
+                f"Not a result: {what} came out better than its ideal beyond the noise "
+                "(see the warnings)."
+            )
         return (
             f"Not a result: {what} came out below its ideal, inside noise too large to tell "
             "which time is off (see the warnings)."
@@ -199,7 +202,9 @@ class ComputeCopyResult(Reported):
             return refused
         if self.overlapped is None:
             c = compare(self.sequential, self.ideal_sequential)
-            c = dataclasses.replace(c, noise=noise_of(self.sequential) + self.ideal_sequential_noise)
+            c = dataclasses.replace(
+                c, noise=noise_of(self.sequential) + self.ideal_sequential_noise
+            )
             how = (
                 "matches it within the noise: nothing overlapped, as forced"
                 if not c.measurable
@@ -280,7 +285,14 @@ class ComputeCopyResult(Reported):
     def tables(self) -> list[Table]:
         def row(what, m, ideal="", ideal_s=None):
             ratio = f"{m.median / ideal_s:.2f}x" if ideal_s else ""
-            return [what, format_seconds(m.median), format_seconds(m.iqr), len(m.times), ideal, ratio]
+            return [
+                what,
+                format_seconds(m.median),
+                format_seconds(m.iqr),
+                len(m.times),
+                ideal,
+                ratio,
+            ]
 
         rows = [
             row(f"run: {self.matmuls} matmuls of {self.size}² on the worker", self.run),
@@ -313,7 +325,8 @@ class ComputeCopyResult(Reported):
                 [
                     "copy over gRPC",
                     f"{self.copy_rate / GB:.2f} GB/s",
-                    f"{self.copy_rate / self.link_peak:.0%} of raw TCP on the link ({peak}, measured)",
+                    f"{self.copy_rate / self.link_peak:.0%} of raw TCP on the link "
+                    f"({peak}, measured)",
                 ],
             ],
         )
