@@ -84,8 +84,10 @@ def test_experiment_times_ideals_and_rates_are_positive_and_consistent(runs):
     assert result.hidden_ceiling == pytest.approx(1 - launch / min(run, copy))
     assert result.copy_rate == pytest.approx(result.nbytes / copy)
     assert result.run.rate == pytest.approx(2 * 256**3 * 6 / run)
-    assert result.link_peak > 0 and result.copy.peak == result.link_peak
-    for m in (result.run, result.copy, result.launch, result.sequential, result.overlapped):
+    assert result.link_peak == pytest.approx(result.link.work / result.link.median)
+    assert result.ideal_copy == pytest.approx(result.nbytes / result.link_peak)
+    measured = (result.link, result.run, result.copy, result.launch, result.sequential)
+    for m in (*measured, result.overlapped):
         assert len(m.times) >= 3 * 3  # three rounds of at least three runs
         assert m.median == statistics.median(m.times)
     assert result.trace_source in (BOTH_TRACED, DRIVER_TRACED)
@@ -99,7 +101,7 @@ def test_experiment_times_ideals_and_rates_are_positive_and_consistent(runs):
 def test_experiment_reports_progress_with_a_status_every_few_seconds(runs):
     steps = runs["steps"]
     assert steps[0][1:] == (0, 1, "starting the driver process (it imports TensorFlow)")
-    assert steps[-1][1] == steps[-1][2] == 6  # link, worker, 3 rounds, trace
+    assert steps[-1][1] == steps[-1][2] == 5  # worker, 3 rounds, trace
     assert all(status for *_, status in steps)
     assert any("round 2 of 3: timing copy" in status for *_, status in steps)
     times = [t for t, *_ in steps]
@@ -257,7 +259,9 @@ def measurement(label, seconds, nbytes=None, spread=0.0):
     return Measurement(label, times, nbytes, "B/s" if nbytes else "FLOP/s")
 
 
-def fake_result(run, copy, sequential, overlapped, launch=0.002, source=BOTH_TRACED, spread=0.0):
+def fake_result(
+    run, copy, sequential, overlapped, launch=0.002, source=BOTH_TRACED, spread=0.0, link_rate=4e9
+):
     rows = [OpEvent(WORKER, "mm", "matmul", 0.0, run), OpEvent(HERE, "c", "copy", run / 2, run)]
     nbytes = 10 * 512 * 512 * 4
     return ComputeCopyResult(
@@ -271,7 +275,7 @@ def fake_result(run, copy, sequential, overlapped, launch=0.002, source=BOTH_TRA
         launch=measurement("launch", launch),
         sequential=measurement("sequential", sequential, spread=spread),
         overlapped=None if overlapped is None else measurement("overlapped", overlapped),
-        link_peak=4e9,
+        link=measurement("raw TCP", (64 << 20) / link_rate, 64 << 20),
         rows=rows,
         trace_source=source,
         worker_device=WORKER,
@@ -308,6 +312,14 @@ def test_a_hidden_share_above_its_ceiling_is_flagged_though_below_100_percent():
         "Not a result: overlapped came out better than its ideal beyond the noise (see the "
         "warnings)."
     )
+
+
+def test_a_copy_faster_than_raw_tcp_on_its_link_is_flagged():
+    result = fake_result(0.030, 0.010, 0.038, 0.031, link_rate=0.5e9)
+    (flag,) = result.flags()
+    assert "copy took 10.00 ms = 0.48x its ideal at raw TCP's rate 20.97 ms" in flag
+    assert "beyond the noise" in flag and "impossible" in flag
+    assert result.verdict.startswith("Not a result: copy came out better than its ideal")
 
 
 def test_a_hidden_share_above_100_percent_is_flagged_never_shown():

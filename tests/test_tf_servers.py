@@ -194,21 +194,20 @@ def test_trace_falls_back_to_this_process_when_the_worker_cannot_be_traced(devic
     assert not any(r.op.startswith("SyncDevice") for r in rows)
 
 
-def test_tcp_bandwidth_to_a_sink_is_measured_and_bounded():
-    sink = tf_servers.tcp_sink()
-    address = f"127.0.0.1:{sink.getsockname()[1]}"
-    rate = tf_servers.tcp_bandwidth(address, 16 << 20, 1 << 20, repeats=1)
-    assert 1e7 < rate < 1e12  # between 10 MB/s and 1 TB/s: a real, finite measurement
+def test_tcp_fetch_takes_every_byte_from_a_source_and_refuses_bad_counts():
+    source = tf_servers.tcp_source()
+    address = f"127.0.0.1:{source.getsockname()[1]}"
+    began = time.perf_counter()
+    tf_servers.tcp_fetch(address, (16 << 20) + 3)  # not a whole number of chunks
+    assert 0 < time.perf_counter() - began < tf_servers.TCP_TIMEOUT_S
     with pytest.raises(ValueError):
-        tf_servers.tcp_bandwidth(address, 1 << 20, 4 << 20)
-    with pytest.raises(ValueError):
-        tf_servers.tcp_bandwidth(address, 1 << 20, 1 << 20, repeats=0)
+        tf_servers.tcp_fetch(address, 0)
     with pytest.raises(TypeError):
-        tf_servers.tcp_bandwidth(address, 1.5e6, 1 << 20)
+        tf_servers.tcp_fetch(address, 1.5e6)
     with pytest.raises(ValueError):
-        tf_servers.tcp_bandwidth(address, 1 << 40)
+        tf_servers.tcp_fetch(address, 1 << 40)
     with pytest.raises(OSError):  # nobody listens there
-        tf_servers.tcp_bandwidth(f"127.0.0.1:{free_ports(1)[0]}", 1 << 20, 1 << 20)
+        tf_servers.tcp_fetch(f"127.0.0.1:{free_ports(1)[0]}", 1 << 20)
 
 
 @pytest.mark.parametrize("address", ["localhost", "host:", ":80", "host:http", "host:70000", 5])
@@ -234,9 +233,9 @@ try:
     with ts.tf_worker_at(address) as remote:
         with tf.device(remote.device):
             on_worker = tf.ones([1000]) * 3
-        rate = ts.tcp_bandwidth(remote.sinks[0], 1 << 20, 1 << 20)
-        report = {"said": said, "device": on_worker.device, "sink": remote.sinks[0],
-                  "sum": float(tf.reduce_sum(tf.identity(on_worker))), "rate": rate}
+        ts.tcp_fetch(remote.sources[0], 1 << 20)
+        report = {"said": said, "device": on_worker.device, "source": remote.sources[0],
+                  "sum": float(tf.reduce_sum(tf.identity(on_worker)))}
         remote.check_alive()
         server.kill()
         server.wait()
@@ -257,7 +256,7 @@ def test_a_worker_started_elsewhere_is_reached_at_its_address():
     report = json.loads(finished.stdout.strip().splitlines()[-1])
     port = int(report["said"].split(":")[1].split(",")[0])
     assert report["said"].startswith("TF server at 127.0.0.1:")
-    assert report["sink"] == f"127.0.0.1:{port + 1}" and report["rate"] > 0
+    assert report["source"] == f"127.0.0.1:{port + 1}"
     assert report["device"] == WORKER and report["sum"] == 3000.0
     assert report["dead_seen"]
 

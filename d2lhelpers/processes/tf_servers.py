@@ -9,8 +9,9 @@ network namespace, another machine), started there with
 
     python -m d2lhelpers.processes.tf_servers --address HOST:PORT
 
-Every worker also runs a TCP sink (`tcp_sink`, on the next port by default), so that
-`tcp_bandwidth(worker.sink)` measures the raw TCP peak of the very link the copies cross.
+Every worker also runs a TCP source (`tcp_source`, on the next port by default), so that timing
+`tcp_fetch(worker.sources[0])` measures raw TCP over the very link the copies cross, in their
+direction.
 
 Connect from a *driver* process, never from a notebook's kernel: probed on TF 2.21, once a
 connected worker has died, a call placed on it raises `UnavailableError` within milliseconds, but
@@ -68,10 +69,10 @@ from d2lhelpers.tracing.timeline import (
 
 TF_SERVER_TARGET = "d2lhelpers.processes.tf_servers:tf_server"
 HOST = "/job:localhost/replica:0/task:0/device:CPU:0"  # this process's CPU once connected
-TCP_PROBE_BYTES = 256 * MiB
+TCP_PROBE_BYTES = 64 * MiB
 TCP_CHUNK_BYTES = 4 * MiB
 TCP_TIMEOUT_S = 10.0
-TCP_MAX_CHUNK_BYTES, TCP_MAX_PROBE_BYTES = 64 * MiB, 4 * GiB
+TCP_MAX_PROBE_BYTES = 4 * GiB
 TRACE_START_WAIT_S = 0.05  # measured: the worker's profiler is recording ~20 ms after the request
 TRACE_MARGIN_S = 0.25
 TRACE_JOIN_EXTRA_S = 30.0  # the profiler client's answer may come this long after its window
@@ -99,7 +100,7 @@ def start_tf_server(addresses: Sequence[str], index: int, intra: int, inter: int
 
 
 def tf_server(context: worker_main.WorkerContext) -> None:
-    """Worker target: a TF server (task `index` of job 'worker') and a TCP sink, up until ended.
+    """Worker target: a TF server (task `index` of job 'worker') and a TCP source, up until ended.
 
     TensorFlow servers have no `stop()`; ending the process is the only way to end one.
     """
@@ -109,8 +110,8 @@ def tf_server(context: worker_main.WorkerContext) -> None:
         int(os.environ["TF_NUM_INTRAOP_THREADS"]),
         int(os.environ["TF_NUM_INTEROP_THREADS"]),
     )
-    sink = tcp_sink()
-    context.ready(target=server.target, sink_port=sink.getsockname()[1])
+    source = tcp_source()
+    context.ready(target=server.target, source_port=source.getsockname()[1])
     context.wait_until_ended()
 
 
@@ -163,14 +164,14 @@ def _update_job(server_def, job: str, addresses: Sequence[str]) -> None:
 
 @dataclasses.dataclass
 class RemoteTFWorkers:
-    """Connected TF server workers: `devices[i]` names task i's CPU, `sinks[i]` its TCP sink.
+    """Connected TF server workers: `devices[i]` names task i's CPU, `sources[i]` its TCP source.
 
     `check_alive()` raises (`WorkerError` or `OSError`) once a worker is gone.
     """
 
     devices: list[str]
     addresses: list[str]
-    sinks: list[str]
+    sources: list[str]
     check_alive: Callable[[], None]
     group: WorkerGroup | None = None  # the processes, when started here
 
@@ -207,25 +208,25 @@ def remote_tf_workers(
         pick_ports=pick_ports,
     ) as group:
         hosts = [address.rpartition(":")[0] for address in group.addresses]
-        sinks = [
-            f"{h}:{info['sink_port']}" for h, info in zip(hosts, group.ready_info, strict=True)
+        sources = [
+            f"{h}:{info['source_port']}" for h, info in zip(hosts, group.ready_info, strict=True)
         ]
         devices = connect_tf_workers(group.addresses)
         try:
-            yield RemoteTFWorkers(devices, group.addresses, sinks, group.check_alive, group)
+            yield RemoteTFWorkers(devices, group.addresses, sources, group.check_alive, group)
         finally:
             disconnect_tf_workers()
 
 
 @contextlib.contextmanager
-def tf_worker_at(address: str, sink: str | None = None):
+def tf_worker_at(address: str, source: str | None = None):
     """Connect this process to a TF server already running at 'HOST:PORT' (started there by
     `python -m d2lhelpers.processes.tf_servers --address HOST:PORT`); yield it as
-    `RemoteTFWorkers`, disconnect on leaving. Its TCP sink is `sink`, by default HOST:PORT+1.
+    `RemoteTFWorkers`, disconnect on leaving. Its TCP source is `source`, by default HOST:PORT+1.
     """
     host, port = split_address(address)
-    sink = sink or f"{host}:{port + 1}"
-    split_address(sink)
+    source = source or f"{host}:{port + 1}"
+    split_address(source)
 
     def check_alive():
         socket.create_connection((host, port), timeout=TCP_TIMEOUT_S).close()
@@ -233,7 +234,7 @@ def tf_worker_at(address: str, sink: str | None = None):
     check_alive()  # refused now, with the address in the message, rather than inside TensorFlow
     devices = connect_tf_workers([address])
     try:
-        yield RemoteTFWorkers(devices, [address], [sink], check_alive)
+        yield RemoteTFWorkers(devices, [address], [source], check_alive)
     finally:
         disconnect_tf_workers()
 
@@ -278,33 +279,31 @@ def exit_if_worker_dies(check_alive: Callable[[], None], period_s: float = WATCH
 # --- the link's peak ----------------------------------------------------------------------------
 
 
-def tcp_sink(port: int = 0) -> socket.socket:
-    """A listening socket on every interface whose threads take in `tcp_bandwidth`'s probes:
-    an 8-byte length, that many bytes, then one byte back. It lives as long as this process."""
+def tcp_source(port: int = 0) -> socket.socket:
+    """A listening socket on every interface that answers each `tcp_fetch` (an 8-byte count)
+    with that many bytes: the worker's side of the link's raw TCP rate, sent the way the
+    copies go. It serves as long as this process lives."""
     server = socket.create_server(("", port))
+    payload = bytes(TCP_CHUNK_BYTES)
 
-    def take(connection):
+    def answer(connection):
         with connection:
             connection.settimeout(TCP_TIMEOUT_S)
-            (left,) = struct.unpack("!Q", _receive(connection, 8))
-            buffer = memoryview(bytearray(min(left, TCP_MAX_CHUNK_BYTES)))
+            (left,) = struct.unpack("!Q", _receive_exactly(connection, 8))
             while left > 0:
-                got = connection.recv_into(buffer, min(left, len(buffer)))
-                if not got:
-                    return
-                left -= got
-            connection.sendall(b"k")
+                connection.sendall(payload[: min(left, len(payload))])
+                left -= min(left, len(payload))
 
     def serve():
         while True:
             connection, _ = server.accept()
-            threading.Thread(target=take, args=(connection,), daemon=True).start()
+            threading.Thread(target=answer, args=(connection,), daemon=True).start()
 
-    threading.Thread(target=serve, daemon=True, name="tcp_sink").start()
+    threading.Thread(target=serve, daemon=True, name="tcp_source").start()
     return server
 
 
-def _receive(connection: socket.socket, count: int) -> bytes:
+def _receive_exactly(connection: socket.socket, count: int) -> bytes:
     data = b""
     while len(data) < count:
         got = connection.recv(count - len(data))
@@ -314,29 +313,20 @@ def _receive(connection: socket.socket, count: int) -> bytes:
     return data
 
 
-def tcp_bandwidth(
-    sink: str, nbytes: int = TCP_PROBE_BYTES, chunk: int = TCP_CHUNK_BYTES, repeats: int = 2
-) -> float:
-    """Raw TCP throughput to a `tcp_sink` at 'HOST:PORT', bytes/s: the best of `repeats` sends
-    of `nbytes`, each timed until the sink says it has them all. The most the link under gRPC
-    can carry. Every socket operation times out after `TCP_TIMEOUT_S`.
-    """
-    chunk = require_count("chunk (bytes)", chunk, 1, TCP_MAX_CHUNK_BYTES)
-    nbytes = require_count("nbytes", nbytes, chunk, TCP_MAX_PROBE_BYTES)
-    repeats = require_count("repeats", repeats, 1, 100)
-    address = split_address(sink)
-    payload, chunks = bytes(chunk), nbytes // chunk
-    best = 0.0
-    for _ in range(repeats):
-        with socket.create_connection(address, timeout=TCP_TIMEOUT_S) as sender:
-            began = time.perf_counter()
-            sender.sendall(struct.pack("!Q", chunks * chunk))
-            for _ in range(chunks):
-                sender.sendall(payload)
-            if _receive(sender, 1) != b"k":
-                raise ConnectionError(f"the TCP sink at {sink} did not confirm the bytes")
-            best = max(best, chunks * chunk / (time.perf_counter() - began))
-    return best
+def tcp_fetch(source: str, nbytes: int = TCP_PROBE_BYTES) -> None:
+    """Fetch `nbytes` from a `tcp_source` at 'HOST:PORT' over raw TCP; time it to get the most
+    the link under gRPC can carry. Every socket operation times out after `TCP_TIMEOUT_S`."""
+    nbytes = require_count("nbytes", nbytes, 1, TCP_MAX_PROBE_BYTES)
+    with socket.create_connection(split_address(source), timeout=TCP_TIMEOUT_S) as connection:
+        connection.sendall(struct.pack("!Q", nbytes))
+        buffer, left = memoryview(bytearray(min(nbytes, TCP_CHUNK_BYTES))), nbytes
+        while left > 0:
+            got = connection.recv_into(buffer, min(left, len(buffer)))
+            if not got:
+                raise ConnectionError(
+                    f"the TCP source at {source} sent {nbytes - left} of {nbytes} bytes"
+                )
+            left -= got
 
 
 # --- one timeline for two processes -------------------------------------------------------------
@@ -443,17 +433,17 @@ def traced_overlap(rows: Sequence[OpEvent], worker_device: str, host: str = HOST
 
 def main(argv=None) -> None:
     """`python -m d2lhelpers.processes.tf_servers --address HOST:PORT`: a TF server (task 0 of
-    job 'worker' at that address) and its TCP sink, until ended (Ctrl-C)."""
+    job 'worker' at that address) and its TCP source, until ended (Ctrl-C)."""
     parser = argparse.ArgumentParser(description=main.__doc__.splitlines()[0])
     parser.add_argument("--address", required=True, help="HOST:PORT the driver will connect to")
-    parser.add_argument("--sink-port", type=int, help="the TCP sink's port (default PORT + 1)")
+    parser.add_argument("--source-port", type=int, help="the TCP source's port (default PORT + 1)")
     parser.add_argument("--intra-op-threads", type=int, default=1)
     parser.add_argument("--inter-op-threads", type=int, default=2)
     args = parser.parse_args(argv)
     _, port = split_address(args.address)
     start_tf_server([args.address], 0, args.intra_op_threads, args.inter_op_threads)
-    sink = tcp_sink(args.sink_port or port + 1)
-    print(f"TF server at {args.address}, TCP sink on port {sink.getsockname()[1]}", flush=True)
+    source = tcp_source(args.source_port or port + 1)
+    print(f"TF server at {args.address}, TCP source on port {source.getsockname()[1]}", flush=True)
     while True:
         time.sleep(3600)
 

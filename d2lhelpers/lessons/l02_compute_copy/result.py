@@ -2,6 +2,7 @@
 
 For the chain computed on the worker and its results copied to the driver:
 
+    ideal copy                                = its bytes at raw TCP's rate over the same link
     ideal one after the other (one function) = run + copy - launch
     ideal overlapped                          = max(run, copy)
     hidden = (run + copy - launch - overlapped) / min(run, copy)
@@ -52,7 +53,7 @@ class ComputeCopyResult(Reported):
     launch: Measurement  # run_and_copy on 1x1 matrices: a call's fixed cost
     sequential: Measurement  # one function, copies held until the last matmul
     overlapped: Measurement | None  # one function, copies as soon as each result is ready
-    link_peak: float  # raw TCP over the same link, B/s, measured
+    link: Measurement  # raw TCP over the same link, in the copies' direction, timed in turns
     rows: list[OpEvent]  # one traced call of the overlapped (or, without overlap, sequential) run
     trace_source: str  # BOTH_TRACED (one clock) or the driver's side only
     worker_device: str
@@ -79,6 +80,20 @@ class ComputeCopyResult(Reported):
     @property
     def ideal_overlapped_noise(self) -> float:
         return noise_of(self.run if self.run.median >= self.copy.median else self.copy)
+
+    @property
+    def link_peak(self) -> float:
+        """Raw TCP's rate over the link, B/s: the most gRPC's copies can reach."""
+        return self.link.rate
+
+    @property
+    def ideal_copy(self) -> float:
+        """The copy's bytes at raw TCP's rate."""
+        return self.nbytes / self.link_peak
+
+    @property
+    def ideal_copy_noise(self) -> float:
+        return noise_of(self.link) * self.ideal_copy / self.link.median
 
     @property
     def combined(self) -> Measurement:
@@ -116,12 +131,15 @@ class ComputeCopyResult(Reported):
         inside it, too noisy to be a result. Empty when every time is plausible."""
         found = [
             self._below(
+                self.copy, self.ideal_copy, self.ideal_copy_noise, "copy", "at raw TCP's rate"
+            ),
+            self._below(
                 self.sequential,
                 self.ideal_sequential,
                 self.ideal_sequential_noise,
                 "one after the other",
                 "run + copy - launch",
-            )
+            ),
         ]
         if self.overlapped is not None:
             share = (
@@ -160,7 +178,8 @@ class ComputeCopyResult(Reported):
     def flags(self) -> list[str]:
         """Why some number here is not to be trusted; empty when every number is plausible."""
         found = [b.sentence for b in self.below_ideal()]
-        for m in (self.run, self.copy, self.launch, self.sequential, self.overlapped):
+        measured = (self.link, self.run, self.copy, self.launch, self.sequential, self.overlapped)
+        for m in measured:
             found += [f"{m.label}: {w}" for w in (m.warnings if m is not None else ())]
         return found
 
@@ -295,8 +314,14 @@ class ComputeCopyResult(Reported):
             ]
 
         rows = [
+            row(f"raw TCP: {format_bytes(self.link.work)} worker -> driver", self.link),
             row(f"run: {self.matmuls} matmuls of {self.size}² on the worker", self.run),
-            row(f"copy: {format_bytes(self.nbytes)} worker -> driver", self.copy),
+            row(
+                f"copy: {format_bytes(self.nbytes)} worker -> driver",
+                self.copy,
+                f"at raw TCP's rate {format_seconds(self.ideal_copy)}",
+                self.ideal_copy,
+            ),
             row("launch: run_and_copy on 1x1 matrices", self.launch),
             row(
                 "one after the other (one function)",
@@ -326,7 +351,7 @@ class ComputeCopyResult(Reported):
                     "copy over gRPC",
                     f"{self.copy_rate / GB:.2f} GB/s",
                     f"{self.copy_rate / self.link_peak:.0%} of raw TCP on the link "
-                    f"({peak}, measured)",
+                    f"({peak}, timed in turns)",
                 ],
             ],
         )
