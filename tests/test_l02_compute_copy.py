@@ -418,7 +418,7 @@ def test_a_failing_notebook_function_ends_the_run_with_one_sentence():
 def test_tensorflow_errors_lose_their_node_names():
     message = (
         "{{function_node __inference_run_12}} Matrix size-incompatible: In[0]: [2,2], "
-        "In[1]: [3,3]\n\t [[{{node MatMul}}]] [Op:__inference_run_45]"
+        "In[1]: [3,3] [[{{node MatMul}}]] [Op:__inference_run_45] name: \nmore"
     )
     error = tf.errors.InvalidArgumentError(None, None, message)
     assert experiment.one_sentence(error) == (

@@ -167,7 +167,7 @@ def error_seconds(error: WorkerTimeout, timeout_s: float) -> str:
 def one_sentence(error: BaseException) -> str:
     """An exception as one line a learner can act on: TensorFlow's node and op names cut off."""
     text = str(error).split("\n")[0]
-    for marker in (" [[", " [Op:", "\t[["):
+    for marker in (" [[", " [Op:"):
         text = text.split(marker)[0]
     text = text.removeprefix("{{function_node ").partition("}} ")[2] or text
     return f"{type(error).__name__}: {text.strip()}"
