@@ -98,9 +98,6 @@ from d2lhelpers.lessons.l02_compute_copy import (
     run_compute_copy,
     seed_reading,
 )
-from d2lhelpers.processes.tf_servers import (
-    remote_tf_workers,
-)
 
 # --- notebook 03: the MLP across devices ---
 from d2lhelpers.lessons.l03_mlp_across_devices import (
@@ -267,7 +264,6 @@ __all__ = [
     "compute_copy_panel",
     "local_copy_cost",
     "plot_compute_copy",
-    "remote_tf_workers",
     "run_compute_copy",
     "seed_reading",
     # notebook 03: the MLP across devices

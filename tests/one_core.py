@@ -13,7 +13,9 @@ printed output is read as a sceptical learner would:
 - a sentence about this machine's cores names the usable cores (1 here): no "2 CPU cores", no
   "on 2 cores", no "at most 2 can compute at the same time";
 - a traced overlap ("at the same time for 100%") and the time it hid ("hidden: 8%") printed in
-  one output do not disagree by more than 50 points, unless a sentence says why ("disagree").
+  one output do not disagree by more than 50 points, unless a sentence says why ("disagree");
+- an output that says a run is "not a result" does not also say it checks a worked answer
+  (notebook 02's Try-it: "... as the worked answer says").
 
 Lines quoting committed reference results of other machines ("[4 logical CPU devices ...]" or with
 a "·" label) are not about this machine.
@@ -114,6 +116,8 @@ def contradictions(text: str, cores: int = 1) -> list[str]:
                 f"a traced overlap ({', '.join(f'{t:g}%' for t in traced)}) and the time hidden "
                 f"({', '.join(f'{h:g}%' for h in hidden)}) disagree by {gap:g} points, unexplained"
             )
+    if re.search(r"not a result", text, re.I) and "as the worked answer says" in text:
+        problems.append("a run that is not a result is also said to match the worked answer")
     for line in text.splitlines():
         if line.startswith("ERROR "):
             problems.append(f"the cell failed: {line}")

@@ -25,6 +25,8 @@ from tests.one_core import contradictions, html_to_text, output_texts
         "ERROR ValueError: size must be at least 1",
         "is another program using the cores? (load average now: 4.4 on 2 cores)",
         "hidden: 8% of the shorter part\ntraced: at the same time for CPU:0 100%, CPU:1 100%",
+        "Not a result: overlapped came out below its ideal\nOne after the other took 38 ms: it "
+        "matches run + copy - launch, as the worked answer says.",
     ],
 )
 def test_a_contradiction_is_found(text):

@@ -132,7 +132,7 @@ def test_one_call_is_traced_in_the_worker_and_here_on_one_clock():
     finished = run_python(TRACED, timeout=120)
     assert finished.returncode == 0, finished.stderr[-3000:]
     report = json.loads(finished.stdout.strip().splitlines()[-1])
-    assert report["source"] == "worker and notebook"
+    assert report["source"] == tf_servers.BOTH_TRACED
     assert report["matmuls"] == [WORKER] and report["n_matmuls"] == 5
     assert report["n_copies"] == 5
     assert report["sync_rows"] == 0
@@ -146,7 +146,7 @@ from d2lhelpers.processes import tf_servers as ts
 
 d2l.setup_devices()
 with ts.remote_tf_workers(1) as remote:
-    with ts.exit_if_workers_die(remote.group, period_s=0.1):
+    with ts.exit_if_worker_dies(remote.check_alive, period_s=0.1):
         print(remote.group.pids[0], flush=True)
         os.kill(remote.group.pids[0], signal.SIGKILL)
         d2l.sync_devices()  # waits on the dead worker forever: only the watcher can end this
@@ -188,23 +188,77 @@ def test_trace_falls_back_to_this_process_when_the_worker_cannot_be_traced(devic
         expected_matmuls=3,
         expected_s=0.01,
     )
-    assert source == "notebook only"
+    assert source == tf_servers.DRIVER_TRACED
     assert sum(r.kind == "matmul" for r in rows) == 3
     assert sum(r.kind == "copy" and r.device == "/device:CPU:1" for r in rows) == 3
     assert not any(r.op.startswith("SyncDevice") for r in rows)
 
 
-def test_loopback_tcp_bandwidth_is_measured_and_bounded():
-    rate = tf_servers.loopback_tcp_bandwidth(16 << 20, 1 << 20, repeats=1)
-    assert 1e7 < rate < 1e12  # between 10 MB/s and 1 TB/s: a real, finite measurement
+def test_tcp_fetch_takes_every_byte_from_a_source_and_refuses_bad_counts():
+    source = tf_servers.tcp_source()
+    address = f"127.0.0.1:{source.getsockname()[1]}"
+    began = time.perf_counter()
+    tf_servers.tcp_fetch(address, (16 << 20) + 3)  # not a whole number of chunks
+    assert 0 < time.perf_counter() - began < tf_servers.TCP_TIMEOUT_S
     with pytest.raises(ValueError):
-        tf_servers.loopback_tcp_bandwidth(1 << 20, 4 << 20)
-    with pytest.raises(ValueError):
-        tf_servers.loopback_tcp_bandwidth(1 << 20, 1 << 20, repeats=0)
+        tf_servers.tcp_fetch(address, 0)
     with pytest.raises(TypeError):
-        tf_servers.loopback_tcp_bandwidth(1.5e6, 1 << 20)
+        tf_servers.tcp_fetch(address, 1.5e6)
     with pytest.raises(ValueError):
-        tf_servers.loopback_tcp_bandwidth(1 << 40)
+        tf_servers.tcp_fetch(address, 1 << 40)
+    with pytest.raises(OSError):  # nobody listens there
+        tf_servers.tcp_fetch(f"127.0.0.1:{free_ports(1)[0]}", 1 << 20)
+
+
+@pytest.mark.parametrize("address", ["localhost", "host:", ":80", "host:http", "host:70000", 5])
+def test_a_worker_address_must_be_host_and_port(address):
+    with pytest.raises(ValueError, match="HOST:PORT"):
+        tf_servers.split_address(address)
+    assert tf_servers.split_address("10.0.0.2:2222") == ("10.0.0.2", 2222)
+
+
+STARTED_ELSEWHERE = r"""
+import json, subprocess, sys, time
+import d2lhelpers as d2l
+import tensorflow as tf
+from d2lhelpers.processes import tf_servers as ts
+from d2lhelpers.processes.group import free_ports
+
+d2l.setup_devices()
+address = f"127.0.0.1:{free_ports(1)[0]}"
+server = subprocess.Popen([sys.executable, "-m", "d2lhelpers.processes.tf_servers",
+                           "--address", address], stdout=subprocess.PIPE, text=True)
+try:
+    said = server.stdout.readline()
+    with ts.tf_worker_at(address) as remote:
+        with tf.device(remote.device):
+            on_worker = tf.ones([1000]) * 3
+        ts.tcp_fetch(remote.sources[0], 1 << 20)
+        report = {"said": said, "device": on_worker.device, "source": remote.sources[0],
+                  "sum": float(tf.reduce_sum(tf.identity(on_worker)))}
+        remote.check_alive()
+        server.kill()
+        server.wait()
+        try:
+            remote.check_alive()
+            report["dead_seen"] = False
+        except OSError:
+            report["dead_seen"] = True
+finally:
+    server.kill()
+print(json.dumps(report))
+"""
+
+
+def test_a_worker_started_elsewhere_is_reached_at_its_address():
+    finished = run_python(STARTED_ELSEWHERE, timeout=120)
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    report = json.loads(finished.stdout.strip().splitlines()[-1])
+    port = int(report["said"].split(":")[1].split(",")[0])
+    assert report["said"].startswith("TF server at 127.0.0.1:")
+    assert report["source"] == f"127.0.0.1:{port + 1}"
+    assert report["device"] == WORKER and report["sum"] == 3000.0
+    assert report["dead_seen"]
 
 
 @pytest.mark.parametrize("count", [0, -1, 1.5, 10**4])

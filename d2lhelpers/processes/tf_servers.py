@@ -1,23 +1,29 @@
 """A second TensorFlow process as a device at the end of a real link, and how to watch it.
 
-`remote_tf_workers(k)` starts k `tf.distribute.Server` workers on loopback (a `WorkerGroup`) and
-connects this process to them: ops placed on '/job:worker/replica:0/task:0/device:CPU:0' run in
-the worker, and their results cross a real loopback gRPC link, so a copy's cost is measured, not
+`remote_tf_workers(k)` starts k `tf.distribute.Server` workers on this machine (a `WorkerGroup`)
+and connects this process to them: ops placed on '/job:worker/replica:0/task:0/device:CPU:0' run
+in the worker, and their results cross a real gRPC link, so a copy's cost is measured, not
 simulated (between two logical CPU devices of one process a "copy" moves no bytes).
+`tf_worker_at('HOST:PORT')` connects to a server already running elsewhere instead (another
+network namespace, another machine), started there with
+
+    python -m d2lhelpers.processes.tf_servers --address HOST:PORT
+
+Every worker also runs a TCP source (`tcp_source`, on the next port by default), so that timing
+`tcp_fetch(worker.sources[0])` measures raw TCP over the very link the copies cross, in their
+direction.
 
 Connect from a *driver* process, never from a notebook's kernel: probed on TF 2.21, once a
 connected worker has died, a call placed on it raises `UnavailableError` within milliseconds, but
 `tf.test.experimental.sync_devices()` (which every `measure` and `Benchmark` calls) waits for it
 forever. A driver that is a `WorkerGroup` worker itself can be ended by its parent's timeout, and
-`exit_if_workers_die` ends it at once when its worker dies.
+`exit_if_worker_dies` ends it at once when its worker dies.
 
-Two more tools serve the link:
-- `loopback_tcp_bandwidth()`: raw TCP over 127.0.0.1, the most the link under gRPC can carry.
-- `trace_with_worker(fn, ...)`: one call traced in this process and in the worker on one clock.
-  The worker's gRPC server also serves TF's profiler (`tf.profiler.experimental.client.trace(
-  'grpc://127.0.0.1:PORT', ...)`), traced from a thread while this process profiles itself;
-  both XSpaces are merged by `timeline.events_from_xspace`. Both processes are on one machine,
-  with one wall clock; across machines the clocks would need aligning.
+`trace_with_worker(fn, ...)` traces one call in this process and in the worker on one clock: the
+worker's gRPC server also serves TF's profiler (`tf.profiler.experimental.client.trace(
+'grpc://HOST:PORT', ...)`), traced from a thread while this process profiles itself; both XSpaces
+are merged by `timeline.events_from_xspace`. That needs one wall clock: on one machine (network
+namespaces included) there is one; across machines the clocks would need aligning.
 
 Caveat: TensorFlow's gRPC servers listen on every interface (0.0.0.0:PORT, hard-coded in TF) and
 accept unauthenticated work while they live; the workers here live only as long as their `with`.
@@ -25,12 +31,14 @@ accept unauthenticated work while they live; the workers here live only as long 
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import ctypes
 import dataclasses
 import glob
 import os
 import socket
+import struct
 import sys
 import tempfile
 import threading
@@ -61,38 +69,49 @@ from d2lhelpers.tracing.timeline import (
 
 TF_SERVER_TARGET = "d2lhelpers.processes.tf_servers:tf_server"
 HOST = "/job:localhost/replica:0/task:0/device:CPU:0"  # this process's CPU once connected
-TCP_PROBE_BYTES = 256 * MiB
+TCP_PROBE_BYTES = 64 * MiB
 TCP_CHUNK_BYTES = 4 * MiB
 TCP_TIMEOUT_S = 10.0
-TCP_MAX_CHUNK_BYTES, TCP_MAX_PROBE_BYTES = 64 * MiB, 4 * GiB
+TCP_MAX_PROBE_BYTES = 4 * GiB
 TRACE_START_WAIT_S = 0.05  # measured: the worker's profiler is recording ~20 ms after the request
 TRACE_MARGIN_S = 0.25
 TRACE_JOIN_EXTRA_S = 30.0  # the profiler client's answer may come this long after its window
 WATCH_PERIOD_S = 0.5
 WORKER_DIED_EXIT_CODE = 3
+BOTH_TRACED, DRIVER_TRACED = "worker and driver", "driver only"  # what a trace holds
 
 
 # --- the worker, and this process connected to it ---------------------------------------------
 
 
-def tf_server(context: worker_main.WorkerContext) -> None:
-    """Worker target: a `tf.distribute.Server`, task `index` of job 'worker', up until ended.
-
-    TensorFlow servers have no `stop()`; ending the process is the only way to end one.
-    """
+def start_tf_server(addresses: Sequence[str], index: int, intra: int, inter: int):
+    """A started `tf.distribute.Server`, task `index` of job 'worker' at `addresses`."""
     config = tf.compat.v1.ConfigProto(
-        intra_op_parallelism_threads=int(os.environ["TF_NUM_INTRAOP_THREADS"]),
-        inter_op_parallelism_threads=int(os.environ["TF_NUM_INTEROP_THREADS"]),
+        intra_op_parallelism_threads=intra, inter_op_parallelism_threads=inter
     )
-    server = tf.distribute.Server(
-        tf.train.ClusterSpec({TF_SERVER_JOB: context.addresses}),
+    return tf.distribute.Server(
+        tf.train.ClusterSpec({TF_SERVER_JOB: list(addresses)}),
         job_name=TF_SERVER_JOB,
-        task_index=context.index,
+        task_index=index,
         protocol="grpc",
         config=config,
         start=True,
     )
-    context.ready(target=server.target)
+
+
+def tf_server(context: worker_main.WorkerContext) -> None:
+    """Worker target: a TF server (task `index` of job 'worker') and a TCP source, up until ended.
+
+    TensorFlow servers have no `stop()`; ending the process is the only way to end one.
+    """
+    server = start_tf_server(
+        context.addresses,
+        context.index,
+        int(os.environ["TF_NUM_INTRAOP_THREADS"]),
+        int(os.environ["TF_NUM_INTEROP_THREADS"]),
+    )
+    source = tcp_source()
+    context.ready(target=server.target, source_port=source.getsockname()[1])
     context.wait_until_ended()
 
 
@@ -145,19 +164,21 @@ def _update_job(server_def, job: str, addresses: Sequence[str]) -> None:
 
 @dataclasses.dataclass
 class RemoteTFWorkers:
-    """Connected `tf.distribute.Server` workers: `devices[i]` names task i's CPU."""
+    """Connected TF server workers: `devices[i]` names task i's CPU, `sources[i]` its TCP source.
 
-    group: WorkerGroup
+    `check_alive()` raises (`WorkerError` or `OSError`) once a worker is gone.
+    """
+
     devices: list[str]
+    addresses: list[str]
+    sources: list[str]
+    check_alive: Callable[[], None]
+    group: WorkerGroup | None = None  # the processes, when started here
 
     @property
     def device(self) -> str:
         """The first worker's CPU: '/job:worker/replica:0/task:0/device:CPU:0'."""
         return self.devices[0]
-
-    @property
-    def addresses(self) -> list[str]:
-        return self.group.addresses
 
 
 @contextlib.contextmanager
@@ -170,8 +191,8 @@ def remote_tf_workers(
     grace_s: float = 2.0,
     pick_ports: Callable[[int], list[int]] = free_ports,
 ):
-    """Start `count` TF server workers on loopback, connect this process to them, yield them as
-    `RemoteTFWorkers`; on leaving, disconnect this process, then end the workers.
+    """Start `count` TF server workers on this machine, connect this process to them, yield them
+    as `RemoteTFWorkers`; on leaving, disconnect this process, then end the workers.
 
     Remote ops return before they finish: wait for them with `d2l.sync_devices()` (it syncs the
     remote devices too while they are connected) or by fetching a result (`.numpy()`).
@@ -186,32 +207,67 @@ def remote_tf_workers(
         grace_s=grace_s,
         pick_ports=pick_ports,
     ) as group:
+        hosts = [address.rpartition(":")[0] for address in group.addresses]
+        sources = [
+            f"{h}:{info['source_port']}" for h, info in zip(hosts, group.ready_info, strict=True)
+        ]
         devices = connect_tf_workers(group.addresses)
         try:
-            yield RemoteTFWorkers(group, devices)
+            yield RemoteTFWorkers(devices, group.addresses, sources, group.check_alive, group)
         finally:
             disconnect_tf_workers()
 
 
 @contextlib.contextmanager
-def exit_if_workers_die(group: WorkerGroup, period_s: float = WATCH_PERIOD_S):
-    """Inside the block, end this whole process (exit code 3, one line on stderr) as soon as a
-    worker of `group` dies: a wait on a dead TF worker would otherwise never return.
+def tf_worker_at(address: str, source: str | None = None):
+    """Connect this process to a TF server already running at 'HOST:PORT' (started there by
+    `python -m d2lhelpers.processes.tf_servers --address HOST:PORT`); yield it as
+    `RemoteTFWorkers`, disconnect on leaving. Its TCP source is `source`, by default HOST:PORT+1.
+    """
+    host, port = split_address(address)
+    source = source or f"{host}:{port + 1}"
+    split_address(source)
 
-    Meant for driver processes (a `WorkerGroup` worker whose parent then reports the line).
+    def check_alive():
+        socket.create_connection((host, port), timeout=TCP_TIMEOUT_S).close()
+
+    check_alive()  # refused now, with the address in the message, rather than inside TensorFlow
+    devices = connect_tf_workers([address])
+    try:
+        yield RemoteTFWorkers(devices, [address], [source], check_alive)
+    finally:
+        disconnect_tf_workers()
+
+
+def split_address(address: str) -> tuple[str, int]:
+    """'HOST:PORT' as (host, port), or a ValueError naming the address."""
+    host, _, port = str(address).rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65535:
+        raise ValueError(
+            f"a worker address must be 'HOST:PORT' with a port below 65535, got {address!r}"
+        )
+    return host, int(port)
+
+
+@contextlib.contextmanager
+def exit_if_worker_dies(check_alive: Callable[[], None], period_s: float = WATCH_PERIOD_S):
+    """Inside the block, end this whole process (exit code 3, one line on stderr) as soon as
+    `check_alive()` raises (a `RemoteTFWorkers`' own): a wait on a dead TF worker would
+    otherwise never return. Meant for driver processes (a `WorkerGroup` worker whose parent
+    then reports the line).
     """
     stop = threading.Event()
 
     def watch():
         while not stop.wait(period_s):
             try:
-                group.check_alive()
-            except WorkerError as error:
+                check_alive()
+            except (WorkerError, OSError) as error:
                 sys.stderr.write(f"the TensorFlow worker died, so this driver ends: {error}\n")
                 sys.stderr.flush()
                 os._exit(WORKER_DIED_EXIT_CODE)
 
-    watcher = threading.Thread(target=watch, daemon=True, name="exit_if_workers_die")
+    watcher = threading.Thread(target=watch, daemon=True, name="exit_if_worker_dies")
     watcher.start()
     try:
         yield
@@ -223,54 +279,54 @@ def exit_if_workers_die(group: WorkerGroup, period_s: float = WATCH_PERIOD_S):
 # --- the link's peak ----------------------------------------------------------------------------
 
 
-def loopback_tcp_bandwidth(
-    nbytes: int = TCP_PROBE_BYTES, chunk: int = TCP_CHUNK_BYTES, repeats: int = 2
-) -> float:
-    """Raw TCP throughput over 127.0.0.1, bytes/s: the best of `repeats` sends of `nbytes`.
+def tcp_source(port: int = 0) -> socket.socket:
+    """A listening socket on every interface that answers each `tcp_fetch` (an 8-byte count)
+    with that many bytes: the worker's side of the link's raw TCP rate, sent the way the
+    copies go. It serves as long as this process lives."""
+    server = socket.create_server(("", port))
+    payload = bytes(TCP_CHUNK_BYTES)
 
-    A plain socket sender (this thread) and receiver (another thread; both release the GIL in
-    the kernel calls): the most the link under gRPC can carry on this machine. Every socket
-    operation and the receiver's join time out after `TCP_TIMEOUT_S`.
-    """
-    chunk = require_count("chunk (bytes)", chunk, 1, TCP_MAX_CHUNK_BYTES)
-    nbytes = require_count("nbytes", nbytes, chunk, TCP_MAX_PROBE_BYTES)
-    repeats = require_count("repeats", repeats, 1, 100)
-    return max(_tcp_send_once(nbytes, chunk) for _ in range(repeats))
+    def answer(connection):
+        with connection:
+            connection.settimeout(TCP_TIMEOUT_S)
+            (left,) = struct.unpack("!Q", _receive_exactly(connection, 8))
+            while left > 0:
+                connection.sendall(payload[: min(left, len(payload))])
+                left -= min(left, len(payload))
+
+    def serve():
+        while True:
+            connection, _ = server.accept()
+            threading.Thread(target=answer, args=(connection,), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True, name="tcp_source").start()
+    return server
 
 
-def _tcp_send_once(nbytes: int, chunk: int) -> float:
-    chunks = nbytes // chunk
-    total = chunks * chunk
-    received, failures = [0], []
-    with socket.create_server(("127.0.0.1", 0)) as server:
-        server.settimeout(TCP_TIMEOUT_S)
+def _receive_exactly(connection: socket.socket, count: int) -> bytes:
+    data = b""
+    while len(data) < count:
+        got = connection.recv(count - len(data))
+        if not got:
+            raise ConnectionError(f"the connection closed after {len(data)} of {count} bytes")
+        data += got
+    return data
 
-        def receive():
-            try:
-                connection, _ = server.accept()
-                with connection:
-                    connection.settimeout(TCP_TIMEOUT_S)
-                    buffer = memoryview(bytearray(chunk))
-                    while received[0] < total:
-                        got = connection.recv_into(buffer)
-                        if not got:
-                            break
-                        received[0] += got
-            except OSError as error:
-                failures.append(error)
 
-        receiver = threading.Thread(target=receive, daemon=True)
-        receiver.start()
-        payload = bytes(chunk)
-        with socket.create_connection(server.getsockname(), timeout=TCP_TIMEOUT_S) as sender:
-            began = time.perf_counter()
-            for _ in range(chunks):
-                sender.sendall(payload)
-            receiver.join(TCP_TIMEOUT_S)
-            elapsed = time.perf_counter() - began
-    if failures or received[0] != total:
-        raise RuntimeError(f"loopback TCP probe received {received[0]} of {total} bytes {failures}")
-    return total / elapsed
+def tcp_fetch(source: str, nbytes: int = TCP_PROBE_BYTES) -> None:
+    """Fetch `nbytes` from a `tcp_source` at 'HOST:PORT' over raw TCP; time it to get the most
+    the link under gRPC can carry. Every socket operation times out after `TCP_TIMEOUT_S`."""
+    nbytes = require_count("nbytes", nbytes, 1, TCP_MAX_PROBE_BYTES)
+    with socket.create_connection(split_address(source), timeout=TCP_TIMEOUT_S) as connection:
+        connection.sendall(struct.pack("!Q", nbytes))
+        buffer, left = memoryview(bytearray(min(nbytes, TCP_CHUNK_BYTES))), nbytes
+        while left > 0:
+            got = connection.recv_into(buffer, min(left, len(buffer)))
+            if not got:
+                raise ConnectionError(
+                    f"the TCP source at {source} sent {nbytes - left} of {nbytes} bytes"
+                )
+            left -= got
 
 
 # --- one timeline for two processes -------------------------------------------------------------
@@ -287,9 +343,9 @@ def trace_with_worker(
 ) -> tuple[list[OpEvent], str]:
     """One call of `fn(*args)` traced in this process and in the worker, on one time axis.
 
-    Returns (rows, source): source 'worker and notebook' when the worker's trace holds all
-    `expected_matmuls` matmuls of `worker_device`; after `tries` that do not, the local trace
-    alone ('notebook only': the copies' receiving ends, no worker compute).
+    Returns (rows, source): source `BOTH_TRACED` when the worker's trace holds all
+    `expected_matmuls` matmuls of `worker_device`; after `tries` that do not, this process's
+    trace alone (`DRIVER_TRACED`: the copies' receiving ends, no worker compute).
     """
     op_devices, identities = graph_op_devices(fn.get_concrete_function(*args).graph)
     worker = device_label(worker_device)
@@ -302,8 +358,8 @@ def trace_with_worker(
             spaces = _trace_both(fn, args, worker_address, wait_s, window_s)
             rows = _without_sync(events_from_xspace(spaces, op_devices, HOST, identities))
             if sum(r.device == worker and r.kind == "matmul" for r in rows) >= expected_matmuls:
-                return rows, "worker and notebook"
-    return _without_sync(trace(fn, *args, warmup=False)), "notebook only"
+                return rows, BOTH_TRACED
+    return _without_sync(trace(fn, *args, warmup=False)), DRIVER_TRACED
 
 
 def _trace_both(fn, args, worker_address: str, wait_s: float, window_s: float) -> list:
@@ -373,3 +429,24 @@ def traced_overlap(rows: Sequence[OpEvent], worker_device: str, host: str = HOST
     copying = busy_intervals(rows, host, "copy")
     shorter = min(busy_seconds(computing), busy_seconds(copying))
     return overlap_seconds(computing, copying) / shorter if shorter > 0 else 0.0
+
+
+def main(argv=None) -> None:
+    """`python -m d2lhelpers.processes.tf_servers --address HOST:PORT`: a TF server (task 0 of
+    job 'worker' at that address) and its TCP source, until ended (Ctrl-C)."""
+    parser = argparse.ArgumentParser(description=main.__doc__.splitlines()[0])
+    parser.add_argument("--address", required=True, help="HOST:PORT the driver will connect to")
+    parser.add_argument("--source-port", type=int, help="the TCP source's port (default PORT + 1)")
+    parser.add_argument("--intra-op-threads", type=int, default=1)
+    parser.add_argument("--inter-op-threads", type=int, default=2)
+    args = parser.parse_args(argv)
+    _, port = split_address(args.address)
+    start_tf_server([args.address], 0, args.intra_op_threads, args.inter_op_threads)
+    source = tcp_source(args.source_port or port + 1)
+    print(f"TF server at {args.address}, TCP source on port {source.getsockname()[1]}", flush=True)
+    while True:
+        time.sleep(3600)
+
+
+if __name__ == "__main__":
+    main()

@@ -9,7 +9,8 @@ from d2lhelpers.lessons.l02_compute_copy.experiment import (
     estimate_compute_copy_s,
     run_compute_copy,
 )
-from d2lhelpers.lessons.l02_compute_copy.result import BOTH_TRACED, ComputeCopyResult
+from d2lhelpers.lessons.l02_compute_copy.result import ComputeCopyResult
+from d2lhelpers.processes.tf_servers import BOTH_TRACED
 from d2lhelpers.tracing.timeline import plot_timeline
 from d2lhelpers.ui.panel import Panel, slider
 
@@ -28,7 +29,7 @@ def plot_compute_copy(result: ComputeCopyResult):
         names, [m.median * 1e3 for m in parts], xerr=[m.iqr * 1e3 for m in parts], color="tab:blue"
     )
     bars.axvline(
-        result.ideal_sequential_one_function * 1e3,
+        result.ideal_sequential * 1e3,
         c="gray",
         ls="--",
         label="ideal one after the other: run + copy - launch",
@@ -53,8 +54,10 @@ def plot_compute_copy(result: ComputeCopyResult):
     return figure
 
 
-def compute_copy_panel() -> Panel:
-    """Notebook 02: compute in a worker process, copy each result to a driver; overlap on or off."""
+def compute_copy_panel(chain_on=None, copy_to=None, run_and_copy=None) -> Panel:
+    """Notebook 02: the notebook's three functions, computing in a worker process and copying
+    each result to a driver; overlap on or off. Each defaults to `processes.compute_copy`'s."""
+    functions = {"chain_on": chain_on, "copy_to": copy_to, "run_and_copy": run_and_copy}
     sliders = {
         "size": slider("matrix size", 512, 64, 2048, 64),
         "n_matmuls": slider("number of matmuls", 10, 1, 50),
@@ -63,12 +66,12 @@ def compute_copy_panel() -> Panel:
     measured = {}  # the last run's rates make the next estimate better than the guesses
 
     def experiment(progress, size, n_matmuls, overlap):
-        result = run_compute_copy(size, n_matmuls, overlap, progress, trace_overhead=False)
+        result = run_compute_copy(size, n_matmuls, overlap, progress, **functions)
         measured.update(flops_per_s=result.run.rate, link_bytes_per_s=result.copy_rate)
         return result
 
     def estimate(size, n_matmuls, overlap):
-        return estimate_compute_copy_s(size, n_matmuls, **measured)
+        return estimate_compute_copy_s(size, n_matmuls, overlap, **measured)
 
     return Panel(
         "Compute in the worker, copy to the driver",

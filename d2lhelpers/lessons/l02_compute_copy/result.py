@@ -1,17 +1,19 @@
 """Notebook 02's result: run, copy, and both in one function, each beside its ideal, with noise.
 
-For the chain y_i = y_{i-1} @ x (i = 1..n) computed on the worker and its n results copied to
-the driver (n·size²·4 bytes):
+For the chain computed on the worker and its results copied to the driver:
 
+    ideal copy                                = its bytes at raw TCP's rate over the same link
     ideal one after the other (one function) = run + copy - launch
     ideal overlapped                          = max(run, copy)
-    hidden = (run + copy - launch - overlapped) / min(run, copy)   1: the shorter part all hidden
+    hidden = (run + copy - launch - overlapped) / min(run, copy)
 
 One function pays one launch (an RPC to the worker and back, timed as the same function on 1x1
 matrices) where the separate run and copy calls paid two, so the saved launch is not counted as
-hidden copy time. Every comparison carries its noise (`verdicts.noise_of`: the IQR, 5% of the
-median at least); a hidden share above 100% or an overlapped run below max(run, copy) beyond that
-noise cannot be true and is flagged, never shown as a result.
+hidden copy time. An overlapped call cannot take less than max(run, copy), so the hidden share's
+ceiling is (run + copy - launch - max(run, copy)) / min(run, copy) = 1 - launch / min(run, copy):
+a share above it is the same impossibility as an overlapped time below max(run, copy), and is
+checked as that one comparison. Every comparison carries its noise (`verdicts.noise_of`: the
+IQR, 5% of the median at least).
 """
 
 from __future__ import annotations
@@ -21,13 +23,20 @@ import dataclasses
 from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import GB, format_bytes, format_rate, format_seconds
 from d2lhelpers.core.verdicts import NOISE_FLOOR, beats_ideal, compare, impossible, noise_of
-from d2lhelpers.processes.tf_servers import HOST, traced_overlap
+from d2lhelpers.processes.tf_servers import BOTH_TRACED, HOST, traced_overlap
 from d2lhelpers.timing.benchmark import Measurement
-from d2lhelpers.tracing.timeline import OpEvent, TracingOverhead
+from d2lhelpers.tracing.timeline import OpEvent
 
-BOTH_TRACED = "worker and driver"
-TRACED_OVERLAP_SEEN = 0.1  # below this share, a trace shows no real overlap
 MAX_HIDDEN_BAND = 0.5  # a hidden share known only to ±50% or worse is not shown as a number
+
+
+@dataclasses.dataclass(frozen=True)
+class BelowIdeal:
+    """A time below its ideal: `beyond_noise` (impossible) or inside noise too large to tell."""
+
+    what: str
+    sentence: str
+    beyond_noise: bool
 
 
 @dataclasses.dataclass
@@ -35,19 +44,19 @@ class ComputeCopyResult(Reported):
     """Run, copy, launch, and both in one function (forced one after the other, overlapped)."""
 
     size: int
-    n_matmuls: int
+    n_matmuls: int  # the chain's length asked for
+    matmuls: int  # MatMul ops in the run's graph (n_matmuls, unless the chain was edited)
     overlap: bool
-    nbytes: int  # the n results copied
+    nbytes: int  # the results copied
     run: Measurement
     copy: Measurement
+    launch: Measurement  # run_and_copy on 1x1 matrices: a call's fixed cost
     sequential: Measurement  # one function, copies held until the last matmul
     overlapped: Measurement | None  # one function, copies as soon as each result is ready
-    link_peak: float  # loopback TCP, B/s, measured
+    link: Measurement  # raw TCP over the same link, in the copies' direction, timed in turns
     rows: list[OpEvent]  # one traced call of the overlapped (or, without overlap, sequential) run
-    trace_source: str  # 'worker and driver' (one clock) or 'driver only' (fallback)
+    trace_source: str  # BOTH_TRACED (one clock) or the driver's side only
     worker_device: str
-    launch: Measurement  # the one function on 1x1 matrices: a call's fixed cost
-    overhead: TracingOverhead | None = None
 
     # --- ideals and their noise -----------------------------------------------------------------
 
@@ -57,13 +66,8 @@ class ComputeCopyResult(Reported):
 
     @property
     def ideal_sequential(self) -> float:
-        """run + copy: two separate calls."""
-        return self.run.median + self.copy.median
-
-    @property
-    def ideal_sequential_one_function(self) -> float:
         """run + copy - launch: one function pays one launch, the two calls paid two."""
-        return self.ideal_sequential - self.launch.median
+        return self.run.median + self.copy.median - self.launch.median
 
     @property
     def ideal_sequential_noise(self) -> float:
@@ -78,14 +82,33 @@ class ComputeCopyResult(Reported):
         return noise_of(self.run if self.run.median >= self.copy.median else self.copy)
 
     @property
+    def link_peak(self) -> float:
+        """Raw TCP's rate over the link, B/s: the most gRPC's copies can reach."""
+        return self.link.rate
+
+    @property
+    def ideal_copy(self) -> float:
+        """The copy's bytes at raw TCP's rate."""
+        return self.nbytes / self.link_peak
+
+    @property
+    def ideal_copy_noise(self) -> float:
+        return noise_of(self.link) * self.ideal_copy / self.link.median
+
+    @property
     def combined(self) -> Measurement:
-        """The run whose hidden fraction is reported: overlapped if run, else sequential."""
+        """The run whose hidden share is reported: overlapped if run, else sequential."""
         return self.overlapped if self.overlapped is not None else self.sequential
 
     @property
     def hidden_fraction(self) -> float:
         """(run + copy - launch - combined) / min(run, copy): the raw number, unchecked."""
-        return (self.ideal_sequential_one_function - self.combined.median) / self.shorter
+        return (self.ideal_sequential - self.combined.median) / self.shorter
+
+    @property
+    def hidden_ceiling(self) -> float:
+        """1 - launch / min(run, copy): the share when the combined call takes max(run, copy)."""
+        return 1 - self.launch.median / self.shorter
 
     @property
     def hidden_noise(self) -> float:
@@ -101,78 +124,103 @@ class ComputeCopyResult(Reported):
     def traced_overlap(self) -> float:
         return traced_overlap(self.rows, self.worker_device, HOST)
 
-    # --- what the numbers say -------------------------------------------------------------------
+    # --- what the numbers say: every sentence below comes from `below_ideal()` -------------------
+
+    def below_ideal(self) -> list[BelowIdeal]:
+        """Each time below its ideal by more than `NOISE_FLOOR`: beyond the noise, impossible;
+        inside it, too noisy to be a result. Empty when every time is plausible."""
+        found = [
+            self._below(
+                self.copy, self.ideal_copy, self.ideal_copy_noise, "copy", "at raw TCP's rate"
+            ),
+            self._below(
+                self.sequential,
+                self.ideal_sequential,
+                self.ideal_sequential_noise,
+                "one after the other",
+                "run + copy - launch",
+            ),
+        ]
+        if self.overlapped is not None:
+            share = (
+                f"; so the hidden share, {self.hidden_fraction:.0%}, is above its ceiling "
+                f"1 - launch / min(run, copy) = {self.hidden_ceiling:.0%}"
+            )
+            found.append(
+                self._below(
+                    self.overlapped,
+                    self.ideal_overlapped,
+                    self.ideal_overlapped_noise,
+                    "overlapped",
+                    "max(run, copy)",
+                    share,
+                )
+            )
+        return [b for b in found if b is not None]
+
+    @staticmethod
+    def _below(m: Measurement, ideal: float, noise: float, what: str, name: str, then: str = ""):
+        if m.median >= ideal * (1 - NOISE_FLOOR):
+            return None
+        beyond = beats_ideal(m, ideal, noise)
+        how = "beyond" if beyond else "inside"
+        sentence = (
+            f"{what} took {format_seconds(m.median)} = {m.median / ideal:.2f}x its ideal {name} "
+            f"{format_seconds(ideal)}, below it {how} the noise of "
+            f"{format_seconds(noise_of(m) + noise)}{then}"
+        )
+        if beyond:
+            sentence = impossible(sentence)
+        else:
+            sentence += ": this run was too noisy to tell which time is off, so not a result"
+        return BelowIdeal(what, sentence, beyond)
 
     def flags(self) -> list[str]:
-        """Why some number here cannot be true; empty when every number is plausible.
-
-        A time below its ideal is flagged twice over: beyond the noise ("impossible"), and as a
-        point estimate more than `NOISE_FLOOR` below it even when the runs were too noisy to
-        say more (an impossible number is never shown as a result, however noisy).
-        """
-        found = self._below_ideal(
-            self.sequential,
-            self.ideal_sequential_one_function,
-            self.ideal_sequential_noise,
-            "one after the other",
-            "run + copy - launch",
-        )
-        if self.overlapped is not None:
-            found += self._below_ideal(
-                self.overlapped,
-                self.ideal_overlapped,
-                self.ideal_overlapped_noise,
-                "overlapped",
-                "max(run, copy)",
-            )
-            if self.hidden_fraction > 1 + NOISE_FLOOR:
-                found.append(
-                    impossible(
-                        f"the hidden share came out at {self.hidden_fraction:.0%} of "
-                        f"min(run, copy) (noise ±{self.hidden_noise:.0%}), above 100%"
-                    )
-                )
-        for m in (self.run, self.copy, self.launch, self.sequential, self.overlapped):
+        """Why some number here is not to be trusted; empty when every number is plausible."""
+        found = [b.sentence for b in self.below_ideal()]
+        measured = (self.link, self.run, self.copy, self.launch, self.sequential, self.overlapped)
+        for m in measured:
             found += [f"{m.label}: {w}" for w in (m.warnings if m is not None else ())]
         return found
 
-    @staticmethod
-    def _below_ideal(m: Measurement, ideal: float, noise: float, what: str, name: str):
-        fmt = format_seconds
-        if beats_ideal(m, ideal, noise):
-            how = "by more than the noise"
-        elif m.median < ideal * (1 - NOISE_FLOOR):
-            how = "within noise so large that this run cannot tell which time is off"
-        else:
-            return []
-        return [
-            impossible(
-                f"{what} took {fmt(m.median)} = {m.median / ideal:.2f}x its ideal {name} "
-                f"{fmt(ideal)}, below it {how}"
+    def not_a_result(self) -> str | None:
+        """The one sentence saying why this run is not a result, or None when it is one."""
+        below = self.below_ideal()
+        if not below:
+            return None
+        what = " and ".join(b.what for b in below)
+        if any(b.beyond_noise for b in below):
+            return (
+                f"Not a result: {what} came out better than its ideal beyond the noise "
+                "(see the warnings)."
             )
-        ]
+        return (
+            f"Not a result: {what} came out below its ideal, inside noise too large to tell "
+            "which time is off (see the warnings)."
+        )
 
     def hidden_text(self) -> str:
-        """The hidden share as shown: a number only when it is inside 0..100% given its noise."""
+        """The hidden share as shown: a number only when the run is a result and its noise small."""
         h, band = self.hidden_fraction, self.hidden_noise
-        if h > 1 + NOISE_FLOOR:
-            return "not shown: above 100% (flagged)"
+        if self.not_a_result():
+            return "not shown (see the warnings)"
         if band > MAX_HIDDEN_BAND:
             return f"too noisy to tell (±{band:.0%})"
         if h + band < 0:
-            lost = self.combined.median - self.ideal_sequential_one_function
+            lost = self.combined.median - self.ideal_sequential
             return f"none: took {format_seconds(lost)} longer than run + copy - launch"
         if abs(h) <= band:
             return f"none measurable (±{band:.0%})"
-        return f"{min(h, 1.0):.0%} ±{band:.0%}"
+        return f"{h:.0%} ±{band:.0%}"
 
     @property
     def verdict(self) -> str:
-        """One computed sentence: what this run shows, or that it shows nothing trustworthy."""
-        if any("impossible" in flag for flag in self.flags()):
-            return "Not a result: a time came out better than its ideal (see the warnings)."
+        """One computed sentence: what this run shows, or why it shows nothing trustworthy."""
+        refused = self.not_a_result()
+        if refused:
+            return refused
         if self.overlapped is None:
-            c = compare(self.sequential, self.ideal_sequential_one_function)
+            c = compare(self.sequential, self.ideal_sequential)
             c = dataclasses.replace(
                 c, noise=noise_of(self.sequential) + self.ideal_sequential_noise
             )
@@ -186,14 +234,15 @@ class ComputeCopyResult(Reported):
                 f"launch is {format_seconds(c.b)}: it {how}."
             )
         c = compare(self.overlapped, self.sequential)
+        times = f"({format_seconds(c.a)} vs {format_seconds(c.b)})"
         if c.a_faster:
             faster = (
-                f"Overlapped ran faster than one after the other ({format_seconds(c.a)} vs "
-                f"{format_seconds(c.b)}); hidden: {self.hidden_text()} of the shorter part"
+                f"Overlapped ran faster than one after the other {times}; hidden: "
+                f"{self.hidden_text()} of the shorter part"
             )
             if self.trace_source != BOTH_TRACED:
                 return f"{faster}; the worker's trace is missing, so no trace shows why."
-            if self.traced_overlap < TRACED_OVERLAP_SEEN:
+            if self.traced_overlap == 0:
                 return (
                     f"{faster}; but its traced call shows no copy during a matmul, so this run "
                     "does not show overlap as the cause."
@@ -204,9 +253,8 @@ class ComputeCopyResult(Reported):
             )
         if c.a_slower:
             return (
-                f"Overlapped was slower than one after the other ({format_seconds(c.a)} vs "
-                f"{format_seconds(c.b)}); a likely cause, not tested here: the copies competed "
-                "with the compute for the same cores."
+                f"Overlapped was slower than one after the other {times}; a likely cause, not "
+                "tested here: the copies competed with the compute for the same cores."
             )
         return (
             f"No measurable difference between overlapped ({format_seconds(c.a)}) and one "
@@ -217,7 +265,7 @@ class ComputeCopyResult(Reported):
     def closest_ideal(self) -> str:
         """Which ideal the one-after-the-other time matches (Try it 2), computed with noise."""
         sequential = self.sequential.median
-        near_sum = abs(sequential - self.ideal_sequential_one_function) <= (
+        near_sum = abs(sequential - self.ideal_sequential) <= (
             noise_of(self.sequential) + self.ideal_sequential_noise
         )
         near_max = abs(sequential - self.ideal_overlapped) <= (
@@ -229,13 +277,16 @@ class ComputeCopyResult(Reported):
             return "max(run, copy)"
         if near_sum and near_max:
             return "both (they are within the noise of each other)"
-        sum_off = abs(sequential / self.ideal_sequential_one_function - 1)
+        sum_off = abs(sequential / self.ideal_sequential - 1)
         max_off = abs(sequential / self.ideal_overlapped - 1)
         closer = "run + copy - launch" if sum_off <= max_off else "max(run, copy)"
         return f"neither within the noise; closer to {closer}"
 
     def which_ideal(self) -> str:
         """Try it 2, checked against this run: the sentence saying which ideal it matched."""
+        refused = self.not_a_result()
+        if refused:
+            return f"{refused} So this run cannot check the worked answer: run it again."
         matched = self.closest_ideal()
         if matched == "run + copy - launch":
             said = "as the worked answer says"
@@ -245,7 +296,7 @@ class ComputeCopyResult(Reported):
             said = "not what the worked answer says; this run's noise (see its warnings) may be why"
         return (
             f"One after the other took {format_seconds(self.sequential.median)} "
-            f"(run + copy - launch {format_seconds(self.ideal_sequential_one_function)}, "
+            f"(run + copy - launch {format_seconds(self.ideal_sequential)}, "
             f"max(run, copy) {format_seconds(self.ideal_overlapped)}): it matches {matched}, "
             f"{said}."
         )
@@ -262,16 +313,21 @@ class ComputeCopyResult(Reported):
                 ratio,
             ]
 
-        link = format_bytes(self.nbytes)
         rows = [
-            row(f"run: {self.n_matmuls} matmuls of {self.size}² on the worker", self.run),
-            row(f"copy: {link} worker -> driver", self.copy),
-            row("launch: the function on 1x1 matrices", self.launch),
+            row(f"raw TCP: {format_bytes(self.link.work)} worker -> driver", self.link),
+            row(f"run: {self.matmuls} matmuls of {self.size}² on the worker", self.run),
+            row(
+                f"copy: {format_bytes(self.nbytes)} worker -> driver",
+                self.copy,
+                f"at raw TCP's rate {format_seconds(self.ideal_copy)}",
+                self.ideal_copy,
+            ),
+            row("launch: run_and_copy on 1x1 matrices", self.launch),
             row(
                 "one after the other (one function)",
                 self.sequential,
-                f"run + copy - launch {format_seconds(self.ideal_sequential_one_function)}",
-                self.ideal_sequential_one_function,
+                f"run + copy - launch {format_seconds(self.ideal_sequential)}",
+                self.ideal_sequential,
             ),
         ]
         if self.overlapped is not None:
@@ -283,32 +339,28 @@ class ComputeCopyResult(Reported):
                     self.ideal_overlapped,
                 )
             )
-        times = Table(
-            "Times (medians, timed in turns)",
-            ["what", "median", "IQR", "runs", "ideal", "x ideal"],
-            rows,
-        )
+        columns = ["what", "median", "IQR", "runs", "ideal", "x ideal"]
+        times = Table("Times (medians, timed in turns)", columns, rows)
+        peak = f"{self.link_peak / GB:.2f} GB/s"
         rates = Table(
             "Rates",
             ["what", "rate", "beside"],
             [
                 ["run", format_rate(self.run.rate), "one worker thread"],
                 [
-                    "copy over loopback gRPC",
+                    "copy over gRPC",
                     f"{self.copy_rate / GB:.2f} GB/s",
-                    f"{self.copy_rate / self.link_peak:.0%} of loopback TCP "
-                    f"({self.link_peak / GB:.2f} GB/s, measured)",
+                    f"{self.copy_rate / self.link_peak:.0%} of raw TCP on the link "
+                    f"({peak}, timed in turns)",
                 ],
             ],
         )
+        if self.overlapped is not None:
+            ceiling = f"ceiling {self.hidden_ceiling:.0%} = 1 - launch / min(run, copy)"
+        else:
+            ceiling = "ideal 0%: order forced"
         what = "overlapped" if self.overlapped is not None else "one-after-the-other"
-        overlap_rows = [
-            [
-                "hidden (from the times)",
-                self.hidden_text(),
-                "ideal 100%" if self.overlapped is not None else "ideal 0%: forced order",
-            ]
-        ]
+        overlap_rows = [["hidden (from the times)", self.hidden_text(), ceiling]]
         if self.trace_source == BOTH_TRACED:
             overlap_rows.append(
                 [
@@ -319,18 +371,8 @@ class ComputeCopyResult(Reported):
             )
         else:
             overlap_rows.append(
-                [
-                    f"traced {what} call",
-                    "worker's trace missing",
-                    "the timeline shows only the driver's side",
-                ]
+                [f"traced {what} call", "worker's trace missing", "the driver's side only"]
             )
-        if self.overhead is not None:
-            c = compare(self.overhead.traced, self.overhead.untraced)
-            cost = f"{c.ratio - 1:+.0%}" if c.measurable else "none measurable"
-            note = f"traced {format_seconds(c.a)} vs untraced {format_seconds(c.b)}"
-            note += "" if c.measurable else f", within the noise of {format_seconds(c.noise)}"
-            overlap_rows.append(["tracing overhead (driver)", cost, note])
         overlap = Table(
             "Overlap", ["what", "value", "note"], overlap_rows, [self.verdict], self.flags()
         )
