@@ -77,3 +77,20 @@ def test_reported_joins_its_tables():
 def test_reported_without_tables_says_it_is_not_implemented():
     with pytest.raises(NotImplementedError):
         str(Reported())
+
+
+def test_a_dataclass_result_shows_its_tables_not_its_fields_in_plain_text():
+    import dataclasses
+
+    from IPython.lib.pretty import pretty
+
+    @dataclasses.dataclass
+    class RunResult(Reported):
+        seconds: float
+
+        def tables(self):
+            return [Table("a run", ["time"], [[self.seconds]])]
+
+    result = RunResult(1.5)
+    assert repr(result) == str(result) == pretty(result)
+    assert "seconds=" not in pretty(result) and "a run" in pretty(result)

@@ -65,10 +65,22 @@ def _text(cell) -> str:
 
 
 class Reported:
-    """Mixin: define `tables()`; get `print(result)` and an HTML table in JupyterLab."""
+    """Mixin: define `tables()`; get `print(result)` and an HTML table in JupyterLab.
+
+    A result's repr is its tables too: a dataclass would otherwise add a repr of its fields,
+    which IPython's plain-text display (a console, nbconvert, nbval) prefers to `_repr_pretty_`.
+    """
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "__repr__" not in cls.__dict__:  # set before @dataclass runs, which then keeps it
+            cls.__repr__ = Reported.__repr__
 
     def tables(self) -> list[Table]:
         raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return str(self)
 
     def __str__(self) -> str:
         return "\n\n".join(str(t) for t in self.tables())
