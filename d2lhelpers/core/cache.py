@@ -111,10 +111,12 @@ def write_atomically(path: Path, data: dict) -> None:
 
 
 @contextlib.contextmanager
-def cache_lock(path: Path, timeout_s: float = LOCK_WAIT_S):
+def cache_lock(path: Path, timeout_s: float | None = None):
     """An exclusive lock beside `path` (`<name>.lock`): one measurement at a time per file.
     Raises OSError when the folder or the lock file cannot be written, and `filelock.Timeout`
-    (an OSError too) when another process holds the lock longer than `timeout_s`."""
+    (an OSError too) when another process holds the lock longer than `timeout_s`
+    (`LOCK_WAIT_S`)."""
+    timeout_s = LOCK_WAIT_S if timeout_s is None else timeout_s
     lock_path = path.with_name(path.name + ".lock")
     path.parent.mkdir(parents=True, exist_ok=True)
     # filelock retries a lock file it may not open until its timeout: find that out at once.
@@ -147,7 +149,7 @@ def cached_measurement(
         try:
             held.enter_context(cache_lock(path))
         except filelock.Timeout:
-            reason = f"another process held the cache's lock for over {LOCK_WAIT_S:.0f} s"
+            reason = f"another process held the cache's lock for over {LOCK_WAIT_S:g} s"
         except OSError as error:
             reason = unwritable(path, error)
         else:
