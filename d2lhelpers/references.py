@@ -2,9 +2,9 @@
 
 `d2lhelpers/results/*.json` holds runs of `make bench` (TensorFlow, CPU) and of the H200 script
 (PyTorch); each is labelled by machine and framework. They are package data, read with
-`importlib.resources`, so a wheel's install shows them as the repository does; `make bench` writes
-its new results into the same folder of the repository. The seeds' published numbers are kept here verbatim,
-so a notebook can show all three side by side.
+`importlib.resources`, so an installed wheel shows them as the repository does; `make bench`
+writes its new results into the same folder of the repository. The seeds' published numbers are
+kept here verbatim, so a notebook can show all three side by side.
 """
 
 from __future__ import annotations
