@@ -328,10 +328,15 @@ def test_an_unwritable_or_full_cache_measures_and_says_why_it_was_not_kept(
     assert not path.exists()
 
 
-def test_the_busy_reason_wins_over_the_folders(tmp_path, monkeypatch):
-    monkeypatch.setattr(cache.os, "open", lambda *a, **k: (_ for _ in ()).throw(PermissionError))
+def test_the_folders_reason_wins_over_a_busy_machine(tmp_path, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+
+    monkeypatch.setattr(cache.os, "open", refuse)
     result = cached(tmp_path / "b.json", Counting(), busy=lambda: "the machine was busy")
-    assert result["not_cached"] == "not kept: the machine was busy"
+    assert result["not_cached"] == (
+        f"not kept: the cache folder {tmp_path} could not be written (Permission denied)"
+    )
 
 
 def test_the_measurements_own_errors_are_raised_not_hidden(tmp_path):

@@ -192,7 +192,7 @@ def test_notebook_01_runs_from_the_wheel_with_a_read_only_cache_folder(installed
     assert done.returncode == 0, done.stderr[-4000:]
     cells = json.loads(executed.read_text())["cells"]
     text = "\n".join(
-        output.get("text", "") + output.get("evalue", "")
+        "".join(output.get("text", "")) + output.get("evalue", "")
         for cell in cells
         for output in cell.get("outputs", [])
     )

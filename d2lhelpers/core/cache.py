@@ -158,8 +158,8 @@ def cached_measurement(
             if not refresh and hit is not None:
                 return hit
         result = _measure(measure_now, version, busy, noisy_above)
-        if reason is not None:
-            result.setdefault("not_cached", f"not kept: {reason}")
+        if reason is not None:  # the folder's reason: it holds on a quiet machine too
+            result["not_cached"] = f"not kept: {reason}"
         elif "not_cached" not in result:
             try:
                 write_atomically(path, result)
