@@ -8,7 +8,7 @@ import re
 import matplotlib
 import pytest
 
-from d2lhelpers.core.report import WARNING_STYLE, Table
+from d2lhelpers.core.report import WARNING_ATTRIBUTES, WARNING_STYLE, Table
 from d2lhelpers.ui import output
 
 matplotlib.use("Agg")
@@ -60,4 +60,4 @@ def test_alt_text_cannot_break_out_of_its_attribute(words):
 def test_warnings_use_jupyterlabs_theme_colour_not_a_fixed_one():
     assert "var(--jp-error-color1" in WARNING_STYLE
     flagged = Table("t", ["a"], [[1]], flags=["a flag"])._repr_html_()
-    assert f'style="{WARNING_STYLE}"' in flagged and "#b00020" not in flagged
+    assert WARNING_ATTRIBUTES in flagged and "#b00020" not in flagged

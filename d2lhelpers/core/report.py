@@ -18,6 +18,7 @@ from collections.abc import Sequence
 # reach 3.8:1 at most on white): the browser test measures it in both themes. The fallback is
 # for pages outside JupyterLab (the book, other notebook front ends): 5.6:1 on white.
 WARNING_STYLE = "color: var(--jp-error-color1, #c62828)"
+WARNING_ATTRIBUTES = f'class="d2l-warning" style="{WARNING_STYLE}"'  # the class: tests find them
 
 
 @dataclasses.dataclass
@@ -59,7 +60,7 @@ class Table:
             parts.append(f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
         parts += [f"<p>{html.escape(v)}</p>" for v in self.verdicts]
         parts += [
-            f'<p style="{WARNING_STYLE}"><b>WARNING:</b> {html.escape(flag)}</p>'
+            f"<p {WARNING_ATTRIBUTES}><b>WARNING:</b> {html.escape(flag)}</p>"
             for flag in self.flags
         ]
         return "\n".join(parts)
