@@ -13,7 +13,6 @@ from __future__ import annotations
 import sys
 
 NAMES = {"linux": "Linux", "darwin": "macOS", "win32": "Windows", "cygwin": "Windows (Cygwin)"}
-TESTED_ON = "Linux"
 
 
 def system_name(platform: str | None = None) -> str:
