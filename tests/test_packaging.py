@@ -132,15 +132,30 @@ def load_lock_tool():
     return module
 
 
-def test_the_lock_pins_tensorflow_with_tensorflow_cpu_and_writes_sorted_lines():
+def test_the_lock_merges_both_builds_resolutions_and_writes_sorted_lines():
     lock = load_lock_tool()
     assert lock.canonical("Jinja2") == lock.canonical("jinja2") == "jinja2"
     assert lock.canonical("ruamel.yaml_clib") == "ruamel-yaml-clib"
-    pinned = lock.with_rules({"tensorflow-cpu": "2.21.0", "numpy": "2.4.6"})
-    assert pinned["tensorflow"] == "2.21.0"
+    cpu = {"tensorflow-cpu": "2.21.0", "numpy": "2.4.6"}
+    cuda = {"tensorflow": "2.21.0", "numpy": "2.4.6", "nvidia-nccl-cu12": "2.32.3"}
+    pinned = lock.merge(cpu, cuda)
     lines = lock.constraints_text(pinned).splitlines()
     body = [line for line in lines if not line.startswith("#")]
-    assert body == ["numpy==2.4.6", "tensorflow==2.21.0", "tensorflow-cpu==2.21.0"]
+    assert body == [
+        "numpy==2.4.6",
+        "nvidia-nccl-cu12==2.32.3",
+        "tensorflow==2.21.0",
+        "tensorflow-cpu==2.21.0",
+    ]
+    with pytest.raises(ValueError, match="differ: {'numpy': \\('2.4.6', '2.3.0'\\)}"):
+        lock.merge(cpu, {**cuda, "numpy": "2.3.0"})
+    with pytest.raises(ValueError, match="tensorflow 2.21.1 and tensorflow-cpu 2.21.0"):
+        lock.merge(cpu, {**cuda, "tensorflow": "2.21.1"})
+
+
+def test_the_cuda_builds_libraries_are_pinned_too():
+    nvidia = [name for name in pins() if name.startswith("nvidia-") and name.endswith("-cu12")]
+    assert len(nvidia) >= 10, "run `make lock`: the [cuda] resolution is missing"
 
 
 def test_ci_runs_the_readme_test_command():

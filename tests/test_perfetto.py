@@ -185,6 +185,7 @@ def test_an_incomplete_trace_says_so_in_the_file_and_an_empty_one_is_refused(tmp
 
     saved = d2l.save_trace(Incomplete(ROWS[:1]), tmp_path / "part.json")
     assert saved.incomplete and str(saved).endswith("(no matmul on CPU:1).")
+    assert str(saved).startswith("Saved 1 op on 1 track to ")
     document = json.loads(saved.path.read_text())
     assert document["otherData"]["incomplete"] == Incomplete.incomplete
     with pytest.raises(ValueError, match=r"no op rows to save: This trace is incomplete"):

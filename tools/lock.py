@@ -1,18 +1,19 @@
 """`make lock`: resolve pyproject.toml's dependencies afresh and pin them in constraints.txt.
 
-pip resolves `.[cpu,dev]` (the developer's install, which holds the learner's) as if nothing were
-installed, without installing anything (`pip install --dry-run --ignore-installed --report`),
-and every package it picks is written as `name==version`. `make lab` and `make test` install
-with `-c constraints.txt`, so each install gets exactly these versions of what it needs.
+pip resolves each install as if nothing were installed, without installing anything
+(`pip install --dry-run --ignore-installed --report`), and every package it picks is written as
+`name==version`. `make lab` and `make test` install with `-c constraints.txt`, so each install
+gets exactly these versions of what it needs, whichever TensorFlow build it takes:
 
-What one resolution cannot see is added by rule rather than resolved: `tensorflow` (the GPU
-build, and the only build on macOS and Linux arm64) is pinned to the version of `tensorflow-cpu`
-that was picked, with the same dependencies; the NVIDIA libraries of `tensorflow[and-cuda]` are
-pinned exactly by TensorFlow itself. (Resolving `[cuda]` here would download gigabytes of CUDA
-wheels to read their metadata.) The pins are this machine's resolution: Linux x86_64 and the
-Python that runs this script; a package another system needs in addition is left unpinned.
+1. `.[cpu,dev]`: the developer's install, which holds the learner's (`tensorflow-cpu`);
+2. `.[cuda,dev]`, held to the versions of 1: adds `tensorflow` (the GPU build, and the only
+   build on macOS and Linux arm64) and the NVIDIA libraries, which TensorFlow asks for by range.
+   pip reads their metadata by HTTP range requests (`--use-feature=fast-deps`, experimental)
+   instead of downloading about 3 GB of CUDA wheels; without that feature it downloads them.
 
-pip 23 or newer (`--report`) is all it needs; it runs with the Python given to make (PYTHON).
+The pins are this machine's resolution: Linux x86_64 and the Python that runs this script; a
+package another system needs in addition is left unpinned. pip 23 or newer (`--report`) is all
+it needs; it runs with the Python given to make (PYTHON).
 """
 
 from __future__ import annotations
@@ -27,23 +28,24 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-EXTRAS = "cpu,dev"
 PROJECT = "d2lhelpers"
+LAZY = "--use-feature=fast-deps"
 
 
-def resolve(extras: str = EXTRAS) -> dict[str, str]:
-    """{distribution name: version} of everything pip would install for `.[extras]`."""
+def resolve(extras: str, held: dict[str, str] | None = None, lazy: bool = False) -> dict:
+    """{distribution: version} of everything pip would install for `.[extras]`, with the
+    versions in `held` kept (as constraints)."""
     with tempfile.TemporaryDirectory() as folder:
-        report = Path(folder) / "report.json"
-        subprocess.run(
-            [
-                sys.executable, "-m", "pip", "install", "--quiet", "--dry-run",
-                "--ignore-installed", "--report", str(report), f".[{extras}]",
-            ],
-            cwd=ROOT,
-            check=True,
-            env={k: v for k, v in os.environ.items() if k != "PIP_CONSTRAINT"},  # fresh, unpinned
-        )  # fmt: skip
+        report, constraints = Path(folder) / "report.json", Path(folder) / "held.txt"
+        constraints.write_text("".join(f"{n}=={v}\n" for n, v in (held or {}).items()))
+        command = [
+            sys.executable, "-m", "pip", "install", "--quiet", "--dry-run", "--ignore-installed",
+            "--report", str(report), "-c", str(constraints), f".[{extras}]",
+        ]  # fmt: skip
+        # A fresh resolution: no constraint file of this machine's pip settings applies.
+        env = {k: v for k, v in os.environ.items() if k != "PIP_CONSTRAINT"}
+        if not lazy or subprocess.run([*command, LAZY], cwd=ROOT, env=env).returncode != 0:
+            subprocess.run(command, cwd=ROOT, env=env, check=True)
         picked = json.loads(report.read_text())["install"]
     return {
         canonical(item["metadata"]["name"]): item["metadata"]["version"]
@@ -57,26 +59,34 @@ def canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def with_rules(pins: dict[str, str]) -> dict[str, str]:
-    """The pins, with `tensorflow` at `tensorflow-cpu`'s version (see the module's notes)."""
-    if "tensorflow-cpu" in pins:
-        pins = {**pins, "tensorflow": pins["tensorflow-cpu"]}
+def merge(cpu: dict[str, str], cuda: dict[str, str]) -> dict[str, str]:
+    """Both resolutions' pins; they must agree on every package they share, and the GPU build
+    of TensorFlow must be the CPU build's version."""
+    differ = {n: (cpu[n], cuda[n]) for n in cpu.keys() & cuda.keys() if cpu[n] != cuda[n]}
+    if differ:
+        raise ValueError(f"the [cpu] and [cuda] resolutions differ: {differ}")
+    pins = {**cpu, **cuda}
+    if pins.get("tensorflow") != pins.get("tensorflow-cpu"):
+        raise ValueError(
+            f"tensorflow {pins.get('tensorflow')} and tensorflow-cpu {pins.get('tensorflow-cpu')} "
+            "were resolved to different versions"
+        )
     return pins
 
 
 def constraints_text(pins: dict[str, str]) -> str:
     header = [
         "# Pinned versions for `make lab` and `make test` (pip install -c constraints.txt).",
-        "# Written by `make lock` (tools/lock.py): pip's resolution of .[cpu,dev] on "
-        f"{platform.system()} {platform.machine()}, Python {platform.python_version()};",
-        "# tensorflow follows tensorflow-cpu's version, tensorflow[and-cuda] pins its NVIDIA "
-        "libraries itself.",
+        "# Written by `make lock` (tools/lock.py): pip's resolution of .[cpu,dev] and .[cuda,dev]",
+        f"# on {platform.system()} {platform.machine()}, Python {platform.python_version()}.",
     ]
     return "\n".join(header + [f"{name}=={pins[name]}" for name in sorted(pins)]) + "\n"
 
 
 def main(out: str = "constraints.txt") -> None:
-    pins = with_rules(resolve())
+    cpu = resolve("cpu,dev")
+    held = {n: v for n, v in cpu.items() if n != "tensorflow-cpu"}
+    pins = merge(cpu, resolve("cuda,dev", held, lazy=True))
     path = ROOT / out
     path.write_text(constraints_text(pins))
     print(f"{path.relative_to(ROOT)}: {len(pins)} packages pinned")

@@ -96,14 +96,19 @@ class SavedTrace:
     incomplete: str = ""
 
     def __str__(self) -> str:
+        ops, tracks = _count(self.ops, "op"), _count(self.tracks, "track")
         text = (
-            f"Saved {self.ops} ops on {self.tracks} tracks to {self.path}. Open it at "
+            f"Saved {ops} on {tracks} to {self.path}. Open it at "
             "https://ui.perfetto.dev (Open trace file) or in chrome://tracing (Load)."
         )
         return f"{text} {self.incomplete}" if self.incomplete else text
 
     def _repr_pretty_(self, printer, _cycle) -> None:
         printer.text(str(self))
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def save_trace(rows: Sequence[OpEvent], path: str | os.PathLike = "trace.json") -> SavedTrace:
