@@ -5,7 +5,7 @@
 #   make lab   the learner's: the runtime dependencies and TensorFlow, nothing else;
 #   make test  the developer's: the same plus the [dev] extras (pytest, ruff, Playwright, Sphinx...).
 # TensorFlow's build: TF=cuda when `nvidia-smi -L` lists a GPU, else TF=cpu (the CPU-only wheel);
-# override with `make lab TF=cpu` or `make lab TF=cuda` (after `make clean` to switch a .venv).
+# `make lab TF=cpu` or `make lab TF=cuda` chooses, and switches an existing .venv to that build.
 # make lock: resolve the dependencies again (newest allowed by pyproject.toml) into constraints.txt.
 PYTHON ?= python3
 VENV := .venv
@@ -15,24 +15,38 @@ READY := $(VENV)/.installed
 CONSTRAINTS := constraints.txt
 WORK := work
 UV := $(shell command -v uv 2>/dev/null)
-ifndef TF
-TF := $(if $(shell nvidia-smi -L 2>/dev/null | grep '^GPU'),cuda,cpu)
+ifndef TF  # the build .venv holds; for a new one, the CUDA build when nvidia-smi lists a GPU
+TF := $(or $(shell cat $(LAB_READY) 2>/dev/null),$(if $(shell nvidia-smi -L 2>/dev/null | grep '^GPU'),cuda,cpu))
 endif
 # JupyterLab refuses to run as root without --allow-root (containers, course servers).
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 ifneq ($(UV),)
 INSTALL = $(UV) pip install --quiet --python $(PY) -c $(CONSTRAINTS)
+UNINSTALL = $(UV) pip uninstall --quiet --python $(PY)
 MAKE_VENV = test -x $(PY) || $(UV) venv --python $(PYTHON) $(VENV)
 else
 INSTALL = $(PY) -m pip install --quiet -c $(CONSTRAINTS)
+UNINSTALL = $(PY) -m pip uninstall --quiet --yes
 MAKE_VENV = test -x $(PY) || { $(PYTHON) -m venv $(VENV) && $(PY) -m pip install --quiet -c $(CONSTRAINTS) --upgrade pip; }
 endif
+# One TensorFlow build per .venv: both builds install the same `tensorflow` folder, so the other
+# one (say the full `tensorflow` of a .venv made before the CPU-only build) is removed first.
+ifeq ($(shell uname -sm),Linux x86_64)
+OTHER_TF := $(if $(filter cuda,$(TF)),tensorflow-cpu,tensorflow)
+endif
 
-.PHONY: lab work reset-work test bench book lint lib clean screenshots mutate one-core classroom lock
+.PHONY: lab work reset-work test bench book lint lib clean screenshots mutate one-core classroom lock FORCE
 
-# The learner's install; the file records which TensorFlow build it holds.
+# The learner's install; the file records which TensorFlow build it holds. Another TF than the
+# recorded one installs again (the other build is removed first).
+ifneq ($(TF),$(or $(shell cat $(LAB_READY) 2>/dev/null),$(TF)))
+$(LAB_READY): FORCE
+endif
+FORCE:
+
 $(LAB_READY): pyproject.toml $(CONSTRAINTS)
 	$(MAKE_VENV)
+	$(if $(OTHER_TF),$(UNINSTALL) $(OTHER_TF) 2>/dev/null || true)
 	$(INSTALL) -e '.[$(TF)]'
 	echo $(TF) > $(LAB_READY)
 
@@ -60,7 +74,6 @@ reset-work:
 	$(MAKE) work
 
 lab: $(LAB_READY) work
-	@test "$$(cat $(LAB_READY))" = "$(TF)" || echo "note: .venv holds TensorFlow's $$(cat $(LAB_READY)) build, not $(TF): 'make clean' then 'make lab TF=$(TF)' to switch"
 	@echo "JupyterLab on $(WORK)/, your copies of notebooks/: open the URL with ?token= that it prints below."
 	$(VENV)/bin/jupyter lab $(ALLOW_ROOT) --ServerApp.root_dir=$(WORK)
 
