@@ -117,11 +117,13 @@ def test_make_lab_installs_the_runtime_only_and_make_test_adds_dev_both_pinned()
     assert re.search(r"^test: lint", makefile, re.MULTILINE)
     assert re.search(r"^lint: \$\(READY\)", makefile, re.MULTILINE)
     assert re.search(r"^\$\(READY\): \$\(LAB_READY\)", makefile, re.MULTILINE)
-    assert "-e '.[$(TF)]'" in recipes["$(LAB_READY)"] and "dev" not in recipes["$(LAB_READY)"]
+    lab = recipes["$(LAB_READY)"]
+    assert "-e '.[$(TF)]'" in lab and ",dev]" not in lab and "[dev]" not in lab
     assert ",dev]" in recipes["$(READY)"]
     for install in re.findall(r"^INSTALL = (.*)$", makefile, re.MULTILINE):
         assert "-c $(CONSTRAINTS)" in install
     assert "tools/lock.py" in recipes["lock"]
+    assert "$(UNINSTALL) $(OTHER_TF)" in lab  # never two TensorFlow builds in one .venv
     assert re.search(r"nvidia-smi -L .*,cuda,cpu\)", makefile), "the TensorFlow build's choice"
 
 
