@@ -1,28 +1,62 @@
 # make lab: JupyterLab on work/, your copies of notebooks/.  make test: every test.
 # make bench: ratios vs ideals.  make reset-work: fresh copies of the lessons in work/.
-# Each target creates .venv from pyproject.toml the first time (and again when it changes),
-# with uv when it is installed (faster), else with pip.
+# Two installs into .venv, made the first time (and again when pyproject.toml or the pins change),
+# with uv when it is installed (faster), else with pip, both pinned by constraints.txt:
+#   make lab   the learner's: the runtime dependencies and TensorFlow, nothing else;
+#   make test  the developer's: the same plus the [dev] extras (pytest, ruff, Playwright, Sphinx...).
+# TensorFlow's build: TF=cuda when `nvidia-smi -L` lists a GPU, else TF=cpu (the CPU-only wheel);
+# `make lab TF=cpu` or `make lab TF=cuda` chooses, and switches an existing .venv to that build.
+# make lock: resolve the dependencies again (newest allowed by pyproject.toml) into constraints.txt.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
+LAB_READY := $(VENV)/.installed-lab
 READY := $(VENV)/.installed
+CONSTRAINTS := constraints.txt
 WORK := work
 UV := $(shell command -v uv 2>/dev/null)
+ifndef TF  # the build .venv holds; for a new one, the CUDA build when nvidia-smi lists a GPU
+TF := $(or $(shell cat $(LAB_READY) 2>/dev/null),$(if $(shell nvidia-smi -L 2>/dev/null | grep '^GPU'),cuda,cpu))
+endif
 # JupyterLab refuses to run as root without --allow-root (containers, course servers).
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
-
-.PHONY: lab work reset-work test bench book lint lib clean screenshots mutate one-core classroom
-
-$(READY): pyproject.toml
 ifneq ($(UV),)
-	test -x $(PY) || $(UV) venv --python $(PYTHON) $(VENV)
-	$(UV) pip install --quiet --python $(PY) -e '.[dev]'
+INSTALL = $(UV) pip install --quiet --python $(PY) -c $(CONSTRAINTS)
+UNINSTALL = $(UV) pip uninstall --quiet --python $(PY)
+MAKE_VENV = test -x $(PY) || $(UV) venv --python $(PYTHON) $(VENV)
 else
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+INSTALL = $(PY) -m pip install --quiet -c $(CONSTRAINTS)
+UNINSTALL = $(PY) -m pip uninstall --quiet --yes
+MAKE_VENV = test -x $(PY) || { $(PYTHON) -m venv $(VENV) && $(PY) -m pip install --quiet -c $(CONSTRAINTS) --upgrade pip; }
 endif
+# One TensorFlow build per .venv: both builds install the same `tensorflow` folder, so the other
+# one (say the full `tensorflow` of a .venv made before the CPU-only build) is removed first.
+ifeq ($(shell uname -sm),Linux x86_64)
+OTHER_TF := $(if $(filter cuda,$(TF)),tensorflow-cpu,tensorflow)
+endif
+
+.PHONY: lab work reset-work test bench book lint lib clean screenshots mutate one-core classroom lock FORCE
+
+# The learner's install; the file records which TensorFlow build it holds. Another TF than the
+# recorded one installs again (the other build is removed first).
+ifneq ($(TF),$(or $(shell cat $(LAB_READY) 2>/dev/null),$(TF)))
+$(LAB_READY): FORCE
+endif
+FORCE:
+
+$(LAB_READY): pyproject.toml $(CONSTRAINTS)
+	$(MAKE_VENV)
+	$(if $(OTHER_TF),$(UNINSTALL) $(OTHER_TF) 2>/dev/null || true)
+	$(INSTALL) -e '.[$(TF)]'
+	echo $(TF) > $(LAB_READY)
+
+# The developer's install: the learner's, with the same TensorFlow build, plus the [dev] extras.
+$(READY): $(LAB_READY)
+	$(INSTALL) -e ".[$$(cat $(LAB_READY)),dev]"
 	touch $(READY)
+
+lock:
+	$(PYTHON) tools/lock.py $(CONSTRAINTS)
 
 # Your working copies: made once from notebooks/, then kept (your edits and outputs stay there,
 # git ignores them, and the tests check the committed lessons in notebooks/ only).
@@ -39,7 +73,7 @@ reset-work:
 	rm -rf $(WORK)
 	$(MAKE) work
 
-lab: $(READY) work
+lab: $(LAB_READY) work
 	@echo "JupyterLab on $(WORK)/, your copies of notebooks/: open the URL with ?token= that it prints below."
 	$(VENV)/bin/jupyter lab $(ALLOW_ROOT) --ServerApp.root_dir=$(WORK)
 

@@ -20,8 +20,9 @@ as median and IQR, and set beside what they cannot beat:
 
 Every matmul experiment runs twice, with torch.backends.cuda.matmul.allow_tf32 = False (FP32) and
 = True (TF32); each row records the setting, and the matmul rows the product's error against
-float64, which shows which arithmetic really ran. The rows go to results/h200-pytorch.json (or
-each --out), rewritten after every row so that a cut-off run still leaves what it measured.
+float64, which shows which arithmetic really ran. The rows go to
+d2lhelpers/results/h200-pytorch.json (or each --out), rewritten after every row so that a
+cut-off run still leaves what it measured.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ from h200_results import (
     validate_results,
 )
 
-DEFAULT_OUT = Path(__file__).resolve().parent.parent / "results" / "h200-pytorch.json"
+DEFAULT_OUT = Path(__file__).resolve().parents[1] / "d2lhelpers" / "results" / "h200-pytorch.json"
 BYTES_PER_FLOAT = 4
 
 WARMUP, MIN_RUNS, MAX_RUNS = 2, 5, 15

@@ -1,7 +1,7 @@
 """Every experiment against its ideal, measured side by side in one run: `make bench`.
 
 Each row is a ratio of two things measured here, now, on the same devices, with a goal where the
-issue sets one. The table is printed and written to results/<machine>.json.
+issue sets one. The table is printed and written to d2lhelpers/results/<machine>.json.
 
     .venv/bin/python benchmarks/run_all.py [--notebooks] [--make-test] [--out PATH]
 """
@@ -23,6 +23,7 @@ from pathlib import Path
 import d2lhelpers as d2l
 from d2lhelpers.core.units import usable_cores
 from d2lhelpers.core.verdicts import NOISE_FLOOR
+from d2lhelpers.references import RESULTS_DIR
 from d2lhelpers.timing.benchmark import MIN_BLOCK_S
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -394,14 +395,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--notebooks", action="store_true", help="also time every notebook")
     parser.add_argument("--make-test", action="store_true", help="also time `make test`")
-    parser.add_argument("--out", type=Path, help="JSON path (default results/<machine>.json)")
+    parser.add_argument("--out", type=Path, help="JSON path (default: in RESULTS_DIR)")
     args = parser.parse_args()
 
     devices = d2l.setup_devices()
     on_gpu = devices[0].kind != "logical CPU"
     size, n = (4096, 50) if on_gpu else (512, 20)
     kind = devices[0].kind.replace(" ", "-").lower()
-    out = args.out or ROOT / "results" / f"{kind}-{usable_cores()}cores.json"
+    out = args.out or RESULTS_DIR / f"{kind}-{usable_cores()}cores.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     steps = [
         lambda: concurrency_rows(devices, size, n),

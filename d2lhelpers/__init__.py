@@ -53,6 +53,9 @@ from d2lhelpers.tracing.graph import (
     op_graph,
     plot_op_graph,
 )
+from d2lhelpers.tracing.perfetto import (
+    save_trace,
+)
 from d2lhelpers.tracing.timeline import (
     EmptyTraceError,
     OpEvent,
@@ -240,6 +243,7 @@ __all__ = [
     "overlap_seconds",
     "plot_op_graph",
     "plot_timeline",
+    "save_trace",
     "trace",
     "tracing_overhead",
     # the panel

@@ -13,6 +13,7 @@ in the first cell. So TensorFlow is imported here with descriptor 2 pointed at a
 and everything it wrote there except those known lines is written back to stderr.
 """
 
+import importlib.util
 import os
 import re
 import sys
@@ -20,6 +21,8 @@ import tempfile
 import warnings
 
 SETTINGS = {"TF_ENABLE_ONEDNN_OPTS": "0", "TF_CPP_MIN_LOG_LEVEL": "3"}
+TESTED_TENSORFLOW = "2.21"  # pyproject.toml's extras cap it below 2.22 (tests/test_packaging.py)
+INSTALL_HINT = "pip install 'd2lhelpers[cpu]' (or [cuda] on Linux with an NVIDIA GPU)"
 # Lines Abseil writes before its log is initialised: harmless on a CPU-only machine.
 NOISE = re.compile(
     r"All log messages before absl::InitializeLog\(\) is called are written to STDERR"
@@ -31,6 +34,17 @@ def without_noise(text: str) -> str:
     """`text` without the known start-up noise; whatever else TensorFlow said is kept."""
     kept = [line for line in text.splitlines() if line.strip() and not NOISE.search(line)]
     return "".join(f"{line}\n" for line in kept)
+
+
+def untested_tensorflow(version: str) -> str:
+    """Why this TensorFlow may not run the lessons as written ('' for the tested minor release)."""
+    if ".".join(version.split(".")[:2]) == TESTED_TENSORFLOW:
+        return ""
+    return (
+        f"TensorFlow {version} is installed, but these lessons are tested with TensorFlow "
+        f"{TESTED_TENSORFLOW} only: a lesson may fail or measure something else. {INSTALL_HINT} "
+        f"installs the tested one."
+    )
 
 
 class _QuietStderr:
@@ -68,5 +82,9 @@ if "tensorflow" in sys.modules:
 else:
     for key, value in SETTINGS.items():
         os.environ.setdefault(key, value)
+    if importlib.util.find_spec("tensorflow") is None:
+        raise ImportError(f"d2lhelpers needs TensorFlow, not installed here: {INSTALL_HINT}")
     with _QuietStderr():
         import tensorflow  # noqa: F401, E402  (the first import, with the settings above)
+if note := untested_tensorflow(sys.modules["tensorflow"].__version__):
+    warnings.warn(note, stacklevel=3)

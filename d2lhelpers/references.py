@@ -1,18 +1,21 @@
 """Reference results beside the learner's own: committed runs on other machines, and the seeds'.
 
-`results/*.json` holds runs of `make bench` (TensorFlow, CPU) and of the H200 script (PyTorch);
-each is labelled by machine and framework. The seeds' published numbers are kept here verbatim,
-so a notebook can show all three side by side.
+`d2lhelpers/results/*.json` holds runs of `make bench` (TensorFlow, CPU) and of the H200 script
+(PyTorch); each is labelled by machine and framework. They are package data, read with
+`importlib.resources`, so an installed wheel shows them as the repository does; `make bench`
+writes its new results into the same folder of the repository. The seeds' published numbers are
+kept here verbatim, so a notebook can show all three side by side.
 """
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
+from importlib import resources
+from importlib.resources.abc import Traversable
 
 from d2lhelpers.core.units import BYTES_PER_FLOAT
 
-RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
+RESULTS_DIR = resources.files("d2lhelpers") / "results"
 
 SEED_000 = {  # d2l "Automatic Parallelism", TensorFlow tab; 2 GPUs, model not stated
     "GPU1 time": 0.0629,
@@ -52,9 +55,12 @@ TOPICS = {
 }
 
 
-def load_results(directory: Path = RESULTS_DIR) -> list[dict]:
-    """Every results file, oldest name first; none when the package is installed without them."""
-    return [json.loads(p.read_text()) for p in sorted(directory.glob("*.json"))]
+def load_results(directory: Traversable = RESULTS_DIR) -> list[dict]:
+    """Every results file (`*.json`), in name order; none when the folder is missing."""
+    if not directory.is_dir():
+        return []
+    files = sorted((p for p in directory.iterdir() if p.name.endswith(".json")), key=str)
+    return [json.loads(p.read_text(encoding="utf-8")) for p in files]
 
 
 def machine_label(result: dict) -> str:

@@ -509,3 +509,73 @@ def screenshot_whole_notebook(page, path: Path):
         page.screenshot(path=str(path), full_page=True)
     finally:
         page.set_viewport_size(size)
+
+
+# --- Words and contrast: alt text on every plot, warnings readable in the light and dark theme --
+
+THEMES = ("JupyterLab Light", "JupyterLab Dark")
+AA_CONTRAST = 4.5  # WCAG 2.x level AA, normal text (success criterion 1.4.3)
+
+
+def plot_alt(panel) -> str | None:
+    """The `alt` of the last image in the panel's output area (None when it shows none)."""
+    images = panel.locator(".widget-output img")
+    return images.last.get_attribute("alt") if images.count() else None
+
+
+def set_theme(page, theme: str, deadline: Deadline):
+    """Settings > Theme, through JupyterLab's own command; waits until the page has it."""
+    light = "false" if "Dark" in theme else "true"
+    page.evaluate(
+        "theme => window.jupyterapp.commands.execute('apputils:change-theme', {theme})", theme
+    )
+    page.wait_for_function(
+        "light => document.body.dataset.jpThemeLight === light", arg=light,
+        timeout=deadline.ms(30),
+    )  # fmt: skip
+    page.wait_for_timeout(500)  # the theme's stylesheet applies after the attribute changes
+
+
+# Each element's text colour, and the background behind it: its own and its ancestors'
+# backgrounds laid over each other (transparent ones let the next show through) over white.
+COLOURS_JS = """elements => elements.map(element => {
+    const rgba = text => {
+        const parts = text.match(/[\\d.]+/g).map(Number);
+        return parts.length > 3 ? parts : [...parts, 1];
+    };
+    const layers = [];
+    for (let e = element; e; e = e.parentElement) {
+        const colour = rgba(getComputedStyle(e).backgroundColor);
+        if (colour[3] > 0) layers.push(colour);
+        if (colour[3] >= 1) break;
+    }
+    let background = [255, 255, 255];
+    for (const [r, g, b, a] of layers.reverse()) {
+        background = [r * a + background[0] * (1 - a), g * a + background[1] * (1 - a),
+                      b * a + background[2] * (1 - a)];
+    }
+    return {text: element.innerText.slice(0, 60), colour: rgba(getComputedStyle(element).color),
+            background: background};
+})"""
+
+
+def warning_colours(page) -> list[dict]:
+    """Every warning in the open notebook styled by the package: text, colour and background."""
+    return page.locator(f"{NOTEBOOK} .d2l-warning").evaluate_all(COLOURS_JS)
+
+
+def relative_luminance(rgb) -> float:
+    """WCAG 2.x relative luminance of an sRGB colour given as 0-255 channels."""
+
+    def linear(channel: float) -> float:
+        c = channel / 255
+        return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+
+    r, g, b = (linear(c) for c in rgb[:3])
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def contrast(foreground, background) -> float:
+    """WCAG 2.x contrast ratio (1 to 21) of two opaque colours."""
+    light, dark = sorted(map(relative_luminance, (foreground, background)), reverse=True)
+    return (light + 0.05) / (dark + 0.05)

@@ -266,7 +266,7 @@ def test_a_panel_shows_its_default_run_in_the_cell_and_runs_again_only_for_new_v
 
 
 def book_inputs() -> list[Path]:
-    globs = ["notebooks/*.ipynb", "docs/book/**/*", "d2lhelpers/**/*.py", "results/*.json"]
+    globs = ["notebooks/*.ipynb", "docs/book/**/*", "d2lhelpers/**/*"]
     found = [p for pattern in globs for p in REPO.glob(pattern) if p.is_file()]
     return [p for p in found if "__pycache__" not in p.parts]
 

@@ -76,6 +76,7 @@ BAD_INPUT_CELLS = [
     "slow",
 ]
 LONG_RUN_S = 40
+AA = browser.AA_CONTRAST
 JUPYTER_ARTIFACT = re.compile(r"\.ipynb_checkpoints|Untitled|-Copy\d")
 METADATA = {
     "kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},
@@ -283,6 +284,7 @@ def exercise_panel(page, panel, lab: Lab) -> str:
     ratios = []
     if browser.plot_source(panel):  # the notebook ran it (some leave that to the learner)
         ratios.append(check_whole(page, panel, lab, "after Run All"))
+        assert_described(panel, "after Run All")
     moves = []
     defaults = [browser.slider_state(sliders.nth(i)) for i in range(sliders.count())]
     for run in range(RUNS_PER_PANEL):
@@ -304,6 +306,7 @@ def exercise_panel(page, panel, lab: Lab) -> str:
             width = bar.evaluate("e => e.style.width")
             assert width == "100%", f"progress bar at {width} after the run"
         ratios.append(check_whole(page, panel, lab, f"run {run + 1} at {targets}"))
+        assert_described(panel, f"run {run + 1}")
         moves.append("/".join(f"{t:g}" for t in targets))
     return f"runs at {', '.join(moves)}: ink vs headless {', '.join(f'{r:.2f}' for r in ratios)}"
 
@@ -428,6 +431,87 @@ def long_run_is_reported_and_stops(panel, lab: Lab) -> list[float]:
     width = panel.locator(".widget-hprogress .progress-bar").evaluate("e => e.style.width")
     assert width == "0%", f"progress bar at {width} after Stop"
     return gaps
+
+
+def assert_described(panel, when: str):
+    """The panel's plot carries its description as alt text, as a screen reader reads it."""
+    alt = browser.plot_alt(panel)
+    assert alt and alt.startswith("Figure: ") and len(alt) > len("Figure: a plot"), (
+        f"{browser.panel_title(panel)}, {when}: the plot's alt text is {alt!r}"
+    )
+
+
+THEMES_NOTEBOOK = "accessibility/themes.ipynb"
+THEMES_CELLS = [
+    "import matplotlib.pyplot as plt\n"
+    "from d2lhelpers.core.report import Table\n"
+    "from d2lhelpers.ui.panel import Panel, slider\n\n"
+    "def draw(seconds):\n"
+    "    figure, ax = plt.subplots(figsize=(3, 2))\n"
+    "    ax.bar(['waited'], [seconds])\n"
+    "    ax.set(title='time waited', ylabel='seconds')\n"
+    "    return figure\n\n"
+    "sliders = {'seconds': slider('seconds', 1, 1, 60)}\n"
+    "panel = Panel('A described plot', sliders, lambda seconds, progress: seconds, draw,\n"
+    "              estimate=lambda seconds: seconds)\n"
+    "panel.run()\n"
+    "panel.sliders['seconds'].value = 40  # past the long-run warning, not run\n"
+    "panel",
+    "Table('a flagged number', ['rate'], [[1.0]], flags=['above the measured peak'])",
+]
+
+
+def test_plots_carry_alt_text_and_warnings_reach_aa_contrast_in_both_themes(lab):
+    """Alt text on a panel's plot; every warning the package colours (a table's flag, a panel's
+    long-run estimate) at WCAG AA contrast against its real background, light theme and dark."""
+    path = lab.root / THEMES_NOTEBOOK
+    path.parent.mkdir(exist_ok=True)
+    notebook = {
+        "cells": [
+            {"cell_type": "code", "execution_count": None, "id": f"cell{i}", "metadata": {},
+             "outputs": [], "source": source}
+            for i, source in enumerate(THEMES_CELLS)
+        ],
+        "metadata": METADATA, "nbformat": 4, "nbformat_minor": 5,
+    }  # fmt: skip
+    path.write_text(json.dumps(notebook, indent=1))
+    page = lab.context.new_page()
+    seen = {}
+    try:
+        notebook = run_notebook(page, lab, THEMES_NOTEBOOK)
+        assert not error_outputs(notebook), error_outputs(notebook)
+        panel = browser.slider_panels(page).first
+        assert_described(panel, "its first run")
+        assert browser.plot_alt(panel).startswith("Figure: time waited, y: seconds")
+        for theme in browser.THEMES:
+            browser.set_theme(page, theme, lab.deadline)
+            warnings = browser.warning_colours(page)
+            texts = " | ".join(w["text"] for w in warnings)
+            assert "expected to take about 40 s" in texts and "WARNING" in texts, texts
+            seen[theme] = [
+                (w["text"], browser.contrast(w["colour"], w["background"])) for w in warnings
+            ]
+            low = [(text, f"{ratio:.2f}") for text, ratio in seen[theme] if ratio < AA]
+            assert not low, f"{theme}: below {AA}:1 contrast: {low}"
+        lab.report(
+            "contrast of warnings: "
+            + "; ".join(
+                f"{theme}: " + ", ".join(f"{ratio:.2f}:1" for _, ratio in found)
+                for theme, found in seen.items()
+            )
+        )
+    finally:
+        browser.set_theme(page, browser.THEMES[0], lab.deadline)  # the other tests' screenshots
+        page.close()
+        lab.server.shut_down_kernel(THEMES_NOTEBOOK)
+
+
+def test_contrast_is_wcags_ratio():
+    assert browser.contrast((0, 0, 0), (255, 255, 255)) == pytest.approx(21)
+    assert browser.contrast((255, 255, 255), (0, 0, 0)) == pytest.approx(21)
+    assert browser.contrast((0x77, 0x77, 0x77), (255, 255, 255)) == pytest.approx(4.48, abs=0.01)
+    assert browser.contrast((0xB0, 0x00, 0x20), (0x11, 0x11, 0x11)) < AA  # the old flag, dark
+    assert browser.contrast((0xF4, 0x43, 0x36), (0x11, 0x11, 0x11)) >= AA  # --jp-error-color1
 
 
 def test_varied_values_start_small_and_alternate():

@@ -57,32 +57,29 @@ def test_require_sweep():
             require_sweep("sizes", wrong)
 
 
-def meminfo(tmp_path, kib):
-    path = tmp_path / "meminfo"
-    path.write_text(f"MemTotal: 99999999 kB\nMemFree: 1 kB\nMemAvailable: {kib} kB\n")
-    return str(path)
-
-
-def test_available_memory_is_memavailable_or_a_lower_cgroup_limit(tmp_path):
-    info = meminfo(tmp_path, 4 * 1024 * 1024)  # 4 GiB
-    assert available_memory_bytes(info, cgroups=()) == 4 * GiB
+def test_available_memory_is_the_systems_or_a_lower_cgroup_limit(tmp_path):
+    system = 4 * GiB
+    assert available_memory_bytes(system, cgroups=()) == 4 * GiB
     limit, usage = tmp_path / "memory.max", tmp_path / "memory.current"
     limit.write_text(f"{2 * GiB}\n")
     usage.write_text(f"{512 * MiB}\n")
-    assert available_memory_bytes(info, cgroups=[(limit, usage)]) == 2 * GiB - 512 * MiB
+    assert available_memory_bytes(system, cgroups=[(limit, usage)]) == 2 * GiB - 512 * MiB
     limit.write_text("max\n")  # no limit
-    assert available_memory_bytes(info, cgroups=[(limit, usage)]) == 4 * GiB
+    assert available_memory_bytes(system, cgroups=[(limit, usage)]) == 4 * GiB
     limit.write_text(f"{8 * GiB}\n")  # a limit above what the machine has: the machine wins
-    assert available_memory_bytes(info, cgroups=[(limit, usage)]) == 4 * GiB
+    assert available_memory_bytes(system, cgroups=[(limit, usage)]) == 4 * GiB
     limit.write_text(f"{GiB}\n")
     usage.write_text(f"{2 * GiB}\n")  # over its limit: nothing left, not a negative number
-    assert available_memory_bytes(info, cgroups=[(limit, usage)]) == 0
+    assert available_memory_bytes(system, cgroups=[(limit, usage)]) == 0
     missing = [(tmp_path / "none", tmp_path / "none2")]
-    assert available_memory_bytes(info, cgroups=missing) == 4 * GiB
+    assert available_memory_bytes(system, cgroups=missing) == 4 * GiB
 
 
-def test_available_memory_without_meminfo_asks_sysconf(tmp_path):
-    assert available_memory_bytes(str(tmp_path / "no-meminfo"), cgroups=()) > 0
+def test_available_memory_asks_psutil_on_any_system(monkeypatch):
+    reading = type("Memory", (), {"available": 3 * GiB})()
+    monkeypatch.setattr(admission.psutil, "virtual_memory", lambda: reading)
+    assert available_memory_bytes(cgroups=()) == 3 * GiB
+    monkeypatch.undo()
     assert available_memory_bytes() > 0
 
 

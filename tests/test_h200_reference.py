@@ -19,7 +19,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 BENCHMARKS = ROOT / "benchmarks"
 SCRIPT = BENCHMARKS / "h200_reference.py"
-COMMITTED = ROOT / "results" / "h200-pytorch.json"
+COMMITTED = ROOT / "d2lhelpers" / "results" / "h200-pytorch.json"
 
 
 def load(name: str) -> types.ModuleType:
@@ -469,7 +469,7 @@ def test_the_validator_reads_a_written_valid_file_an_invalid_one_and_the_committ
     writer = results.ResultsWriter([good], hand_made_results()["machine"], date="2026-11-20")
     writer.data = hand_made_results()
     writer.write()
-    committed = [COMMITTED] if COMMITTED.exists() else []  # none yet: results/h200-pytorch.json
+    committed = [COMMITTED] if COMMITTED.exists() else []  # none committed yet
     for path in [good, *committed]:
         assert results.validate_file(path) == [], path
     data = hand_made_results()

@@ -2,7 +2,7 @@
 
 import pytest
 
-from d2lhelpers.core.report import Reported, Table
+from d2lhelpers.core.report import WARNING_ATTRIBUTES, Reported, Table
 
 
 def table(**overrides):
@@ -55,7 +55,7 @@ def test_html_is_escaped_and_the_flag_stands_out():
     assert "<p><b>&lt;b&gt;x&lt;/b&gt; &amp; y</b></p>" in html
     assert "<th>a&lt;b</th><th>c</th>" in html and "<td>1</td>" in html
     assert "<p>1 &lt; 2</p>" in html
-    assert '<p style="color:#b00020"><b>WARNING:</b> a &amp; b</p>' in html
+    assert f"<p {WARNING_ATTRIBUTES}><b>WARNING:</b> a &amp; b</p>" in html
     assert html.index("<table>") < html.index("1 &lt; 2") < html.index("WARNING")
 
 

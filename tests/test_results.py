@@ -19,7 +19,7 @@ from d2lhelpers.timing.benchmark import PEAK_TOLERANCE
 
 ROOT = Path(__file__).resolve().parent.parent
 
-RESULTS = Path(__file__).parent.parent / "results"
+RESULTS = ROOT / "d2lhelpers" / "results"
 CPU_FILES = sorted(p for p in RESULTS.glob("*.json") if not p.name.startswith("h200"))
 EXPECTED_PREFIXES = (
     "concurrent 1 chains / 1 chain",
@@ -98,7 +98,7 @@ def test_an_unflagged_impossible_row_is_found_in_a_file(tmp_path):
 
 
 def test_a_cpu_reference_is_committed():
-    assert CPU_FILES, "run `make bench` and commit results/<machine>.json"
+    assert CPU_FILES, "run `make bench` and commit d2lhelpers/results/<machine>.json"
 
 
 @pytest.mark.parametrize("path", CPU_FILES, ids=lambda p: p.name)

@@ -8,8 +8,9 @@ fits, instead of growing until the machine swaps or a worker dies.
 from __future__ import annotations
 
 import numbers
-import os
 from collections.abc import Callable, Iterable
+
+import psutil
 
 from d2lhelpers.core.units import format_bytes, usable_cores
 
@@ -45,19 +46,11 @@ CGROUP_LIMITS = (  # (limit, usage) of cgroup v2, then v1
 )
 
 
-def available_memory_bytes(meminfo: str = "/proc/meminfo", cgroups=CGROUP_LIMITS) -> int:
-    """Memory this process could still get: MemAvailable, or a cgroup's limit less its usage if
-    that is lower (a container or a class server's per-learner limit)."""
-    available = None
-    try:
-        with open(meminfo) as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    available = int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    if available is None:
-        available = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+def available_memory_bytes(system: int | None = None, cgroups=CGROUP_LIMITS) -> int:
+    """Memory this process could still get: the system's available memory (psutil: Linux's
+    MemAvailable, macOS's and Windows' own counts; `system` overrides it), or a cgroup's limit
+    less its usage if that is lower (a container or a class server's per-learner limit)."""
+    available = psutil.virtual_memory().available if system is None else system
     for limit_path, usage_path in cgroups:
         try:
             with open(limit_path) as f:

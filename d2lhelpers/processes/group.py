@@ -35,6 +35,7 @@ import time
 import weakref
 from collections.abc import Callable, Sequence
 
+from d2lhelpers.core.system import require_linux
 from d2lhelpers.processes import worker_main
 from d2lhelpers.processes.failures import (
     PortInUseError,
@@ -152,6 +153,7 @@ class WorkerGroup(WorkerMessages):
 
     def start(self) -> WorkerGroup:
         """Start the workers and wait until every one is ready (or raise, having ended them)."""
+        require_linux("Starting worker processes (notebooks 02 and 06)")
         if self._workers:
             raise RuntimeError("this worker group is already running")
         self._finalizer = weakref.finalize(self, end_processes, self._processes, self.grace_s)

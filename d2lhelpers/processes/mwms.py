@@ -32,7 +32,6 @@ import dataclasses
 import hashlib
 import json
 import os
-import resource
 import shlex
 import signal
 import statistics
@@ -106,6 +105,8 @@ def strategy(timeout_s: float):
 
 def memory_now() -> dict:
     """This process's peak resident set, and its PSS now (shared library pages split)."""
+    import resource  # Linux only, as worker groups are (`require_linux`): not at import time
+
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * KiB  # Linux: KiB
     pss = 0
     with contextlib.suppress(OSError):

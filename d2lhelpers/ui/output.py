@@ -1,11 +1,16 @@
 """What a finished run shows in a panel: a whole PNG drawn once, the figure in words, and the
 output entries (verdict, image, table) that replace a panel's output in one assignment.
+
+The image goes out twice in one entry: as `image/png` with the words as `text/plain` (nbval, a
+terminal, a book), and as `text/html`, an `<img>` whose `alt` holds the words. JupyterLab shows
+the richest form, the HTML, so a screen reader reads the figure's description, not "image".
 """
 
 from __future__ import annotations
 
 import base64
 import dataclasses
+import html
 import io
 
 import matplotlib.pyplot as plt
@@ -58,8 +63,11 @@ def figure_text(figure) -> str:
     return "Figure: " + " ".join(text.split())[:400]
 
 
-def _png(png: bytes, text: str = "<figure>") -> dict:
-    data = {"image/png": base64.b64encode(png).decode("ascii"), "text/plain": text}
+def image_output(png: bytes, text: str = "<figure>") -> dict:
+    """A PNG as one output entry: the image, its words as plain text, and both as an `<img>`."""
+    encoded = base64.b64encode(png).decode("ascii")
+    tag = f'<img alt="{html.escape(text, quote=True)}" src="data:image/png;base64,{encoded}">'
+    data = {"image/png": encoded, "text/html": tag, "text/plain": text}
     return {"output_type": "display_data", "data": data, "metadata": {}}
 
 
@@ -87,7 +95,7 @@ def result_outputs(result, png: bytes | None, figure_words: str = "<figure>") ->
     if verdict:
         outputs.append(text_output(verdict))
     if png is not None:
-        outputs.append(_png(png, figure_words))
+        outputs.append(image_output(png, figure_words))
     parts = result if isinstance(result, (tuple, list)) else [result]
     outputs += [_html(part, verdict) for part in parts if hasattr(part, "_repr_html_")]
     return outputs

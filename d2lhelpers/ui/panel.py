@@ -34,6 +34,7 @@ from IPython import get_ipython
 from IPython.display import display
 
 from d2lhelpers.core.progress import HEARTBEAT_S
+from d2lhelpers.core.report import WARNING_ATTRIBUTES
 from d2lhelpers.devices import check_fits
 from d2lhelpers.ui.output import (  # noqa: F401  (render_png, DPI: part of the panel's API)
     DPI,
@@ -172,7 +173,7 @@ class Panel:
         self._last_estimate = seconds
         if seconds > LONG_RUN_S:
             self.note.value = (
-                f"<b style='color:#b35900'>&#9888; expected to take {about(seconds)}"
+                f"<b {WARNING_ATTRIBUTES}>&#9888; expected to take {about(seconds)}"
                 f"</b> (over {LONG_RUN_S} s): smaller values are faster; Stop ends a run."
             )
         else:

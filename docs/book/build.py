@@ -9,7 +9,7 @@
    cannot move. The committed notebooks are never written.
 2. A last, invisible cell asks the same kernel what it ran on (device summary, TensorFlow,
    cores, date); each page gets that box under its title, compared with the machines of the
-   committed reference results (`results/*.json`).
+   committed reference results (`d2lhelpers/results/*.json`).
 3. Widget views are dropped from the executed copies (a static page would show dead sliders).
 4. The start page (`index.md` here) gets the lessons in order with their run time measured in
    this build, and the reference results as a table and a plot.
@@ -174,7 +174,7 @@ def drop_runtime_logs(notebook) -> None:
 
 
 def load_references(directory: Path) -> list[dict]:
-    """Every `results/*.json` with a machine and rows; each gets its file name as `file`."""
+    """Every results file (`*.json`) with a machine and rows; each gets its path as `file`."""
     found = []
     for path in sorted(directory.glob("*.json")):
         try:
@@ -182,7 +182,7 @@ def load_references(directory: Path) -> list[dict]:
         except (OSError, ValueError):
             continue
         if isinstance(data.get("machine"), dict) and isinstance(data.get("rows"), list):
-            found.append({**data, "file": f"results/{path.name}"})
+            found.append({**data, "file": f"d2lhelpers/results/{path.name}"})
     return found
 
 
@@ -223,7 +223,7 @@ def machine_box(run: dict, references: list[dict]) -> str:
         else:
             lines.append(f"- Same machine kind as the reference results ({label}, {date}).")
     if not references:
-        lines.append("- No committed reference results (`results/*.json`) to compare with.")
+        lines.append("- No committed reference results (`d2lhelpers/results/`) to compare with.")
     lines.append(f"- {LAB_LINE}")
     body = "\n".join(lines)
     return f":::{{admonition}} Built from a real run\n:class: note d2l-machine\n\n{body}\n:::\n"
@@ -274,7 +274,7 @@ def cell_text(text: str) -> str:
 def references_table(references: list[dict]) -> str:
     """One row per benchmark ratio, one column per committed machine."""
     if not references:
-        return "No reference results are committed yet (`results/*.json`)."
+        return "No reference results are committed yet (`d2lhelpers/results/*.json`)."
     names: list[str] = []
     for reference in references:
         names += [r["name"] for r in reference["rows"] if r.get("name") not in names]
@@ -435,7 +435,7 @@ def run_all(notebooks: list[Path], source: Path, timeout: float) -> list[dict]:
     os.environ["PYTHONPATH"] = os.pathsep.join(
         [str(REPO)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     )
-    references = load_references(REPO / "results")
+    references = load_references(REPO / "d2lhelpers" / "results")
     runs = []
     for path in notebooks:
         print(f"running {path.name} ...", flush=True)
@@ -467,7 +467,7 @@ def build(
 ) -> int:
     began = time.monotonic()
     runs = load_runs(source) if render_only else run_all(notebooks, source, timeout)
-    references = load_references(REPO / "results")
+    references = load_references(REPO / "d2lhelpers" / "results")
     plot_alt = references_plot(references, source / "_generated" / "references.png")
     (source / "index.md").write_text(start_page(runs, references, plot_alt))
     shutil.rmtree(out, ignore_errors=True)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
-import resource
 import time
 from collections.abc import Callable
 
@@ -25,6 +24,7 @@ from d2lhelpers.processes.mwms import (
     COLLECTIVE_TIMEOUT_S,
     GRACE_S,
     WORKER_BYTES,
+    memory_now,
     worker_memory_bytes,
 )
 from d2lhelpers.processes.progress import ProgressBoard
@@ -159,7 +159,7 @@ def memory_table(workers: list[dict]) -> Table:
         (f"worker {i}", format_bytes(w["peak_rss_bytes"]), format_bytes(w["pss_bytes"]))
         for i, w in enumerate(workers)
     ]
-    this = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * KiB
+    this = memory_now()["peak_rss_bytes"]
     peak = sum(w["peak_rss_bytes"] for w in workers)
     rows.append(("this kernel", format_bytes(this), ""))
     return Table(
