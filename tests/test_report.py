@@ -2,7 +2,7 @@
 
 import pytest
 
-from d2lhelpers.core.report import WARNING_ATTRIBUTES, Reported, Table
+from d2lhelpers.core.report import CELL, WARNING_ATTRIBUTES, Reported, Table
 
 
 def table(**overrides):
@@ -53,7 +53,7 @@ def test_html_is_escaped_and_the_flag_stands_out():
     )._repr_html_()
     assert "<script>" not in html and "&lt;script&gt;" in html
     assert "<p><b>&lt;b&gt;x&lt;/b&gt; &amp; y</b></p>" in html
-    assert "<th>a&lt;b</th><th>c</th>" in html and "<td>1</td>" in html
+    assert f"<th {CELL}>a&lt;b</th>\n<th {CELL}>c</th>" in html and f"<td {CELL}>1</td>" in html
     assert "<p>1 &lt; 2</p>" in html
     assert f"<p {WARNING_ATTRIBUTES}><b>WARNING:</b> a &amp; b</p>" in html
     assert html.index("<table>") < html.index("1 &lt; 2") < html.index("WARNING")

@@ -20,6 +20,8 @@ from collections.abc import Sequence
 WARNING_STYLE = "color: var(--jp-error-color1, #c62828)"
 WARNING_ATTRIBUTES = f'class="d2l-warning" style="{WARNING_STYLE}"'  # the class: tests find them
 
+CELL = 'style="padding: 0.15em 0.75em; text-align: left; white-space: nowrap"'
+
 
 @dataclasses.dataclass
 class Table:
@@ -52,12 +54,18 @@ class Table:
     def _repr_html_(self) -> str:
         parts = [f"<p><b>{html.escape(self.title)}</b></p>"] if self.title else []
         if self.rows:
-            head = "".join(f"<th>{html.escape(str(c))}</th>" for c in self.columns)
-            body = "".join(
-                "<tr>" + "".join(f"<td>{html.escape(_text(c))}</td>" for c in row) + "</tr>"
+            # Cells padded and on lines of their own: columns never run together, in JupyterLab,
+            # in the book, or when a page is read as text.
+            head = "\n".join(f"<th {CELL}>{html.escape(str(c))}</th>" for c in self.columns)
+            body = "\n".join(
+                "<tr>\n"
+                + "\n".join(f"<td {CELL}>{html.escape(_text(c))}</td>" for c in row)
+                + "\n</tr>"
                 for row in self.rows
             )
-            parts.append(f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+            parts.append(
+                f"<table>\n<thead><tr>\n{head}\n</tr></thead>\n<tbody>\n{body}\n</tbody>\n</table>"
+            )
         parts += [f"<p>{html.escape(v)}</p>" for v in self.verdicts]
         parts += [
             f"<p {WARNING_ATTRIBUTES}><b>WARNING:</b> {html.escape(flag)}</p>"
