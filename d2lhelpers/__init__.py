@@ -31,7 +31,6 @@ from d2lhelpers.devices import (
     try_gpu,
 )
 from d2lhelpers.references import (
-    SEED_000,
     reference_table,
 )
 from d2lhelpers.timing.benchmark import (
@@ -74,22 +73,23 @@ from d2lhelpers.ui.panel import (
 
 # --- notebook 01: two devices, two jobs ---
 from d2lhelpers.lessons.l01_two_devices import (
-    ConcurrencyResult,
-    MergeProbeResult,
     at_once_verdict,
+    baseline_verdict,
     concurrency_panel,
-    plot_concurrency,
     rates_verdict,
     run_concurrency,
     run_merge_probe,
     separate_calls_verdict,
 )
+from d2lhelpers.references import (
+    seed_copy_rate,
+    seed_rate,
+    seed_without_copy,
+)
 from d2lhelpers.workloads import (
-    branch_weights,
     chains_in_one_graph,
     identical_matmuls,
     matmul_chain,
-    mlp_branches_in_one_graph,
     random_matrix,
 )
 
@@ -103,6 +103,10 @@ from d2lhelpers.lessons.l02_compute_copy import (
 )
 
 # --- notebook 03: the MLP across devices ---
+from d2lhelpers.parallel.branches import (
+    branch_weights,
+    mlp_branches_in_one_graph,
+)
 from d2lhelpers.lessons.l03_mlp_across_devices import (
     BranchResult,
     mlp_panel,
@@ -226,7 +230,6 @@ __all__ = [
     "num_gpus",
     "on_gpu",
     "reference_table",
-    "SEED_000",
     "select_devices",
     "setup_devices",
     "sync_devices",
@@ -250,19 +253,18 @@ __all__ = [
     "Panel",
     # notebook 01: two devices, two jobs
     "at_once_verdict",
-    "branch_weights",
+    "baseline_verdict",
     "chains_in_one_graph",
     "concurrency_panel",
-    "ConcurrencyResult",
     "identical_matmuls",
     "matmul_chain",
-    "MergeProbeResult",
-    "mlp_branches_in_one_graph",
-    "plot_concurrency",
     "random_matrix",
     "rates_verdict",
     "run_concurrency",
     "run_merge_probe",
+    "seed_copy_rate",
+    "seed_rate",
+    "seed_without_copy",
     "separate_calls_verdict",
     # notebook 02: compute and copy
     "compute_copy_panel",
@@ -271,6 +273,8 @@ __all__ = [
     "run_compute_copy",
     "seed_reading",
     # notebook 03: the MLP across devices
+    "branch_weights",
+    "mlp_branches_in_one_graph",
     "BranchResult",
     "mlp_panel",
     "model_speedup",

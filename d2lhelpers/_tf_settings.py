@@ -14,6 +14,7 @@ and everything it wrote there except those known lines is written back to stderr
 """
 
 import importlib.util
+import logging
 import os
 import re
 import sys
@@ -88,3 +89,9 @@ else:
         import tensorflow  # noqa: F401, E402  (the first import, with the settings above)
 if note := untested_tensorflow(sys.modules["tensorflow"].__version__):
     warnings.warn(note, stacklevel=3)
+
+# The lessons build one tf.function per device set and chain length on purpose (a learner's edited
+# cell builds new ones too): TensorFlow's advice about "excessive retracing" is not for them.
+logging.getLogger("tensorflow").addFilter(
+    lambda record: "triggered tf.function retracing" not in record.getMessage()
+)

@@ -1,19 +1,25 @@
 """Reference results beside the learner's own: committed runs on other machines, and the seeds'.
 
-`d2lhelpers/results/*.json` holds runs of `make bench` (TensorFlow, CPU) and of the H200 script
-(PyTorch); each is labelled by machine and framework. They are package data, read with
+`d2lhelpers/results/*.json` holds runs of `make bench` (TensorFlow) and, once run, of the H200
+script (PyTorch), each describing its machine. They are package data, read with
 `importlib.resources`, so an installed wheel shows them as the repository does; `make bench`
-writes its new results into the same folder of the repository. The seeds' published numbers are
-kept here verbatim, so a notebook can show all three side by side.
+writes its new results into the same folder of the repository. `reference_table` shows a
+notebook's rows of them as one table that names each machine once and says it is not the
+learner's. The seeds' published numbers are kept here verbatim, with the one home of the
+arithmetic that reads them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 from importlib import resources
 from importlib.resources.abc import Traversable
 
-from d2lhelpers.core.units import BYTES_PER_FLOAT
+from d2lhelpers.core.counts import chain_flops
+from d2lhelpers.core.report import Reported, Table
+from d2lhelpers.core.units import BYTES_PER_FLOAT, GB, format_seconds
 
 RESULTS_DIR = resources.files("d2lhelpers") / "results"
 
@@ -27,23 +33,118 @@ SEED_000 = {  # d2l "Automatic Parallelism", TensorFlow tab; 2 GPUs, model not s
 }
 
 SEED_000_SIZE, SEED_000_MATMULS = 4000, 50  # run(x): 50 products of one 4000x4000 float32 matrix
+# What every seed timing's final `run(x)[-1].numpy()` copies to the host: one result, 64 MB.
+SEED_RESULT_BYTES = SEED_000_SIZE**2 * BYTES_PER_FLOAT
 
 
 def seed_copy_rate() -> float:
     """The seed's own device-to-host rate, B/s: its 50 results copied in 'Copy to CPU'."""
-    results = SEED_000_MATMULS * SEED_000_SIZE**2 * BYTES_PER_FLOAT
-    return results / SEED_000["Copy to CPU"]
+    return SEED_000_MATMULS * SEED_RESULT_BYTES / SEED_000["Copy to CPU"]
 
 
-def seed_final_copy_s() -> float:
-    """What the `.numpy()` in every seed timing costs: one 4000x4000 result at the seed's own
-    copy rate (about 43 ms of the 62.9 ms 'GPU1 time')."""
-    return SEED_000_SIZE**2 * BYTES_PER_FLOAT / seed_copy_rate()
+def slowest_copy_rate() -> float:
+    """B/s below which one result's copy would take longer than all of 'GPU1 time'."""
+    return SEED_RESULT_BYTES / SEED_000["GPU1 time"]
 
 
-def seed_compute_s(label: str) -> float:
-    """A seed timing less its final `.numpy()` copy: the time its GPU work can have taken."""
-    return SEED_000[label] - seed_final_copy_s()
+# Rates the final copy may have run at (assumed, not measured): from the seed's own bulk rate (50
+# separate copies) to a free copy.
+ASSUMED_COPY_RATES = (seed_copy_rate(), 3 * GB, 6 * GB, 12 * GB, 24 * GB, math.inf)
+
+
+def seed_final_copy_s(copy_rate: float | None = None) -> float:
+    """What the `.numpy()` in every seed timing costs at `copy_rate` (default: the seed's own
+    copy rate, about 43 ms of the 62.9 ms 'GPU1 time')."""
+    return SEED_RESULT_BYTES / (seed_copy_rate() if copy_rate is None else copy_rate)
+
+
+def seed_compute_s(label: str, copy_rate: float | None = None) -> float:
+    """A seed timing less its final `.numpy()` copy (at `copy_rate`): what its GPU work took."""
+    return SEED_000[label] - seed_final_copy_s(copy_rate)
+
+
+def seed_rate(products: int, copy_rate: float, label: str = "GPU1 time") -> float:
+    """FLOP/s of one GPU in `label` if `products` of the 4000x4000 products ran, the final copy
+    (at `copy_rate`) taken off."""
+    return chain_flops(SEED_000_SIZE, products) / seed_compute_s(label, copy_rate)
+
+
+def _rate_words(rate: float) -> str:
+    return "free" if math.isinf(rate) else f"{rate / GB:.2f} GB/s"
+
+
+@dataclasses.dataclass(repr=False)  # shown by its tables (`Reported`)
+class SeedComputeResult(Reported):
+    """The seed's 'GPU1 time', 'GPU2 time' and 'GPU1 & GPU2', each less its final copy, for copy
+    rates that the seed's numbers cannot rule out."""
+
+    copy_rates: tuple[float, ...] = ASSUMED_COPY_RATES
+
+    def both_over(self, label: str, rate: float) -> float:
+        """'GPU1 & GPU2' over `label`, both less the one copy each contains."""
+        return seed_compute_s("GPU1 & GPU2", rate) / seed_compute_s(label, rate)
+
+    @property
+    def verdict(self) -> str:
+        """What the seed's numbers can tell, whatever the copy's rate."""
+        slower = max(("GPU1 time", "GPU2 time"), key=SEED_000.get)
+        spread = SEED_000[slower] / min(SEED_000["GPU1 time"], SEED_000["GPU2 time"]) - 1
+        least = min(self.both_over(slower, r) for r in self.copy_rates)
+        said = f"At every rate here, 'GPU1 & GPU2' took {least:.2f}x or more the slower GPU alone"
+        if least - 1 > spread:
+            return (
+                f"{said}, more than the {spread:.0%} by which the two single-GPU times differ: "
+                "together, the two jobs did not take the time of one"
+            )
+        return f"{said}, within the {spread:.0%} by which the two single-GPU times differ"
+
+    def tables(self) -> list[Table]:
+        rows = [
+            [
+                _rate_words(rate),
+                "none" if math.isinf(rate) else format_seconds(seed_final_copy_s(rate)),
+                format_seconds(seed_compute_s("GPU1 time", rate)),
+                format_seconds(seed_compute_s("GPU1 & GPU2", rate)),
+                f"{self.both_over('GPU1 time', rate):.2f}x",
+                f"{seed_rate(SEED_000_MATMULS, rate) / 1e12:.0f}",
+                f"{seed_rate(1, rate) / 1e12:.1f}",
+            ]
+            for rate in self.copy_rates
+        ]
+        ratios = [self.both_over("GPU1 time", r) for r in self.copy_rates]
+        notes = [
+            self.verdict,
+            "Cannot tell how long the matmuls took: over these rates 'both / one' runs from "
+            f"{min(ratios):.2f}x to {max(ratios):.2f}x (ideal 1.00x). The seed's only copy rate, "
+            f"{_rate_words(seed_copy_rate())}, is for 50 separate copies; a copy slower than "
+            f"{_rate_words(slowest_copy_rate())} would take longer than all of 'GPU1 time'.",
+            "Cannot tell whether GPU 1 had finished: 'GPU1 & GPU2' waits only for GPU 2's last "
+            "result (the seed's code calls run(x_gpu1) without .numpy(), and d2l's Benchmark "
+            "does not sync the devices).",
+            "Cannot tell how many of the 50 products ran: the seed names no GPU, so no rate "
+            "above can be checked against a peak.",
+        ]
+        title = "The seed's times less the final 64 MB copy, at assumed copy rates"
+        columns = [
+            "copy rate (assumed)",
+            "copy",
+            "'GPU1 time' less copy",
+            "'GPU1 & GPU2' less copy",
+            "both / one",
+            "TFLOP/s if 50 ran",
+            "if 1 ran",
+        ]
+        return [Table(title, columns, rows, notes)]
+
+
+def seed_without_copy(copy_rates: tuple[float, ...] = ASSUMED_COPY_RATES) -> SeedComputeResult:
+    """The seed's two-GPU timings read without their final copy, at each of `copy_rates`."""
+    if not copy_rates or min(copy_rates) <= slowest_copy_rate():
+        raise ValueError(
+            f"copy rates must be above {_rate_words(slowest_copy_rate())}: a slower copy would "
+            "take longer than the whole 'GPU1 time'"
+        )
+    return SeedComputeResult(tuple(copy_rates))
 
 
 # Which rows of each results file belong to a notebook's topic (substrings of row names).
@@ -53,6 +154,7 @@ TOPICS = {
     "allreduce": ("all-reduce",),
     "split": ("tensor parallel", "pipeline", "MLP"),
 }
+REFERENCE_TITLE = "Reference results (not your machine)"
 
 
 def load_results(directory: Traversable = RESULTS_DIR) -> list[dict]:
@@ -72,18 +174,25 @@ def machine_label(result: dict) -> str:
     )
 
 
-def reference_lines(topic: str, results: list[dict] | None = None) -> list[str]:
-    """One line per matching row of every results file: machine, row, ratio and detail."""
+def reference_table(topic: str, results: list[dict] | None = None) -> Table:
+    """The committed rows of `topic` as one table, each machine named once in its title (as A,
+    B, ... when there are several) and labelled as not the learner's machine."""
     keys = TOPICS[topic]
-    lines = []
-    for result in load_results() if results is None else results:
-        label = machine_label(result)
-        for row in result.get("rows", []):
-            if any(k in row["name"] for k in keys):
-                detail = row.get("detail") or row.get("notes", "")
-                lines.append(f"[{label}] {row['name']}: {row['ratio']:.2f}  {detail}".rstrip())
-    return lines or [f"no reference results for '{topic}' in {RESULTS_DIR} yet"]
-
-
-def reference_table(topic: str) -> str:
-    return "\n".join(reference_lines(topic))
+    results = load_results() if results is None else results
+    found = []
+    for result in results:
+        rows = [r for r in result.get("rows", []) if any(k in r["name"] for k in keys)]
+        if rows:
+            found.append((machine_label(result), rows))
+    if not found:
+        return Table(f"{REFERENCE_TITLE}: none for '{topic}' in {RESULTS_DIR.name}/ yet", [])
+    several = len(found) > 1
+    names = [f"{chr(65 + i)}: {label}" if several else label for i, (label, _) in enumerate(found)]
+    rows = [
+        ([chr(65 + i)] if several else [])
+        + [row["name"], f"{row['ratio']:.2f}", row.get("detail") or row.get("notes", "")]
+        for i, (_, machine_rows) in enumerate(found)
+        for row in machine_rows
+    ]
+    columns = (["machine"] if several else []) + ["what was measured there", "ratio", "detail"]
+    return Table(f"{REFERENCE_TITLE}: {'; '.join(names)}", columns, rows)

@@ -5,11 +5,11 @@ import pytest
 import tensorflow as tf
 
 import d2lhelpers as d2l
-from d2lhelpers.tracing.graph import dependency_levels, op_graph, plot_op_graph
-from d2lhelpers.workloads import (
+from d2lhelpers.parallel.branches import (
     branch_weights,
     mlp_branches_in_one_graph,
 )
+from d2lhelpers.tracing.graph import dependency_levels, op_graph, plot_op_graph
 
 matplotlib.use("Agg")
 

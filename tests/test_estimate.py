@@ -3,7 +3,7 @@
 import pytest
 
 from d2lhelpers.timing.benchmark import measure
-from d2lhelpers.timing.estimate import call_seconds, measure_seconds
+from d2lhelpers.timing.estimate import TRACE_OP_S, call_seconds, measure_seconds, trace_seconds
 
 OPTIONS = [{}, {"min_runs": 3, "max_runs": 5, "budget_s": 0.2}, {"budget_s": 1.0, "max_runs": 30}]
 
@@ -24,3 +24,8 @@ def test_call_seconds():
     assert call_seconds(2e9, 1e9) == 2.0
     with pytest.raises(ValueError, match="rate must be > 0"):
         call_seconds(1, 0)
+
+
+def test_tracing_grows_with_the_ops_in_the_graph():
+    assert trace_seconds(1) == pytest.approx(11 * TRACE_OP_S)  # a few ms for one op
+    assert trace_seconds(400) - trace_seconds(100) == pytest.approx(300 * TRACE_OP_S)

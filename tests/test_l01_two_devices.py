@@ -3,13 +3,17 @@
 import time
 
 import matplotlib
+import nbformat
 import pytest
+from nbclient import NotebookClient
 
 import d2lhelpers as d2l
 from d2lhelpers.lessons import l01_two_devices as l01
 from d2lhelpers.lessons.l01_two_devices import ConcurrencyResult, MergeProbeResult, merging
 from d2lhelpers.timing.benchmark import Measurement
+from d2lhelpers.timing.estimate import CALL_S, measure_seconds, trace_seconds
 from d2lhelpers.tracing.optimizer_probe import ProbeRun
+from tests.conftest import ROOT
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the headless backend)
@@ -21,9 +25,8 @@ def sweep(times, kind="logical CPU", cores=2, n=20):
     return ConcurrencyResult(512, n, kind, ms, cores)
 
 
-def test_the_model_is_max_of_one_and_k_over_the_usable_cores():
-    assert [l01.concurrency_model(k, 2) for k in (1, 2, 3, 4)] == [1.0, 1.0, 1.5, 2.0]
-    assert [l01.concurrency_model(k, 1) for k in (1, 2, 3)] == [1.0, 2.0, 3.0]
+def test_the_result_reads_the_model_for_its_kind_and_cores():
+    assert sweep([1.0, 1.0, 1.0, 1.0]).model == [1.0, 1.0, 1.5, 2.0]
     assert sweep([1.0, 1.0, 1.0], cores=1).model == [1.0, 2.0, 3.0]
     assert sweep([1.0, 1.0], kind="GPU").model == [1.0, 1.0]
     assert sweep([1.0, 1.0], kind="virtual GPU").model is None
@@ -102,26 +105,69 @@ def test_estimate_grows_with_the_work_and_with_fewer_cores():
     base = l01.estimate_seconds(512, 20, 4, 50e9, 2, "logical CPU")
     assert 0 < base < l01.estimate_seconds(1024, 20, 4, 50e9, 2, "logical CPU")
     assert base < l01.estimate_seconds(512, 20, 4, 50e9, 1, "logical CPU")
+    # One device: the cores do not matter; every device count traces one graph.
+    one = l01.estimate_seconds(512, 20, 1, 50e9, 1, "logical CPU")
+    assert one == l01.estimate_seconds(512, 20, 1, 50e9, 2, "logical CPU")
+    assert one > trace_seconds(20) + 5 * 512**3 * 2 * 20 / 50e9  # a trace, at least 5 runs
+    # The smallest run: a call costs CALL_S however little its work; measure's blocks last
+    # 10 ms, so its runs take about 50 ms whatever the matrix size.
+    tiny = l01.estimate_seconds(64, 1, 1, 50e9, 2, "logical CPU")
+    assert tiny == pytest.approx(trace_seconds(1) + measure_seconds(CALL_S))
+    assert 0.05 < tiny < 0.07
+    # Separate GPUs each bring a chip; virtual GPUs share one: k devices take k times one.
+    gpus = l01.estimate_seconds(4096, 50, 2, 10e12, 2, "GPU")
+    assert gpus < l01.estimate_seconds(4096, 50, 2, 10e12, 2, "virtual GPU")
     # 2048 x 100 x 4 devices at 50 GFLOP/s: minutes, so a panel can warn before the run.
     assert l01.estimate_seconds(2048, 100, 4, 50e9, 2, "logical CPU") > 60
+    # measure's options change it as they change the run: fewer runs, less time.
+    assert l01.estimate_seconds(512, 20, 4, 50e9, 2, "logical CPU", min_runs=3) < base
 
 
-def rate(label, rate_, peak):
-    return Measurement(label, [1.0], work=rate_, peak=peak)
+def rate(label, rate_, peak, times=(1.0,)):
+    return Measurement(label, list(times), work=rate_ * times[0], peak=peak)
 
 
-def test_rates_verdict_blames_merging_only_when_the_chain_stays_below_the_peak(monkeypatch):
-    merged = l01.rates_verdict(rate("dup", 10e9, 1e9), rate("chain", 0.9e9, 1e9), "/CPU:0")
-    assert "merged" in merged and "measured low" not in merged
-    monkeypatch.setattr(merging, "best_chain_rate", lambda device, sizes: (2e9, 512))
-    low = l01.rates_verdict(rate("dup", 10e9, 1e9), rate("chain", 1.5e9, 1e9), "/CPU:0")
-    assert "peak was probably measured low" in low and "0.75x" in low
-    assert "impossible" not in low
-    monkeypatch.setattr(merging, "best_chain_rate", lambda device, sizes: (1e9, 512))
-    still = l01.rates_verdict(rate("dup", 10e9, 1e9), rate("chain", 1.5e9, 1e9), "/CPU:0")
-    assert "impossible" in still
-    neither = l01.rates_verdict(rate("dup", 0.5e9, 1e9), rate("chain", 0.9e9, 1e9), "/CPU:0")
-    assert neither.startswith("neither rate")
+def test_rates_verdict_blames_merging_only_when_the_chain_is_not_above_the_peak():
+    merged = l01.rates_verdict(rate("dup", 10e9, 1e9), rate("chain", 0.9e9, 1e9))
+    assert "only the identical matmuls are above the peak" in merged
+    assert merged.startswith("identical 10.00x, chain 0.90x the peak 1.0 GFLOP/s")
+    # 1.04x the peak is inside the chain's noise (the 5% floor): not above it, still merged.
+    within = l01.rates_verdict(rate("dup", 10e9, 1e9), rate("chain", 1.04e9, 1e9))
+    assert "fewer products ran" in within and "impossible" not in within
+    # The chain above its (re-measured) peak beyond the noise: the rates prove nothing.
+    chain = rate("chain", 1.5e9, 1e9)
+    chain.remeasured_peak = 1.2e9
+    above = l01.rates_verdict(rate("dup", 10e9, 1e9), chain)
+    assert "1.25x the peak 1.2 GFLOP/s" in above and "impossible" in above
+    assert "cannot show whether work was merged" in above
+    neither = l01.rates_verdict(rate("dup", 0.5e9, 1e9), rate("chain", 0.9e9, 1e9))
+    assert "neither is above the peak beyond the noise" in neither
+    assert "no peak" in l01.rates_verdict(rate("d", 1e9, None), rate("c", 1e9, None))
+
+
+def test_baseline_verdict_flags_devices_above_what_they_can_at_best_reach():
+    one = rate("one", 1e11, None)
+    baseline = {"flops_per_s": 2e11, "noise": 0.02}
+    match = l01.baseline_verdict(rate("both", 2.06e11, None), one, baseline, "logical CPU")
+    assert match.startswith("2 devices together: 206.0 GFLOP/s = 1.03 of the whole machine's")
+    assert "; at best they can match it, and do, within the noise of 7%" in match
+    assert match.splitlines()[1] == (
+        "one device: 100.0 GFLOP/s = 0.50 of the baseline; at best it can match it: below that "
+        "by more than the noise of 7%"
+    )
+    # One device can at best match the whole machine too (one core: the baseline is one core's).
+    alone = l01.baseline_verdict(one, rate("one", 2.1e11, None), baseline, "logical CPU")
+    assert "at best it can match it, and does, within the noise of 7%" in alone
+    above = l01.baseline_verdict(rate("both", 2.2e11, None), one, baseline, "logical CPU")
+    assert "above that by more than the noise of 7%: impossible" in above
+    noisy = rate("both", 2.2e11, None, times=(0.9, 0.9, 1.0, 1.1, 1.1))  # IQR 20%
+    assert "impossible" not in l01.baseline_verdict(noisy, one, baseline, "logical CPU")
+    below = l01.baseline_verdict(rate("both", 1.5e11, None), one, baseline, "virtual GPU")
+    assert "at best they can match it: below that by more than the noise" in below
+    gpus = l01.baseline_verdict(rate("both", 3.9e11, None), one, baseline, "GPU")
+    assert "at best they can reach 2x it, and do" in gpus and "impossible" not in gpus
+    above_one = l01.baseline_verdict(one, rate("one", 2.3e11, None), baseline, "GPU")
+    assert above_one.splitlines()[1].count("impossible") == 1
 
 
 def probe_result(counts: dict, n=10):
@@ -129,24 +175,42 @@ def probe_result(counts: dict, n=10):
     return MergeProbeResult(n, 64, runs)
 
 
-def test_merge_probe_verdict_names_the_switch_that_stops_the_merge():
-    found = probe_result(
-        {"none": 1, "meta_optimizer": 1, "common_subgraph": 1, "classic_l0": 1, "classic_cse": 10}
+AS_MEASURED = {"none": 1, "arithmetic": 1, "classic_cse": 1, "both_control": 1, "both": 10}
+
+
+def test_merge_probe_verdict_names_what_stops_the_merge_beside_its_control():
+    found = probe_result(AS_MEASURED)
+    assert [r.switch for r in found.culprits] == ["both"]
+    first, second = found.verdict.split(". ")
+    assert first == (
+        "With Grappler's arithmetic optimizer and the classic CSE off, 10 of 10 MatMuls ran "
+        "(10.0x the time per call of its control, which differs only in that and still merged: "
+        "1 of 10 ran): that is what merges them"
     )
-    assert [r.switch for r in found.culprits] == ["classic_cse"]
-    verdict = found.verdict
-    assert verdict.startswith("with the classic graph optimiser's common-subexpression")
-    assert "10 of 10 MatMuls ran (10.0x the time per call): that is what merges them" in verdict
-    assert (
-        "Still merged: with Grappler (its meta-optimizer) off, 1 of 10; with Grappler's" in verdict
-    )
+    assert second.startswith("With only one of them off, the merge stays (Grappler's arithm")
+    assert second.endswith("1 of 10 ran): each merges them on its own")
     assert "10 of 10" in str(found) and "MatMuls executed" in found._repr_html_()
-    grappler = probe_result({"none": 1, "meta_optimizer": 10, "classic_cse": 1})
-    assert grappler.verdict.startswith("with Grappler (its meta-optimizer) off")
-    nothing = probe_result({"none": 1, "meta_optimizer": 1, "classic_cse": 1})
+
+
+def test_a_control_that_also_runs_everything_attributes_nothing():
+    found = probe_result({**AS_MEASURED, "both_control": 10})
+    assert found.culprits == []
+    assert "and so did its control" in found.verdict and "that is what merges" not in found.verdict
+    missing = probe_result({"none": 1, "both": 10})
+    assert missing.culprits == [] and "no control differing only in that" in missing.verdict
+
+
+def test_merge_probe_verdict_reads_each_outcome():
+    grappler = probe_result({"none": 1, "arithmetic": 10})
+    assert [r.switch for r in grappler.culprits] == ["arithmetic"]
+    assert grappler.verdict.startswith("With Grappler's arithmetic optimizer off, 10 of 10")
+    assert "its control, which differs only in that and still merged: 1 of 10" in (grappler.verdict)
+    assert "each merges" not in probe_result({**AS_MEASURED, "arithmetic": 10}).verdict
+    nothing = probe_result({"none": 1, "arithmetic": 1, "both": 1})
     assert nothing.verdict.startswith("none of the switches stopped the merge")
-    unmerged = probe_result({"none": 10, "classic_cse": 10})
+    unmerged = probe_result({"none": 10, "both": 10})
     assert unmerged.verdict.startswith("all 10 MatMuls ran") and unmerged.culprits == []
+    assert "not run" in probe_result({"both": 10}).verdict
 
 
 def test_run_merge_probe_runs_each_switch_and_reports_progress(monkeypatch):
@@ -155,14 +219,14 @@ def test_run_merge_probe_runs_each_switch_and_reports_progress(monkeypatch):
 
     def fake_probe(switch, n, size):
         ran.append(switch)
-        return ProbeRun(switch, n, n if switch == "classic_cse" else 1, 0.01)
+        return ProbeRun(switch, n, n if switch.startswith("both") else 1, 0.01)
 
     monkeypatch.setattr(merging, "probe", fake_probe)
     calls = []
     result = l01.run_merge_probe(4, 32, progress=lambda *a: calls.append(a))
-    assert ran == ["none", "meta_optimizer", "common_subgraph", "classic_l0", "classic_cse"]
-    assert calls[1] == (1, 5, "fresh process 2 of 5: meta_optimizer off") and calls[-1][0] == 5
-    assert [r.switch for r in result.culprits] == ["classic_cse"]
+    assert ran == ["none", "arithmetic", "classic_cse", "both_control", "both"]
+    assert calls[1] == (1, 5, "fresh process 2 of 5: arithmetic off") and calls[-1][0] == 5
+    assert [r.switch for r in result.culprits] == []  # every control ran all n: nothing shown
 
 
 @pytest.mark.parametrize(
@@ -219,6 +283,45 @@ def test_panel_runs_from_pytest_and_shows_verdict_figure_and_table(devices, caps
     assert "model" in verdict["text"]
     assert figure["data"]["image/png"] and figure["data"]["text/plain"].startswith("Figure:")
     assert "2 matmuls of 64x64" in table["data"]["text/plain"]
+
+
+def test_the_panel_runs_the_functions_it_is_given(devices):
+    built, made = [], []
+
+    def chains(on, n):
+        built.append((len(on), n))
+        return d2l.chains_in_one_graph(on, n)
+
+    def matrix(size, device, seed=0):
+        made.append(size)
+        return d2l.random_matrix(size, device, seed)
+
+    panel = l01.concurrency_panel(chains, matrix)
+    for name, value in {"size": 64, "n_matmuls": 2, "max_devices": 2}.items():
+        panel.sliders[name].value = value
+    panel.run()
+    assert panel.error is None and built == [(1, 2), (2, 2)] and made == [64, 64]
+
+
+def test_an_edited_saved_cell_changes_what_the_panel_runs():
+    """A learner edits the `#@save` cell of `chains_in_one_graph`, re-runs it, presses Run."""
+    notebook = nbformat.read(ROOT / "notebooks" / "01_two_devices_two_jobs.ipynb", as_version=4)
+    code = [c for c in notebook.cells if c.cell_type == "code"]
+    panel_at = next(i for i, c in enumerate(code) if "d2l.concurrency_panel(" in c.source)
+    # The set-up, every saved cell, the panel and its run: the measurements between are skipped.
+    cells = [code[0]] + [c for c in code if c.source.startswith("#@save")]
+    cells += code[panel_at : panel_at + 2]
+    edited = "    names = [device_name(d) for d in devices]\n"
+    (chains,) = [c for c in cells if edited in c.source]
+    chains.source = chains.source.replace(edited, edited + '    print("edited:", len(names))\n')
+    small = "for s, v in [('size', 64), ('n_matmuls', 2), ('max_devices', 2)]:\n"
+    cells[-1].source = small + "    panel.sliders[s].value = v\n" + cells[-1].source
+    for cell in cells:
+        cell.outputs = []
+    notebook.cells = cells
+    NotebookClient(notebook, timeout=120, kernel_name="python3").execute()
+    printed = "".join(o.get("text", "") for o in cells[-1].outputs)
+    assert printed.splitlines() == ["edited: 1", "edited: 2"]  # one graph per device count
 
 
 def test_panel_refuses_an_oversize_run_before_allocating(devices, monkeypatch):

@@ -1,8 +1,9 @@
-"""The merge probe: each switch in a fresh process, executed MatMuls counted (tiny sizes)."""
+"""The merge probe: each set of switches in a fresh process, executed MatMuls counted."""
 
 import pytest
 
 from d2lhelpers.tracing import optimizer_probe
+from d2lhelpers.tracing.optimizer_probe import SWITCHES
 
 
 def test_unknown_switch_is_refused_before_a_process_starts():
@@ -10,9 +11,23 @@ def test_unknown_switch_is_refused_before_a_process_starts():
         optimizer_probe.probe("grappler", 3, 32)
 
 
-def test_identical_matmuls_merge_by_default_and_all_run_with_the_classic_cse_off():
-    merged = optimizer_probe.probe("none", 3, 32)  # counted from a profiler trace (TF2)
-    unmerged = optimizer_probe.probe("classic_cse", 3, 32)  # from v1 step statistics
-    assert (merged.executed, unmerged.executed) == (1, 3)
-    assert merged.seconds > 0 and unmerged.seconds > 0
-    assert "common-subexpression" in unmerged.what and "L0" in unmerged.how
+def test_each_control_differs_from_its_switch_in_exactly_one_setting():
+    controlled = [name for name, switch in SWITCHES.items() if switch.control]
+    assert controlled == ["arithmetic", "both"]
+    for name in controlled:
+        ours, theirs = SWITCHES[name].options, SWITCHES[SWITCHES[name].control].options
+        differ = {k for k in ours.keys() | theirs.keys() if ours.get(k) != theirs.get(k)}
+        assert len(differ) == 1, f"{name} and its control differ in {sorted(differ)}"
+    for part in SWITCHES["both"].parts:  # "both" is exactly its parts' settings together
+        assert SWITCHES[part].options.items() <= SWITCHES["both"].options.items()
+
+
+def test_identical_matmuls_all_run_only_with_both_optimisers_off_not_in_the_control():
+    # Three fresh TensorFlow processes (tiny matrices): what executed, counted from a trace.
+    runs = {s: optimizer_probe.probe(s, 3, 32) for s in ("none", "both_control", "both")}
+    assert {s: r.executed for s, r in runs.items()} == {"none": 1, "both_control": 1, "both": 3}
+    assert all(r.seconds > 0 for r in runs.values())
+    assert runs["none"].merged and not runs["both"].merged
+    assert "CSE" in runs["both"].what and "do_common_subexpression_elimination False" in (
+        runs["both"].how
+    )

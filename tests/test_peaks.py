@@ -1,33 +1,54 @@
 import json
 
 import d2lhelpers as d2l
+from d2lhelpers.core.counts import chain_flops
 from d2lhelpers.timing import peaks
-from d2lhelpers.timing.benchmark import MeasuredPeak
+from d2lhelpers.timing.benchmark import MeasuredPeak, Measurement
 
 
 def test_device_peak_is_measured_once_for_all_logical_cpus(devices, monkeypatch):
     rate = d2l.device_peak_rate(devices[0])
-    assert 1e8 < rate < 1e13
-    monkeypatch.setattr(peaks, "best_chain_rate", lambda *a: (_ for _ in ()).throw(AssertionError))
+    assert 1e8 < rate < 1e13 and 0 <= rate.noise < 1
+    monkeypatch.setattr(peaks, "best_chain", lambda *a: (_ for _ in ()).throw(AssertionError))
     assert d2l.device_peak_rate(devices[3]) == rate  # cached: identical devices
 
 
 def test_device_peak_can_remeasure_itself_and_keeps_the_higher(devices, monkeypatch):
     monkeypatch.setattr(peaks, "_device_peaks", {})
-    rates = iter([5e9, 8e9, 6e9])
-    monkeypatch.setattr(peaks, "best_chain_rate", lambda device, sizes: (next(rates), 256))
+    found = iter([(5e9, 256, 0.02), (8e9, 512, 0.01), (6e9, 256, 0.3)])
+    monkeypatch.setattr(peaks, "best_chain", lambda device, sizes: next(found))
     peak = peaks.device_peak_rate(devices[0])
-    assert isinstance(peak, MeasuredPeak) and peak == 5e9
-    assert peak.remeasure() == 8e9  # measured higher: the first one was low
-    assert peaks.device_peak_rate(devices[1]) == 8e9  # and kept for every logical CPU
+    assert isinstance(peak, MeasuredPeak) and peak == 5e9 and peak.noise == 0.02
+    assert peak.remeasure() == 8e9 and peak.noise == 0.01  # measured higher: the first was low
+    assert peaks.device_peak_rate(devices[1]).current == 8e9  # and kept for every logical CPU
     assert (2 * peak).remeasure() == 16e9  # measured 6e9 now, but the best seen stays 8e9
+    assert peak.noise == 0.01 and peak.current == 8e9
 
 
-def test_best_chain_rate_reports_the_best_size(devices):
-    rate, size = peaks.best_chain_rate(devices[0], (64, 128))
-    assert size in (64, 128) and rate > 0
-    rate, size, noise = peaks.best_chain(devices[0], (64,))
-    assert size == 64 and rate > 0 and noise >= 0
+def test_the_peak_is_the_best_sizes_fastest_run_with_that_sizes_noise():
+    def timed(times, size):
+        return Measurement("peak", times, work=chain_flops(size, peaks.CHAIN_LENGTH))
+
+    small = timed([0.010, 0.010, 0.011, 0.012, 0.012], 256)  # the best median...
+    large = timed([0.05, 0.06, 0.08, 0.08, 0.09], 512)  # ... but the fastest single run
+    rate, size, noise = peaks.best_of({256: small, 512: large})
+    assert size == 512 and rate == pytest.approx(chain_flops(512, peaks.CHAIN_LENGTH) / 0.05)
+    assert noise == pytest.approx((0.08 - 0.06) / 0.08)
+    assert peaks.best_of({256: small})[1:] == (256, pytest.approx(0.002 / 0.011))
+
+
+def test_best_chain_times_each_size_on_the_device(devices, monkeypatch):
+    timed = []
+
+    def fake_measure(run, label, flops, **options):
+        run()  # the chain itself, on the device
+        timed.append(flops)
+        return Measurement(label, [1.0, 1.0, 2.0] if len(timed) == 1 else [0.5] * 3, work=flops)
+
+    monkeypatch.setattr(peaks, "measure", fake_measure)
+    rate, size, noise = peaks.best_chain(devices[0], (64, 32))
+    assert timed == [chain_flops(64, peaks.CHAIN_LENGTH), chain_flops(32, peaks.CHAIN_LENGTH)]
+    assert (rate, size) == (chain_flops(64, peaks.CHAIN_LENGTH), 64) and noise == 0.5
 
 
 def test_machine_baseline_runs_in_a_subprocess_and_is_cached(tmp_path, monkeypatch):
@@ -41,12 +62,27 @@ def test_machine_baseline_runs_in_a_subprocess_and_is_cached(tmp_path, monkeypat
     assert d2l.machine_baseline_rate() == first  # no second subprocess
 
 
+def test_the_baseline_is_measured_once_per_run_even_when_not_kept(tmp_path, monkeypatch):
+    monkeypatch.setenv("D2LHELPERS_CACHE", str(tmp_path))
+    monkeypatch.setattr(peaks, "_baselines", {})
+    monkeypatch.setattr(peaks, "machine_busy", lambda: "the machine was busy")
+    rates = iter([1e11, 2e11])
+    fake = {"device": "/CPU:0", "size": 512, "noise": 0.02}
+    monkeypatch.setattr(peaks, "_measure_baseline", lambda: {**fake, "flops_per_s": next(rates)})
+    first = d2l.machine_baseline_rate()
+    assert first["flops_per_s"] == 1e11 and "not kept" in first["not_cached"]
+    assert d2l.machine_baseline_rate() is first  # the same measurement in every cell
+    assert d2l.machine_baseline_rate(refresh=True)["flops_per_s"] == 2e11  # only on request
+
+
 def test_describe_devices_says_what_each_device_is(devices, monkeypatch):
     fake = {"device": "/CPU:0", "size": 1024, "flops_per_s": 2e11, "measured_at": "today"}
     monkeypatch.setattr(peaks, "machine_baseline_rate", lambda: fake)
     text = d2l.describe_devices()
     assert text.count("logical CPU") == 4 and text.count("measured peak") == 4
-    assert "Fair baseline" in text and "200.0 GFLOP/s" in text and "(measured today)." in text
+    assert text.count("(noise ") == 5  # each peak's and the baseline's
+    assert "Fair baseline" in text and "200.0 GFLOP/s (noise 0%)" in text
+    assert "(measured today)." in text
     monkeypatch.setattr(peaks, "machine_baseline_rate", lambda: {**fake, "not_cached": "not kept"})
     assert "(measured today; not kept)." in d2l.describe_devices()
 
@@ -62,9 +98,9 @@ def test_device_peaks_are_kept_per_kind_or_per_physical_device(monkeypatch):
 
     def fake(device, sizes):
         asked.append((device.name, sizes))
-        return 1e9 * len(asked), sizes[0]
+        return 1e9 * len(asked), sizes[0], 0.01
 
-    monkeypatch.setattr(peaks, "best_chain_rate", fake)
+    monkeypatch.setattr(peaks, "best_chain", fake)
     vgpu = [types.SimpleNamespace(name=f"/GPU:{i}", kind="virtual GPU") for i in range(2)]
     gpus = [types.SimpleNamespace(name=f"/GPU:{i}", kind="GPU") for i in range(2)]
     cpu = types.SimpleNamespace(name="/CPU:0", kind="logical CPU")

@@ -4,43 +4,69 @@ from pathlib import Path
 import pytest
 
 from d2lhelpers.references import (
+    ASSUMED_COPY_RATES,
+    REFERENCE_TITLE,
     SEED_000,
     SEED_000_MATMULS,
     SEED_000_SIZE,
+    SeedComputeResult,
     machine_label,
-    reference_lines,
+    reference_table,
     seed_compute_s,
     seed_copy_rate,
     seed_final_copy_s,
+    seed_rate,
+    seed_without_copy,
+    slowest_copy_rate,
 )
 
 SEEDS = Path(__file__).parent / "seeds"
 
 
-def test_rows_are_picked_by_topic_and_labelled_by_machine():
-    results = [
-        {
-            "machine": {"summary": "4 logical CPU devices", "tensorflow": "2.21.0"},
-            "rows": [
-                {"name": "concurrent 2 chains / 1 chain", "ratio": 1.02, "detail": "49 ms"},
-                {"name": "Benchmark overhead", "ratio": 0.001, "detail": ""},
-            ],
-        },
-        {
-            "machine": {"label": "NVIDIA H200 · PyTorch 2.9"},
-            "rows": [{"name": "fp32_two_streams_vs_one", "ratio": 1.9, "notes": "one chip"}],
-        },
+CPU = {
+    "machine": {"summary": "4 logical CPU devices sharing 2 usable CPU cores", "tensorflow": "2.2"},
+    "rows": [
+        {"name": "concurrent 2 chains / 1 chain", "ratio": 1.02, "detail": "49 ms"},
+        {"name": "Benchmark overhead", "ratio": 0.001, "detail": ""},
+    ],
+}
+H200 = {
+    "machine": {"label": "NVIDIA H200 · PyTorch 2.9"},
+    "rows": [{"name": "fp32_two_streams_vs_one", "ratio": 1.9, "notes": "one chip"}],
+}
+
+
+def test_one_machine_is_named_once_above_its_rows_as_not_yours():
+    table = reference_table("concurrency", [CPU])
+    assert table.title == (
+        "Reference results (not your machine): 4 logical CPU devices sharing 2 usable CPU cores "
+        "· TensorFlow 2.2"
+    )
+    assert table.rows == [["concurrent 2 chains / 1 chain", "1.02", "49 ms"]]  # topic rows only
+    text = str(table)
+    assert text.count("4 logical CPU devices") == 1 and text.startswith(REFERENCE_TITLE)
+    assert "<table>" in table._repr_html_()
+
+
+def test_several_machines_are_named_once_each_and_keyed_in_a_column():
+    table = reference_table("concurrency", [CPU, H200])
+    assert table.title.endswith(
+        ": A: 4 logical CPU devices sharing 2 usable CPU cores · TensorFlow 2.2; "
+        "B: NVIDIA H200 · PyTorch 2.9"
+    )
+    assert table.columns[0] == "machine"
+    assert table.rows == [
+        ["A", "concurrent 2 chains / 1 chain", "1.02", "49 ms"],
+        ["B", "fp32_two_streams_vs_one", "1.90", "one chip"],
     ]
-    lines = reference_lines("concurrency", results)
-    assert lines == [
-        "[4 logical CPU devices · TensorFlow 2.21.0] concurrent 2 chains / 1 chain: 1.02  49 ms",
-        "[NVIDIA H200 · PyTorch 2.9] fp32_two_streams_vs_one: 1.90  one chip",
-    ]
+    assert str(table).count("NVIDIA H200") == 1
     assert machine_label({}) == "unknown machine · TensorFlow ?"
 
 
 def test_no_results_says_so():
-    assert reference_lines("allreduce", [])[0].startswith("no reference results")
+    table = reference_table("allreduce", [CPU])
+    assert table.title == f"{REFERENCE_TITLE}: none for 'allreduce' in results/ yet"
+    assert not table.rows and not reference_table("copy", []).rows
 
 
 def test_seed_numbers_are_the_published_ones_in_order():
@@ -62,3 +88,42 @@ def test_the_seeds_final_copy_is_about_43_ms_of_its_63_ms():
     assert seed_copy_rate() == pytest.approx(3.2e9 / 2.1474)
     assert seed_final_copy_s() == pytest.approx(0.042948)
     assert seed_compute_s("GPU1 time") == pytest.approx(0.0629 - 0.042948)
+
+
+def test_the_seeds_times_less_their_copy_at_each_assumed_rate():
+    # At the seed's own rate: 62.9 - 42.95 = 19.95 ms of compute, 86.9 - 42.95 = 43.95 ms for both.
+    assert seed_compute_s("GPU1 time", seed_copy_rate()) == pytest.approx(0.019952, rel=1e-4)
+    assert seed_compute_s("GPU1 & GPU2", float("inf")) == 0.0869  # a free copy takes nothing
+    assert seed_final_copy_s(16e9) == pytest.approx(0.004)  # 64 MB at 16 GB/s
+    assert seed_rate(1, float("inf")) == pytest.approx(1.28e11 / 0.0629)
+    assert seed_rate(50, seed_copy_rate()) == pytest.approx(6.4e12 / 0.019952, rel=1e-4)
+    assert slowest_copy_rate() == pytest.approx(64e6 / 0.0629)
+    assert ASSUMED_COPY_RATES[0] == seed_copy_rate() and ASSUMED_COPY_RATES[-1] == float("inf")
+
+
+def test_the_reading_spans_the_rates_and_says_what_it_cannot_tell():
+    reading = seed_without_copy()
+    (table,) = reading.tables()
+    assert [row[0] for row in table.rows] == [
+        "1.49 GB/s", "3.00 GB/s", "6.00 GB/s", "12.00 GB/s", "24.00 GB/s", "free",
+    ]  # fmt: skip
+    assert [row[4] for row in table.rows][::5] == ["2.20x", "1.38x"]
+    assert [row[5] for row in table.rows][::5] == ["321", "102"]  # TFLOP/s if all 50 ran
+    assert table.rows[-1][1] == "none"
+    assert reading.verdict.startswith("At every rate here, 'GPU1 & GPU2' took 1.30x or more")
+    assert "more than the 6% by which the two single-GPU times differ" in reading.verdict
+    assert "runs from 1.38x to 2.20x" in table.verdicts[1]
+    assert "would take longer than all of 'GPU1 time'" in table.verdicts[1]
+    assert any("names no GPU" in line for line in table.verdicts)
+
+
+def test_a_ratio_within_the_spread_of_the_single_times_is_not_called_a_difference(monkeypatch):
+    monkeypatch.setitem(SEED_000, "GPU1 & GPU2", 0.0680)  # 1.02x GPU2's 66.8 ms: within 6%
+    verdict = SeedComputeResult((float("inf"),)).verdict
+    assert verdict.endswith("within the 6% by which the two single-GPU times differ")
+
+
+@pytest.mark.parametrize("rates", [(), (1e9,), (2e9, slowest_copy_rate())])
+def test_a_copy_rate_that_would_outlast_the_timing_is_refused(rates):
+    with pytest.raises(ValueError, match="copy rates must be above 1.02 GB/s"):
+        seed_without_copy(rates)

@@ -18,6 +18,7 @@ from d2lhelpers.core.units import (
     format_bytes,
     format_rate,
     format_seconds,
+    plural,
     short_device_name,
     usable_cores,
 )
@@ -149,3 +150,9 @@ def test_device_names_from_devices_or_strings():
 def test_short_device_name(name, short):
     assert short_device_name(name) == short
     assert short_device_name(types.SimpleNamespace(name=name)) == short
+
+
+def test_plural_counts_words_as_a_sentence_does():
+    assert plural(1, "matmul") == "1 matmul" and plural(20, "matmul") == "20 matmuls"
+    assert plural(3, "branch") == "3 branches" and plural(0, "process") == "0 processes"
+    assert plural(2, "box") == "2 boxes" and plural(2, "flash") == "2 flashes"

@@ -5,6 +5,7 @@ import pytest
 from d2lhelpers.core.verdicts import (
     LIKELY_CAUSES,
     Comparison,
+    above_limit,
     beats_ideal,
     compare,
     faster_or_slower,
@@ -12,6 +13,8 @@ from d2lhelpers.core.verdicts import (
     impossible,
     median_of,
     noise_of,
+    noisy_run,
+    relative_noise,
 )
 from d2lhelpers.timing.benchmark import Measurement
 
@@ -102,3 +105,17 @@ def test_fraction_flags_with_other_bounds():
     assert fraction_flags(0.1, "bubble", low=0.2) != []
     assert "outside 20%..90%" in fraction_flags(0.95, "bubble", low=0.2, high=0.9)[0]
     assert fraction_flags(0.9, "bubble", low=0.2, high=0.9) == []
+
+
+def test_above_a_limit_only_beyond_the_summed_noise():
+    assert not above_limit(1.05, 1.0, 0.05)  # exactly at the edge of the noise: not beyond
+    assert above_limit(1.051, 1.0, 0.05)
+    assert not above_limit(1.09, 1.0, 0.1) and above_limit(1.09, 1.0, 0.08)
+    assert not above_limit(0.5, 1.0, 0.0) and above_limit(2.1e9, 2e9, 0.04)
+
+
+def test_relative_noise_and_a_noisy_run():
+    assert relative_noise(quiet(2.0, iqr=0.4)) == pytest.approx(0.2)
+    assert relative_noise(quiet(2.0, iqr=0.0)) == pytest.approx(0.05)  # the floor
+    assert relative_noise(Measurement("m", [0.0, 0.0, 0.0])) == float("inf")
+    assert not noisy_run(quiet(1.0, iqr=0.09)) and noisy_run(quiet(1.0, iqr=0.11))

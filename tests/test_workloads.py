@@ -3,9 +3,6 @@ import tensorflow as tf
 
 import d2lhelpers as d2l
 from d2lhelpers.core.counts import chain_bytes
-from d2lhelpers.workloads import (
-    identical_matmuls,
-)
 
 
 def test_matmul_chain_equals_numpy_powers(devices):
@@ -28,7 +25,6 @@ def test_counts():
 def test_chains_in_one_graph_places_one_chain_per_device(devices):
     xs = [d2l.random_matrix(16, d, seed=i) for i, d in enumerate(devices[:2])]
     run = d2l.chains_in_one_graph(devices[:2], 3)
-    assert run is d2l.chains_in_one_graph(devices[:2], 3)  # traced once, reused
     ys = run(*xs)
     for x, y in zip(xs, ys, strict=True):
         np.testing.assert_allclose(y.numpy(), d2l.matmul_chain(x, 3).numpy(), rtol=1e-5)
@@ -41,9 +37,16 @@ def test_chains_in_one_graph_places_one_chain_per_device(devices):
 def test_identical_matmuls_are_traced_but_one_runs(devices):
     # Counted from a trace, not inferred from a rate: no timing, so no flakiness under load.
     x = d2l.random_matrix(64, devices[0])
-    dup = tf.function(lambda x: identical_matmuls(x, 20))
+    dup = tf.function(lambda x: d2l.identical_matmuls(x, 20))
     traced = dup.get_concrete_function(x).graph.get_operations()
     assert sum(op.type == "MatMul" for op in traced) == 20
     assert len({row.op for row in d2l.trace(dup, x) if row.kind == "matmul"}) == 1
     chain = d2l.chains_in_one_graph([devices[0]], 20)
     assert sum(row.kind == "matmul" for row in d2l.trace(chain, x)) == 20
+
+
+def test_building_a_graph_per_device_set_gives_no_retracing_advice(devices, caplog):
+    xs = [d2l.random_matrix(8, d, seed=i) for i, d in enumerate(devices)]
+    for k in (1, 2, 3, 4) * 3:  # as a panel does: a new graph per device count, run after run
+        d2l.chains_in_one_graph(devices[:k], 2)(*xs[:k])
+    assert "retracing" not in caplog.text

@@ -80,6 +80,13 @@ def format_bytes(n: float) -> str:
     raise AssertionError("unreachable")
 
 
+def plural(n: int, word: str) -> str:
+    """'1 matmul', '20 matmuls', '3 branches'."""
+    if n == 1:
+        return f"{n} {word}"
+    return f"{n} {word}{'es' if word.endswith(('ch', 'sh', 's', 'x')) else 's'}"
+
+
 def device_name(device) -> str:
     """The full TensorFlow name of a `Device` or of a name string."""
     return device if isinstance(device, str) else device.name

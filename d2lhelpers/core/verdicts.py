@@ -14,6 +14,7 @@ from typing import Protocol, runtime_checkable
 from d2lhelpers.core.units import format_seconds
 
 NOISE_FLOOR = 0.05  # even a quiet run's median moves this much between runs of a notebook
+NOISY_IQR = 0.1  # IQR / median above this: too noisy to trust (pyperf, torch.utils.benchmark)
 LIKELY_CAUSES = (
     "the runs were too noisy (another program, or another copy of this notebook, was running)",
     "the reference (peak or baseline) was measured low",
@@ -40,6 +41,16 @@ def noise_of(m: Timed | float) -> float:
     if isinstance(m, Timed):
         return max(m.iqr, NOISE_FLOOR * m.median)
     return NOISE_FLOOR * m
+
+
+def relative_noise(m: Timed) -> float:
+    """`noise_of(m)` as a fraction of its median: how far a rate computed from `m` could move."""
+    return noise_of(m) / m.median if m.median > 0 else float("inf")
+
+
+def noisy_run(m: Timed) -> bool:
+    """Whether a run's spread is too wide for any verdict drawn from it (IQR above `NOISY_IQR`)."""
+    return m.iqr > NOISY_IQR * m.median
 
 
 def median_of(m: Timed | float) -> float:
@@ -93,6 +104,12 @@ def faster_or_slower(a: Timed | float, b: Timed | float, a_name: str, b_name: st
 def beats_ideal(measured: Timed | float, ideal: float, ideal_noise: float = 0.0) -> bool:
     """Whether `measured` is faster than its ideal by more than the noise: impossible."""
     return median_of(measured) < ideal - noise_of(measured) - ideal_noise
+
+
+def above_limit(value: float, limit: float, noise: float) -> bool:
+    """Whether `value` exceeds `limit` (a rate's peak, a ceiling it can at best match) by more than
+    `noise`: the value's and the limit's relative noises summed, as a fraction of the limit."""
+    return value > limit * (1 + noise)
 
 
 def impossible(what: str, causes=LIKELY_CAUSES) -> str:

@@ -18,12 +18,16 @@ import matplotlib.pyplot as plt
 import tensorflow as tf
 
 from d2lhelpers.core.checks import require_count
+from d2lhelpers.core.concurrency import concurrency_model
 from d2lhelpers.core.counts import mlp_bytes, mlp_flops
 from d2lhelpers.core.report import Reported, Table
-from d2lhelpers.core.units import cores_phrase, format_rate, format_seconds, usable_cores
-from d2lhelpers.core.verdicts import Comparison, faster_or_slower, impossible, noise_of
+from d2lhelpers.core.units import cores_phrase, format_rate, format_seconds, plural, usable_cores
+from d2lhelpers.core.verdicts import Comparison, faster_or_slower, impossible, noise_of, noisy_run
 from d2lhelpers.devices import Device, check_fits, cpu, on_gpu, setup_devices
-from d2lhelpers.lessons.l01_two_devices import concurrency_model, noisy_run, plural
+from d2lhelpers.parallel.branches import (
+    branch_weights,
+    mlp_branches_in_one_graph,
+)
 from d2lhelpers.timing.benchmark import MIN_BLOCK_S, Measurement, measure
 from d2lhelpers.timing.peaks import device_peak_rate
 from d2lhelpers.tracing.timeline import (
@@ -35,10 +39,6 @@ from d2lhelpers.tracing.timeline import (
     trace,
 )
 from d2lhelpers.ui.panel import Panel, slider
-from d2lhelpers.workloads import (
-    branch_weights,
-    mlp_branches_in_one_graph,
-)
 
 MAX_WIDTH = 1 << 16  # rows, columns or hidden units: beyond, one matrix alone is gigabytes
 

@@ -2,10 +2,12 @@
 
 Both sync every device before starting and before stopping the clock, so work still queued on a
 GPU is counted. `measure` warms up, repeats until the spread is small (or a time budget is
-spent), keeps every raw time, and warns when a result cannot be true. A rate above the device's
-measured peak first has the peak measured again (when the peak knows how: a `MeasuredPeak`): if the
-fresh peak explains the rate, the peak had been measured low; otherwise the likely causes are
-listed in order (too noisy, peak measured low, work skipped or merged).
+spent), keeps every raw time, and warns when a result cannot be true. A rate is above the
+device's measured peak only when it exceeds it by more than the noise of both (the rate's runs,
+and the peak's own runs); such a rate first has the peak measured again (when the peak knows how:
+a `MeasuredPeak`): if the fresh peak explains the rate, the peak had been measured low, and the
+fresh peak is the one every later measurement uses; otherwise the likely causes are listed in
+order (too noisy, peak measured low, work skipped or merged).
 """
 
 from __future__ import annotations
@@ -19,37 +21,72 @@ from collections.abc import Callable
 
 from d2lhelpers.core.checks import require_count
 from d2lhelpers.core.units import format_rate, format_seconds
-from d2lhelpers.core.verdicts import LIKELY_CAUSES, impossible, noise_of
+from d2lhelpers.core.verdicts import (
+    LIKELY_CAUSES,
+    NOISY_IQR,
+    above_limit,
+    impossible,
+    noise_of,
+    relative_noise,
+)
 
-NOISY_IQR = 0.1  # IQR / median above this: too noisy to trust (pyperf, torch.utils.benchmark)
-PEAK_TOLERANCE = 1.2  # a rate this far above the peak is impossible, not noise
 MIN_BLOCK_S = 0.01  # a timed block at least this long keeps the ~40 µs sync+clock cost below 1%
 MAX_NUMBER = 1000
 MIN_RUNS_IN_BUDGET = 3  # even when the budget is spent, a median needs a few runs
 TOO_SHORT_S = 1e-6  # a call faster than this did no device work (a TF op alone costs ~10 µs)
 
 
-class MeasuredPeak(float):
-    """A measured peak rate that can measure itself again: `remeasure()` gives a fresh value.
+@dataclasses.dataclass
+class PeakRecord:
+    """One device's peak in this run: its best measured rate and the noise of the runs that gave
+    it (IQR / median). `remeasure()` measures again and keeps the higher rate (a peak is a best
+    rate; a peak measured while the machine was busy is low)."""
 
-    It is a float everywhere else; scaling it (`k * peak` for k devices) keeps the re-measure,
-    scaled the same way, so `measure(..., peak=k * device_peak)` can re-check a suspect rate.
+    rate: float
+    noise: float = 0.0
+    measure_again: Callable[[], tuple[float, float]] | None = None
+
+    def remeasure(self) -> None:
+        if self.measure_again is not None:
+            rate, noise = self.measure_again()
+            if rate > self.rate:
+                self.rate, self.noise = rate, noise
+
+
+class MeasuredPeak(float):
+    """A peak rate tied to its device's `PeakRecord`: one peak per device per run.
+
+    It is a float everywhere (its value when it was handed out), so a model can compute with it;
+    `measure` reads `current`, the record's newest rate, and its `noise`. When a rate comes out
+    above it, `remeasure()` measures the record again, and every measurement after that, in any
+    cell, compares with the new peak. `k * peak` is the peak of k devices computing at once.
     """
 
-    def __new__(cls, value: float, remeasure: Callable[[], float] | None = None):
-        peak = super().__new__(cls, value)
-        peak._remeasure = remeasure
+    def __new__(cls, record: PeakRecord | float, factor: float = 1.0):
+        record = record if isinstance(record, PeakRecord) else PeakRecord(float(record))
+        peak = super().__new__(cls, record.rate * factor)
+        peak.record, peak.factor = record, factor
         return peak
 
+    @property
+    def current(self) -> float:
+        return self.record.rate * self.factor
+
+    @property
+    def noise(self) -> float:
+        return self.record.noise
+
     def remeasure(self) -> float | None:
-        """A fresh measurement of the peak, or None when this peak cannot be measured again."""
-        return None if self._remeasure is None else float(self._remeasure())
+        """The peak measured again (the record keeps the higher), or None when it cannot be."""
+        if self.record.measure_again is None:
+            return None
+        self.record.remeasure()
+        return self.current
 
     def __mul__(self, k):
         if not isinstance(k, numbers.Real):
             return NotImplemented
-        again = self._remeasure
-        return MeasuredPeak(float(self) * k, None if again is None else lambda: again() * k)
+        return MeasuredPeak(self.record, self.factor * k)
 
     __rmul__ = __mul__
 
@@ -97,6 +134,7 @@ class Measurement:
     peak: float | None = None  # the device's measured peak, in `unit`
     warnings: list[str] = dataclasses.field(default_factory=list)
     remeasured_peak: float | None = None  # the peak measured again because the rate exceeded it
+    peak_noise: float = 0.0  # the peak's own noise: IQR / median of the runs that measured it
 
     @property
     def median(self) -> float:
@@ -120,10 +158,16 @@ class Measurement:
         return max(known) if known else None
 
     @property
+    def rate_noise(self) -> float:
+        """How far the rate could move if measured again, as a fraction: the times' noise plus
+        the peak's own (`noise_of`: the runs' IQR, at least the noise floor)."""
+        return relative_noise(self) + self.peak_noise
+
+    @property
     def above_peak(self) -> bool:
-        """Whether the rate exceeds the best known peak by more than `PEAK_TOLERANCE`."""
-        peak = self.best_peak
-        return self.rate is not None and bool(peak) and self.rate > PEAK_TOLERANCE * peak
+        """Whether the rate exceeds the best known peak by more than the noise of both."""
+        peak, rate = self.best_peak, self.rate
+        return rate is not None and bool(peak) and above_limit(rate, peak, self.rate_noise)
 
     def __str__(self) -> str:
         text = f"{self.label}: {format_seconds(self.median)} (IQR {format_seconds(self.iqr)}, "
@@ -135,6 +179,8 @@ class Measurement:
                 peak = format_rate(peak_now, self.unit)
                 again = " (re-measured)" if self.remeasured_peak else ""
                 text += f" = {self.rate / peak_now:.2f} of the peak {peak}{again}"
+                if self.rate > peak_now and not self.above_peak:
+                    text += f" (above it by less than the noise of {self.rate_noise:.0%})"
         return "\n".join([text] + [f"  WARNING: {w}" for w in self.warnings])
 
 
@@ -199,17 +245,21 @@ def measure(
         if len(times) >= MIN_RUNS_IN_BUDGET and end - began > budget_s:
             break
     work, unit = (nbytes, "B/s") if nbytes is not None else (flops, "FLOP/s")
-    result = Measurement(label, times, work, unit, peak)
-    if result.above_peak and isinstance(peak, MeasuredPeak):
+    measured = isinstance(peak, MeasuredPeak)
+    result = Measurement(label, times, work, unit, peak.current if measured else peak)
+    result.peak_noise = peak.noise if measured else 0.0
+    if result.above_peak and measured:
         # Before blaming the workload, check the yardstick: measure the peak again.
         result.remeasured_peak = peak.remeasure()
+        result.peak_noise = peak.noise
     result.warnings = measurement_warnings(result)
     return result
 
 
 def measurement_warnings(m: Measurement) -> list[str]:
     """What makes `m` untrustworthy: no time, too short to be work, noise above 10%, or a rate
-    above the peak (explained by a re-measured peak, or impossible with its causes in order)."""
+    above the peak beyond the noise of both (explained by a re-measured peak, or impossible with
+    its causes in order)."""
     found = []
     noisy = m.median > 0 and m.iqr > NOISY_IQR * m.median
     if m.median <= 0:
@@ -224,16 +274,18 @@ def measurement_warnings(m: Measurement) -> list[str]:
             f"noisy: IQR is {m.iqr / m.median:.0%} of the median (above {NOISY_IQR:.0%}); "
             "something else is using this machine, or the runs are too short"
         )
-    if m.rate is None or not m.peak or m.rate <= PEAK_TOLERANCE * m.peak:
+    if m.rate is None or not m.peak or not above_limit(m.rate, m.peak, m.rate_noise):
         return found
     rate, first = format_rate(m.rate, m.unit), format_rate(m.peak, m.unit)
-    if m.remeasured_peak and m.rate <= PEAK_TOLERANCE * m.remeasured_peak:
-        found.append(
-            f"the peak was measured low: {rate} is {m.rate / m.peak:.1f}x the device's measured "
-            f"peak ({first}), but {m.rate / m.remeasured_peak:.2f}x the peak measured again now "
-            f"({format_rate(m.remeasured_peak, m.unit)}); the first peak was probably measured "
-            "while the machine was busy"
-        )
+    if m.remeasured_peak and not above_limit(m.rate, m.remeasured_peak, m.rate_noise):
+        # Explained: blame the first peak only when the new one is higher beyond its noise.
+        if above_limit(m.remeasured_peak, m.peak, m.peak_noise):
+            found.append(
+                f"the peak was measured low: {rate} is {m.rate / m.peak:.1f}x the device's "
+                f"measured peak ({first}), but {m.rate / m.remeasured_peak:.2f}x the peak "
+                f"measured again now ({format_rate(m.remeasured_peak, m.unit)}); the first peak "
+                "was probably measured while the machine was busy"
+            )
         return found
     again = (
         f", {format_rate(m.remeasured_peak, m.unit)} when measured again"
@@ -250,7 +302,8 @@ def measurement_warnings(m: Measurement) -> list[str]:
     )
     found.append(
         impossible(
-            f"{rate} is {m.rate / m.peak:.1f}x the device's measured peak ({first}{again})",
+            f"{rate} is {m.rate / m.peak:.2f}x the device's measured peak ({first}{again}), "
+            f"beyond the noise of {m.rate_noise:.0%}",
             causes,
         )
     )

@@ -14,6 +14,12 @@ from d2lhelpers.timing.benchmark import MAX_NUMBER, MIN_BLOCK_S, MIN_RUNS_IN_BUD
 
 TRACE_S = 0.3  # building and tracing one small tf.function, on 2 CPU cores (measured: 0.1-0.5 s)
 PROCESS_START_S = 3.0  # a fresh Python process importing TensorFlow, on an idle 2-core machine
+# Tracing a graph of n ops, once TensorFlow has traced one in this process: about
+# TRACE_OP_S * (n + 10) (chains of 1-400 matmuls: 7, 20, 57, 97, 271 ms of CPU time for 1, 20, 80,
+# 100, 400 ops on 2 cores). One call of a traced tf.function costs CALL_S whatever its work
+# (0.3-0.4 ms of CPU time for a one-op graph).
+TRACE_OP_S = 7e-4
+CALL_S = 3e-4
 
 
 def measure_seconds(
@@ -47,3 +53,8 @@ def call_seconds(work: float, rate: float) -> float:
     if rate <= 0:
         raise ValueError(f"a rate must be > 0 to estimate a time, got {rate}")
     return work / rate
+
+
+def trace_seconds(ops: int) -> float:
+    """Seconds to build and trace one tf.function of `ops` ops (not the process's first)."""
+    return TRACE_OP_S * (ops + 10)

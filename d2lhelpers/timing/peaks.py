@@ -5,11 +5,13 @@ this runtime (a logical CPU device gets one thread). The baseline is the whole m
 TensorFlow's default threading (all cores, oneDNN on), measured in a fresh subprocess because
 this runtime's threading is fixed: it stops anyone mistaking "the second core" for "a second GPU".
 
-A device's peak is a `MeasuredPeak`: when a workload's rate comes out above it, `measure` measures
-the peak again before blaming the workload. The baseline is kept on disk by `core.cache` (written
-whole, measured once however many kernels ask, never kept when measured on a busy machine or
-noisy), which never stops a lesson: when the cache cannot keep it, it is measured all the same
-and its line says it was not kept.
+A device's peak is measured once per run with its noise (the IQR of its runs) and handed out as a
+`MeasuredPeak` tied to one record: when a workload's rate comes out above it beyond the noise,
+`measure` measures the peak again before blaming the workload, and the higher peak is the one
+every later cell uses. The baseline, too, is measured once per run. It is kept on disk by
+`core.cache` (written whole, measured once however many kernels ask, never kept when measured on a
+busy machine or noisy), which never stops a lesson: when the cache cannot keep it, it is measured
+all the same and its line says it was not kept.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import os
 import platform
 import subprocess
 import sys
+from pathlib import Path
 
 import tensorflow as tf
 
@@ -26,7 +29,7 @@ from d2lhelpers.core.cache import cache_dir, cached_measurement, machine_busy
 from d2lhelpers.core.counts import chain_flops
 from d2lhelpers.core.units import format_bytes, format_rate, usable_cores
 from d2lhelpers.devices import Device, setup_devices
-from d2lhelpers.timing.benchmark import NOISY_IQR, MeasuredPeak, measure
+from d2lhelpers.timing.benchmark import NOISY_IQR, MeasuredPeak, Measurement, PeakRecord, measure
 from d2lhelpers.workloads import (
     chains_in_one_graph,
     random_matrix,
@@ -37,44 +40,51 @@ CHAIN_LENGTH = 4
 CACHE_VERSION = 2  # bump when the baseline's measurement changes: older files are measured again
 BASELINE_KEYS = ("device", "size", "flops_per_s", "measured_at")
 
-_device_peaks: dict[str, float] = {}
+_device_peaks: dict[str, PeakRecord] = {}
+_baselines: dict[Path, dict] = {}  # one baseline per cache file per run
+
+
+def best_of(measurements: dict[int, Measurement]) -> tuple[float, int, float]:
+    """The best rate of chains timed at several sizes (a peak is a best rate: each size's fastest
+    run), its size, and the noise of that size's runs (IQR / median)."""
+    rates = {size: m.work / min(m.times) for size, m in measurements.items()}
+    size = max(rates, key=rates.get)
+    best = measurements[size]
+    return rates[size], size, best.iqr / best.median if best.median > 0 else float("inf")
 
 
 def best_chain(device: Device | str, sizes) -> tuple[float, int, float]:
     """The best FLOP/s of a short matmul chain over `sizes` (caches favour some), its size, and
-    that size's noise (IQR / median of its runs)."""
-    best = (0.0, 0, 0.0)
+    that size's noise."""
+    measurements = {}
     for size in sizes:
         x = random_matrix(size, device)
         run = chains_in_one_graph([device], CHAIN_LENGTH)
-        m = measure(lambda run=run, x=x: run(x), "peak", min_runs=5, max_runs=20, budget_s=1.0)
-        noise = m.iqr / m.median if m.median > 0 else float("inf")
-        best = max(best, (chain_flops(size, CHAIN_LENGTH) / min(m.times), size, noise))
-    return best
-
-
-def best_chain_rate(device: Device | str, sizes) -> tuple[float, int]:
-    """The best FLOP/s of a short matmul chain over `sizes`, and its size."""
-    rate, size, _ = best_chain(device, sizes)
-    return rate, size
+        flops = chain_flops(size, CHAIN_LENGTH)
+        measurements[size] = measure(
+            lambda run=run, x=x: run(x), "peak", flops=flops, min_runs=5, max_runs=20, budget_s=1
+        )
+    return best_of(measurements)
 
 
 def device_peak_rate(device: Device) -> MeasuredPeak:
-    """Best FLOP/s of a matmul chain on `device` alone (measured once, then kept in memory).
+    """Best FLOP/s of a matmul chain on `device` alone, with its noise: measured once per run.
 
     Logical CPUs are identical and so are virtual GPUs of one chip: one measurement serves all.
-    The result can `remeasure()` itself; a higher re-measured peak replaces the kept one.
+    Every call returns a peak tied to the same `PeakRecord`, so a re-measured peak (higher, kept
+    by the record) is the one every later measurement compares with.
     """
     key = device.kind if device.kind in ("logical CPU", "virtual GPU") else device.name
     sizes = CPU_SIZES if device.kind == "logical CPU" else GPU_SIZES
     if key not in _device_peaks:
-        _device_peaks[key] = best_chain_rate(device, sizes)[0]
 
-    def remeasure() -> float:
-        _device_peaks[key] = max(_device_peaks[key], best_chain_rate(device, sizes)[0])
-        return _device_peaks[key]
+        def measure_again() -> tuple[float, float]:
+            rate, _, noise = best_chain(device, sizes)
+            return rate, noise
 
-    return MeasuredPeak(_device_peaks[key], remeasure)
+        rate, noise = measure_again()
+        _device_peaks[key] = PeakRecord(rate, noise, measure_again)
+    return MeasuredPeak(_device_peaks[key])
 
 
 _BASELINE_SCRIPT = """
@@ -90,20 +100,23 @@ print(json.dumps({"device": device, "size": size, "flops_per_s": rate, "noise": 
 def machine_baseline_rate(refresh: bool = False) -> dict:
     """The machine's best matmul rate with TensorFlow's default threading (a subprocess).
 
-    Cached per machine in `cache_dir()` (see `core.cache`); returns {'device', 'size',
-    'flops_per_s', 'measured_at', ...} and 'not_cached' when it was measured but not kept.
+    Cached per machine in `cache_dir()` (see `core.cache`) and kept for the rest of this run, so
+    every cell that asks gets the same measurement; returns {'device', 'size', 'flops_per_s',
+    'noise', 'measured_at', ...} and 'not_cached' when it was measured but not kept on disk.
     """
     key = f"{platform.node()}-{usable_cores()}cores-tf{tf.__version__}".replace("/", "_")
     path = cache_dir() / f"baseline-{key}.json"
-    return cached_measurement(
-        path,
-        _measure_baseline,
-        version=CACHE_VERSION,
-        keys=BASELINE_KEYS,
-        refresh=refresh,
-        busy=machine_busy,
-        noisy_above=NOISY_IQR,
-    )
+    if refresh or path not in _baselines:  # one measurement per run, even when it was not kept
+        _baselines[path] = cached_measurement(
+            path,
+            _measure_baseline,
+            version=CACHE_VERSION,
+            keys=BASELINE_KEYS,
+            refresh=refresh,
+            busy=machine_busy,
+            noisy_above=NOISY_IQR,
+        )
+    return _baselines[path]
 
 
 def _measure_baseline() -> dict:
@@ -126,15 +139,17 @@ def describe_devices(devices: list[Device] | None = None) -> str:
     lines = []
     for d in devices:
         memory = format_bytes(d.memory_bytes) if d.memory_bytes else "shares host memory"
+        peak = device_peak_rate(d)
         lines.append(
             f"{d.name}\n    {d.note}\n    memory: {memory}; "
-            f"measured peak: {format_rate(device_peak_rate(d))}"
+            f"measured peak: {format_rate(peak.current)} (noise {peak.noise:.0%})"
         )
     baseline = machine_baseline_rate()
     lines.append(
         f"Fair baseline: the whole machine ({baseline['device']}, TensorFlow's default threading) "
-        f"reaches {format_rate(baseline['flops_per_s'])} on one {baseline['size']}x"
-        f"{baseline['size']} matmul chain (measured {baseline['measured_at']}"
+        f"reaches {format_rate(baseline['flops_per_s'])} (noise {baseline.get('noise', 0):.0%}) "
+        f"on one {baseline['size']}x{baseline['size']} matmul chain (measured "
+        f"{baseline['measured_at']}"
         + (f"; {baseline['not_cached']}" if baseline.get("not_cached") else "")
         + ")."
     )

@@ -1,7 +1,8 @@
 """Notebook 01's pitfall: n identical matmuls in a tf.function, merged into one.
 
 Which rate above the peak to believe (`rates_verdict`), and which optimisation merges the
-identical ops: each candidate switched off in a fresh process (`run_merge_probe`).
+identical ops: sets of switches turned off, each in a fresh process (`run_merge_probe`), each
+compared with its control (the same settings but the one under test).
 """
 
 from __future__ import annotations
@@ -11,113 +12,116 @@ from collections.abc import Callable
 
 from d2lhelpers.core.checks import require_count, require_memory, require_processes
 from d2lhelpers.core.report import Reported, Table
-from d2lhelpers.core.units import (
-    BYTES_PER_FLOAT,
-    MiB,
-    format_rate,
-    format_seconds,
-)
+from d2lhelpers.core.units import BYTES_PER_FLOAT, MiB, format_rate, format_seconds, plural
 from d2lhelpers.core.verdicts import impossible
-from d2lhelpers.devices import Device, on_gpu
-from d2lhelpers.lessons.l01_two_devices.concurrency import MAX_MATMULS, plural
-from d2lhelpers.timing.benchmark import PEAK_TOLERANCE, Measurement
-from d2lhelpers.timing.peaks import CPU_SIZES, GPU_SIZES, best_chain_rate
+from d2lhelpers.lessons.l01_two_devices.concurrency import MAX_MATMULS
+from d2lhelpers.timing.benchmark import Measurement
 from d2lhelpers.tracing.optimizer_probe import SWITCHES, ProbeRun, probe
 
 
-def rates_verdict(identical: Measurement, chain: Measurement, device: Device | str) -> str:
-    """Which rate above the peak to believe: blame merged work only if the chain stays below it.
+def rates_verdict(identical: Measurement, chain: Measurement) -> str:
+    """Which rate above the peak to believe: blame merged work only if the chain, which cannot
+    be merged, is not above the peak too (beyond the noise of its rate and of the peak).
 
-    The chain cannot be merged. If it too measures above the peak, the peak is re-measured: a peak
-    measured on a busy machine is low, and then the identical matmuls' excess proves nothing.
+    `measure` has already measured the peak again when a rate came out above it, and the chain
+    was measured after the identical matmuls, so its peak is the newest.
     """
-    peak = identical.peak or chain.peak
-    if not peak:
+    peak = chain.best_peak or identical.best_peak
+    if not peak or identical.rate is None or chain.rate is None:
         return "no peak was given, so neither rate can be checked"
-    identical_above, chain_above = (m.rate > PEAK_TOLERANCE * peak for m in (identical, chain))
-    if chain_above:
-        sizes = GPU_SIZES if on_gpu() else CPU_SIZES
-        again = best_chain_rate(device, sizes)[0]
-        verdict = (
-            f"the chain, which cannot be merged, measured {chain.rate / peak:.1f}x the peak "
-            f"{format_rate(peak)}: the peak was probably measured low (re-measured now: "
-            f"{format_rate(again)}, the chain is {chain.rate / again:.2f}x that)"
-        )
-        if chain.rate > PEAK_TOLERANCE * again:
-            verdict += "; even against it the chain is too fast: " + impossible("the chain's rate")
-        return verdict + ". Merged work is not shown by these rates alone."
-    if identical_above:
+    said = f"identical {identical.rate / peak:.2f}x, chain {chain.rate / peak:.2f}x the peak"
+    if chain.above_peak:
         return (
-            f"the identical matmuls measured {identical.rate / peak:.1f}x the peak while the "
-            f"chain measured {chain.rate / peak:.2f}x: only the identical matmuls break the "
-            "peak, so their work was merged (fewer products ran than were asked for)"
+            f"{said} {format_rate(peak)}: the chain, which cannot be merged, is above the peak "
+            f"beyond the noise of {chain.rate_noise:.0%} even after the peak was measured again: "
+            + impossible("the chain's rate")
+            + ". So these rates cannot show whether work was merged"
+        )
+    if identical.above_peak:
+        return (
+            f"{said} {format_rate(peak)}: only the identical matmuls are above the peak beyond "
+            "the noise, and the chain is not, so the identical matmuls did less work than was "
+            "asked for: fewer products ran"
         )
     return (
-        f"neither rate is above the peak (identical {identical.rate / peak:.2f}x, chain "
-        f"{chain.rate / peak:.2f}x): on this run no merged work shows in the rates"
+        f"{said} {format_rate(peak)}: neither is above the peak beyond the noise, so on this "
+        "run the rates show no merged work (the trace above counts what ran)"
     )
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(repr=False)  # shown by its tables (`Reported`)
 class MergeProbeResult(Reported):
-    """n identical matmuls run once per switch, each in a fresh process: how many MatMuls ran."""
+    """n identical matmuls run once per set of switches, each in a fresh process: how many ran."""
 
     n: int
     size: int
     runs: list[ProbeRun]
 
-    def _of(self, switch: str) -> ProbeRun | None:
+    def _of(self, switch: str | None) -> ProbeRun | None:
         return next((r for r in self.runs if r.switch == switch), None)
+
+    def _attribution(self, run: ProbeRun) -> tuple[bool, str]:
+        """Whether `run`, which ran all n, shows what merges them (its control still merged)."""
+        control = self._of(SWITCHES[run.switch].control)
+        said = f"with {run.what} off, {run.n} of {run.n} MatMuls ran"
+        if control is None:
+            return False, f"{said}, but no control differing only in that was run"
+        if not control.merged:
+            return False, (
+                f"{said}, and so did its control ({control.what} off: {control.executed} of "
+                f"{control.n}): the control's own settings stop the merge, so this run does not "
+                "show what merges them"
+            )
+        return True, (
+            f"{said} ({run.seconds / control.seconds:.1f}x the time per call of its control, "
+            f"which differs only in that and still merged: {control.executed} of {control.n} "
+            "ran): that is what merges them"
+        )
 
     @property
     def culprits(self) -> list[ProbeRun]:
-        """The switches (not the control) with which every one of the n MatMuls ran."""
-        merged = self._of("none")
-        if merged is None or merged.executed >= self.n:
-            return []
-        return [
-            r for r in self.runs if r.switch not in ("none", "classic_l0") and r.executed >= self.n
-        ]
+        """The runs that ran all n while their control still merged."""
+        return [r for r in self.runs if not r.merged and self._attribution(r)[0]]
 
     @property
     def verdict(self) -> str:
         default = self._of("none")
-        if default is not None and default.executed >= self.n:
+        if default is None:
+            return "the default settings were not run: there is no merge to explain"
+        if not default.merged:
             return f"all {self.n} MatMuls ran with every optimisation on: nothing was merged here"
-        counts = "; ".join(f"{r.what} off: {r.executed} of {self.n} ran" for r in self.runs)
-        culprits = self.culprits
-        if not culprits:
+        unmerged = [r for r in self.runs if not r.merged]
+        if not unmerged:
+            counts = "; ".join(f"{r.what} off: {r.executed} of {r.n}" for r in self.runs)
             return f"none of the switches stopped the merge ({counts})"
-        names = " and ".join(r.what for r in culprits)
-        slower = [f"{r.seconds / default.seconds:.1f}x" for r in culprits] if default else []
-        kept = [
-            r for r in self.runs if r.switch not in ("none", "classic_l0") and r not in culprits
-        ]
-        sentence = f"with {names} off, {self.n} of {self.n} MatMuls ran"
-        sentence += f" ({', '.join(slower)} the time per call)" if slower else ""
-        sentence += f": {'that is' if len(culprits) == 1 else 'those are'} what merges them"
-        if kept:
-            still = "; ".join(f"with {r.what} off, {r.executed} of {self.n}" for r in kept)
-            sentence += f". Still merged: {still} ran"
-        return sentence
+        sentences = [self._attribution(r)[1] for r in unmerged]
+        for culprit in self.culprits:
+            parts = [self._of(p) for p in SWITCHES[culprit.switch].parts]
+            if parts and all(p is not None and p.merged for p in parts):
+                counts = "; ".join(f"{p.what} off, {p.executed} of {p.n} ran" for p in parts)
+                sentences.append(
+                    f"with only one of them off, the merge stays ({counts}): each merges them "
+                    "on its own"
+                )
+        return ". ".join(s[0].upper() + s[1:] for s in sentences)
 
     def tables(self) -> list[Table]:
         rows = [
             [r.what, r.how, f"{r.executed} of {r.n}", format_seconds(r.seconds)] for r in self.runs
         ]
-        title = f"{plural(self.n, 'identical matmul')} of {self.size}x{self.size}"
-        title += ", a fresh process per switch"
-        columns = ["switched off", "how", "MatMuls executed", "time per call"]
+        title = f"{plural(self.n, 'identical matmul')} of {self.size}x{self.size} in a "
+        title += "tf.function, a fresh process per row"
+        columns = ["switched off", "how", "MatMuls executed", "time per call (median of 5)"]
         return [Table(title, columns, rows, [self.verdict])]
 
 
 def run_merge_probe(
     n: int = 10, size: int = 512, switches=tuple(SWITCHES), progress: Callable | None = None
 ) -> MergeProbeResult:
-    """Count the MatMuls that ran of `n` identical ones, with each candidate optimisation off.
+    """Count the MatMuls that ran of `n` identical ones, with each set of switches off.
 
-    Each switch runs in a fresh Python process (`optimizer_probe.probe`): TensorFlow reads its
-    optimiser settings once per runtime. About 3 s per switch on 2 cores at the defaults.
+    Each set runs in a fresh Python process (`optimizer_probe.probe`): TensorFlow reads its
+    optimiser settings once per runtime. About 3 s per process on 2 cores at the defaults.
     """
     n = require_count("n (identical matmuls)", n, 1, MAX_MATMULS)
     size = require_count("size (matrix size)", size, 1, 8192)

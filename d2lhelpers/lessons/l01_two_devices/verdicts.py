@@ -1,0 +1,92 @@
+"""Notebook 01's sentences on its own cells: k chains at once against one, two separate calls,
+and the devices' combined rate against the whole machine's baseline, each read from the noise."""
+
+from __future__ import annotations
+
+from d2lhelpers.core.concurrency import slowdown_model
+from d2lhelpers.core.units import cores_phrase, format_rate, plural, usable_cores
+from d2lhelpers.core.verdicts import (
+    Comparison,
+    above_limit,
+    impossible,
+    noise_of,
+    noisy_run,
+    relative_noise,
+)
+from d2lhelpers.timing.benchmark import Measurement
+
+
+def at_once_verdict(both: Measurement, one: Measurement, kind: str, k: int = 2, cores=None) -> str:
+    """k chains in one graph against one chain: at the same time, shared cores, or neither."""
+    cores = usable_cores() if cores is None else cores
+    want = slowdown_model(k, kind, cores)
+    ratio = both.median / one.median
+    said = f"{plural(k, 'chain')} at once took {ratio:.2f}x one chain"
+    if want is None:
+        return said + " (virtual GPUs share one chip: no model is checked)"
+    c = Comparison(both.median, want * one.median, noise_of(both) + want * noise_of(one))
+    where = f"the model's {want:.2f}x ({cores_phrase(cores)})" if kind == "logical CPU" else "1.00x"
+    if c.a_faster:
+        return impossible(f"{said}, faster than {where}")
+    if noisy_run(both) or noisy_run(one):
+        return f"{said}; too noisy to check it against {where} (a run spread by more than 10%)"
+    if c.a_slower:
+        return f"{said}, slower than {where}: something else is using the cores"
+    if want == 1.0:
+        return f"{said}, as {where} says: they ran at the same time"
+    return f"{said}, as {where} says: more chains than cores, so they took turns on the cores"
+
+
+def separate_calls_verdict(separate: Measurement, first: Measurement, second: Measurement) -> str:
+    """Two calls one after the other in Python: did their work overlap, or run in sequence?"""
+    longer = max(first, second, key=lambda m: m.median)
+    total = first.median + second.median
+    noise = noise_of(separate) + noise_of(first) + noise_of(second)
+    said = f"two separate calls took {separate.median / longer.median:.2f}x the longer call alone"
+    sum_is = f"the sum of both is {total / longer.median:.2f}x"
+    at_once = Comparison(separate.median, longer.median, noise_of(separate) + noise_of(longer))
+    in_turn = Comparison(separate.median, total, noise)
+    if at_once.a_faster:
+        return impossible(f"{said}, faster than that call alone")
+    if not at_once.measurable:
+        return f"{said}, within the noise of one: their work overlapped"
+    if not in_turn.measurable:
+        return f"{said}; {sum_is}, within the noise: they ran one after the other"
+    if in_turn.a_faster:
+        return f"{said}; {sum_is}: less, so they overlapped in part"
+    return f"{said}; {sum_is}: even more, so something else slowed them"
+
+
+def baseline_verdict(
+    together: Measurement, one: Measurement, baseline: dict, kind: str, k: int = 2
+) -> str:
+    """k devices' combined rate against the whole machine's baseline, from the noise of both.
+
+    Logical CPU devices share the baseline's cores and virtual GPUs its chip, so together they can
+    at best match it; separate GPUs each bring a chip (the baseline is one of them).
+    """
+    base = baseline["flops_per_s"]
+    together_best = k if kind == "GPU" else 1
+    together_line = (
+        f"{plural(k, 'device')} together: {format_rate(together.rate)} = "
+        f"{together.rate / base:.2f} of the whole machine's baseline {format_rate(base)}"
+    )
+    one_line = f"one device: {format_rate(one.rate)} = {one.rate / base:.2f} of the baseline"
+    return "\n".join(
+        [
+            together_line + _against(together, base, together_best, baseline, plural=True),
+            one_line + _against(one, base, 1, baseline, plural=False),
+        ]
+    )
+
+
+def _against(m: Measurement, base: float, times: int, baseline: dict, plural: bool) -> str:
+    """How `m`'s rate reads against the most it can reach: `times` x the baseline `base`."""
+    noise = relative_noise(m) + baseline.get("noise", 0.0)
+    said = f"; at best {'they' if plural else 'it'} can "
+    said += "match it" if times == 1 else f"reach {times}x it"
+    if above_limit(m.rate, times * base, noise):
+        return f"{said}. " + impossible(f"above that by more than the noise of {noise:.0%}")
+    if m.rate > times * base * (1 - noise):
+        return f"{said}, and {'do' if plural else 'does'}, within the noise of {noise:.0%}"
+    return f"{said}: below that by more than the noise of {noise:.0%}"
