@@ -1,5 +1,7 @@
 import json
 
+import pytest
+
 import d2lhelpers as d2l
 from d2lhelpers.core.counts import chain_flops
 from d2lhelpers.timing import peaks
