@@ -99,7 +99,11 @@ def installed(wheel, tmp_path_factory) -> Path:
         install = ["uv", "pip", "install", "--quiet", "--no-deps", "--python", str(python)]
     run([*install, str(wheel)], env=clean_environment())
     borrowed = {sysconfig.get_paths()[k] for k in ("purelib", "platlib")}
-    assert all(not Path(p).resolve().is_relative_to(ROOT) for p in borrowed)
+    # The dependencies' folders (inside the checkout when .venv is) hold no d2lhelpers package:
+    # the editable install there is a finder that only its own .pth file would switch on.
+    assert all(
+        not (Path(p) / "d2lhelpers").exists() and Path(p).resolve() != ROOT for p in borrowed
+    )
     (site / "borrowed_dependencies.pth").write_text("\n".join(sorted(borrowed)) + "\n")
     return python
 
@@ -127,7 +131,9 @@ def test_the_installed_wheel_imports_from_another_folder_without_the_source_tree
     found = json.loads(done.stdout.strip().splitlines()[-1])
     site = installed.parent.parent
     assert Path(found["file"]).resolve().is_relative_to(site.resolve()), found["file"]
-    on_path = [p for p in found["path"] if p and Path(p).resolve().is_relative_to(ROOT)]
+    sources = [ROOT, *ROOT.iterdir()]  # the checkout and its folders; a .venv inside is not one
+    borrowed = {Path(p).resolve() for k in ("purelib", "platlib") for p in [sysconfig.get_path(k)]}
+    on_path = [p for p in found["path"] if p and Path(p).resolve() in set(sources) - borrowed]
     assert not on_path, f"the source tree is on the path: {on_path}"
     assert not found["tools"] and not found["tests"], "the repository's folders are importable"
     assert found["version"] and found["results"] >= 1 and found["lessons"] > 50
