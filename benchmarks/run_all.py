@@ -13,6 +13,7 @@ import dataclasses
 import datetime
 import importlib.metadata
 import json
+import os
 import platform
 import resource
 import subprocess
@@ -170,16 +171,19 @@ def split_model_rows(devices) -> list[Row]:
     n = min(2, len(devices))
     usable = min(n, usable_cores()) if devices[0].kind == "logical CPU" else n
     rows = []
-    mlp = d2l.run_mlp_branches(256, 512, 2048, n)
-    rows.append(
-        Row(
-            f"MLP, one branch per device / one device ({n} branches)",
-            mlp.split.median / mlp.one_device.median,
-            "report",
-            f"ideal {1 / usable:.2f} (no overlap cost)",
-            floor=1 / usable,
+    branch_devices = len(devices) - 1  # the join takes the CPU
+    for k in sorted({min(2, branch_devices), min(3, branch_devices)}):
+        mlp = d2l.run_mlp_branches(256, 512, 2048, k)
+        model = d2l.model_speedup(k, usable_cores(), devices[0].kind)
+        rows.append(
+            Row(
+                f"MLP, one branch per device / one device ({k} branches)",
+                mlp.split.median / mlp.one_device.median,
+                "report",
+                f"model 1/{model:.2f} = {1 / model:.2f} (no overlap cost)" if model else "",
+                floor=1 / model if model else None,
+            )
         )
-    )
     tensor = d2l.run_tensor_parallel(256, 512, n, hidden=1024)
     xs = allreduce_inputs(512 * 256 * 4, tensor.devices)
     reduce = allreduce_in_one_graph(tensor.devices)
@@ -207,6 +211,47 @@ def split_model_rows(devices) -> list[Row]:
             floor=1 / usable,
         )
     )
+    return rows
+
+
+def estimate_row(name: str, panel, values: dict) -> Row:
+    """A panel's run at `values` against the time its estimate announced: within x1.5 either way."""
+    for slider, value in values.items():
+        panel.sliders[slider].value = value
+    estimated = panel.estimate(**panel.values())
+    start = time.perf_counter()
+    panel.run()
+    seconds = time.perf_counter() - start
+    ratio = seconds / estimated
+    return Row(
+        f"{name}: run / estimate ({panel.describe(values)[:40]})",
+        max(ratio, 1 / ratio),
+        "<= 1.5",
+        f"run {seconds:.1f} s, estimated {estimated:.1f} s (a quiet machine's time); load "
+        f"average {os.getloadavg()[0]:.1f} on {usable_cores()} usable cores"
+        + (f"; ERROR {panel.error}" if panel.error else ""),
+    )
+
+
+def split_model_estimate_rows() -> list[Row]:
+    """Notebooks 03-04: each panel's estimate against its run, at default and extreme sliders."""
+    import matplotlib.pyplot as plt
+
+    from d2lhelpers.ui.output import render_png
+
+    render_png(plt.figure())  # matplotlib's first figure loads fonts: a notebook paid it earlier
+    rows = []
+    panels = [("03 MLP panel", d2l.mlp_panel), ("04 three schemes", d2l.parallelism_panel)]
+    for name, make in panels:
+        panel = make()
+        d2l.device_peak_rate(d2l.setup_devices()[0])  # measured once, before any run is timed
+        defaults = panel.values()
+        for values in (
+            defaults,
+            {s: panel.sliders[s].min for s in defaults},
+            {s: panel.sliders[s].max for s in defaults},
+        ):
+            rows.append(estimate_row(name, panel, values))
     return rows
 
 
@@ -440,6 +485,7 @@ def main() -> None:
         lambda: concurrency_panel_rows(devices),
         lambda: [overhead_row(64, 1, devices)],
         lambda: split_model_rows(devices),
+        split_model_estimate_rows,
         lambda: allreduce_rows(devices),
         compute_copy_rows,
         lambda: serving_rows(devices),

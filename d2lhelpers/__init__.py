@@ -103,16 +103,11 @@ from d2lhelpers.lessons.l02_compute_copy import (
 )
 
 # --- notebook 03: the MLP across devices ---
-from d2lhelpers.parallel.branches import (
-    branch_weights,
-    mlp_branches_in_one_graph,
-)
 from d2lhelpers.lessons.l03_mlp_across_devices import (
-    BranchResult,
+    baseline_sentence,
     mlp_panel,
     model_speedup,
     overlap_sentence,
-    plot_branches,
     run_mlp_branches,
 )
 
@@ -122,25 +117,29 @@ from d2lhelpers.lessons.l04_splitting_work import (
     parallelism_panel,
     plot_three_schemes,
     run_pipeline_trace,
-    run_three_schemes,
     speedup_model_panel,
 )
-from d2lhelpers.parallel.common import (
-    ParallelRun,
-    communication_note,
+from d2lhelpers.parallel.model import (
+    dense_stack,
+    input_batch,
+    max_difference,
+    mlp,
+    mlp_weights,
+    stack_weights,
 )
-from d2lhelpers.parallel.pipeline_parallel import (
-    PipelineRun,
-    measured_bubble,
+from d2lhelpers.parallel.pipeline_runs import (
     run_pipeline_parallel,
 )
-from d2lhelpers.parallel.replicas import (
-    replica_sweep,
+from d2lhelpers.parallel.replica_runs import (
     run_replicas,
 )
+from d2lhelpers.parallel.result import (
+    communication_note,
+)
 from d2lhelpers.parallel.tensor_parallel import (
-    TensorParallelRun,
     allreduce_sum,
+)
+from d2lhelpers.parallel.tensor_parallel_runs import (
     run_tensor_parallel,
 )
 
@@ -273,31 +272,28 @@ __all__ = [
     "run_compute_copy",
     "seed_reading",
     # notebook 03: the MLP across devices
-    "branch_weights",
-    "mlp_branches_in_one_graph",
-    "BranchResult",
+    "baseline_sentence",
     "mlp_panel",
     "model_speedup",
     "overlap_sentence",
-    "plot_branches",
     "run_mlp_branches",
     # notebook 04: splitting work
     "allreduce_sum",
     "communication_note",
     "compare_bubbles",
-    "measured_bubble",
+    "dense_stack",
+    "input_batch",
+    "max_difference",
+    "mlp",
+    "mlp_weights",
     "parallelism_panel",
-    "ParallelRun",
-    "PipelineRun",
     "plot_three_schemes",
-    "replica_sweep",
     "run_pipeline_parallel",
     "run_pipeline_trace",
     "run_replicas",
     "run_tensor_parallel",
-    "run_three_schemes",
     "speedup_model_panel",
-    "TensorParallelRun",
+    "stack_weights",
     # notebook 05: collectives
     "allreduce_in_one_graph",
     "allreduce_panel",

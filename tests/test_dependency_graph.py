@@ -5,19 +5,20 @@ import pytest
 import tensorflow as tf
 
 import d2lhelpers as d2l
-from d2lhelpers.parallel.branches import (
-    branch_weights,
-    mlp_branches_in_one_graph,
-)
+from d2lhelpers.parallel.branches import branch_weights, mlp_branches_in_one_graph
 from d2lhelpers.tracing.graph import dependency_levels, op_graph, plot_op_graph
 
 matplotlib.use("Agg")
 
 
+def _names(devices):
+    return [d.name for d in devices]
+
+
 def test_branches_equal_the_unsplit_mlp(devices):
     x = tf.random.stateless_normal((8, 16), seed=(1, 2))
     weights = branch_weights(16, 11, 3)
-    run = mlp_branches_in_one_graph(devices[:3], devices[3])
+    run = mlp_branches_in_one_graph(_names(devices[:3]), devices[3].name)
     w1 = tf.concat([w for w, _ in weights], axis=1)
     w2 = tf.concat([w for _, w in weights], axis=0)
     expected = tf.nn.relu(x @ w1) @ w2
@@ -26,14 +27,14 @@ def test_branches_equal_the_unsplit_mlp(devices):
 
 def test_uneven_branches_differ_by_one_unit_and_too_many_are_refused():
     assert [w1.shape[1] for w1, _ in branch_weights(16, 10, 3)] == [4, 3, 3]
-    with pytest.raises(ValueError, match="cannot split 2 hidden units"):
+    with pytest.raises(ValueError, match="2 hidden units cannot be split into 3"):
         branch_weights(16, 2, 3)
 
 
 def test_op_graph_reads_devices_and_dependencies_from_the_trace(devices):
     x = tf.ones((4, 8))
     weights = branch_weights(8, 8, 2)
-    run = mlp_branches_in_one_graph(devices[:2], devices[2])
+    run = mlp_branches_in_one_graph(_names(devices[:2]), devices[2].name)
     nodes = op_graph(run, x, weights)
     by_type = {}
     for node in nodes:
@@ -52,7 +53,7 @@ def test_op_graph_reads_devices_and_dependencies_from_the_trace(devices):
 def test_plot_op_graph_draws_every_op_and_a_legend_per_device(devices):
     x = tf.ones((4, 8))
     weights = branch_weights(8, 8, 2)
-    nodes = op_graph(mlp_branches_in_one_graph(devices[:2], devices[2]), x, weights)
+    nodes = op_graph(mlp_branches_in_one_graph(_names(devices[:2]), devices[2].name), x, weights)
     figure = plot_op_graph(nodes)
     (ax,) = figure.axes
     boxes = [t for t in ax.texts if not isinstance(t, matplotlib.text.Annotation)]
@@ -66,8 +67,8 @@ def test_plot_op_graph_draws_every_op_and_a_legend_per_device(devices):
 def test_one_at_a_time_orders_the_branches_and_keeps_the_result(devices):
     x = tf.random.stateless_normal((4, 8), seed=(3, 4))
     weights = branch_weights(8, 9, 3)
-    free = mlp_branches_in_one_graph([devices[0]] * 3, devices[1])
-    serial = mlp_branches_in_one_graph([devices[0]] * 3, devices[1], one_at_a_time=True)
+    free = mlp_branches_in_one_graph([devices[0].name] * 3, devices[1].name)
+    serial = mlp_branches_in_one_graph([devices[0].name] * 3, devices[1].name, one_at_a_time=True)
     np.testing.assert_allclose(serial(x, weights).numpy(), free(x, weights).numpy(), rtol=1e-6)
     graph = serial.get_concrete_function(x, weights).graph
     ordered = [op for op in graph.get_operations() if op.type == "MatMul" and op.control_inputs]

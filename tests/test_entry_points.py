@@ -50,11 +50,6 @@ ENTRY_POINTS = {
         ["width", "batch", "n_devices"],
         [],
     ),
-    "replica_sweep": (
-        {"width": 16, "batch": 8, "max_devices": 2},
-        ["width", "batch", "max_devices"],
-        [],
-    ),
     "run_allreduce_sweep": ({"n_devices": 2, "sizes": [4096]}, ["n_devices"], ["sizes"]),
     "run_allreduce_overlap": (
         {"n_devices": 2, "size": 4096, "chain_size": 32, "chain_length": 2},

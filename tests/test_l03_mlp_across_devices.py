@@ -4,11 +4,15 @@ import time
 
 import matplotlib
 import pytest
+import tensorflow as tf
 
 from d2lhelpers.lessons import l03_mlp_across_devices as l03
 from d2lhelpers.lessons.l03_mlp_across_devices import BranchResult
+from d2lhelpers.parallel.branches import branch_weights, mlp_branches_in_one_graph
 from d2lhelpers.timing.benchmark import Measurement
+from d2lhelpers.timing.estimate import trace_seconds
 from d2lhelpers.tracing.timeline import OpEvent
+from tests.notebook_runs import run_edited
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the headless backend)
@@ -72,7 +76,7 @@ def test_overlap_sentence_warns_that_one_core_means_turns(monkeypatch):
     monkeypatch.setattr(l03, "usable_cores", lambda: 2)
     two = l03.overlap_sentence(ROWS, [CPU1, CPU2])
     assert "both at once for 3.00 ms = 75% of the shorter" in two and "turns" not in two
-    assert two.endswith("ran partly at the same time")
+    assert two.endswith("were in flight at the same time for 75%")
     apart = [ROWS[0], OpEvent(CPU2, "MatMul_2", "matmul", 0.004, 0.008)]
     assert l03.overlap_sentence(apart, [CPU1, CPU2]).endswith("ran one after the other")
     monkeypatch.setattr(l03, "usable_cores", lambda: 1)
@@ -92,9 +96,35 @@ def test_plot_shows_the_timeline_and_the_times_beside_the_model():
     plt.close(fig)
 
 
-def test_estimate_grows_with_the_work():
-    small = l03.estimate_seconds(256, 512, 2048, 2, 50e9, 2, "logical CPU")
-    assert 0 < small < l03.estimate_seconds(1024, 512, 8192, 2, 50e9, 2, "logical CPU")
+def test_estimate_follows_measures_rules_for_both_runs_and_the_trace():
+    # 4 x 256 x 512 x 2048 = 2**30 FLOPs: one call takes 1 s at a peak of 2**30 FLOP/s.
+    # measure(): a 1 s call takes a warm-up, a sizing call and 3 blocks in its 2 s budget: 5 s;
+    # split on 2 at once, a 0.5 s call: 1 s, then 5 blocks of 0.5 s: 3.5 s. Two graphs of
+    # 2 branches built (13 ops each), and the traced call: a warm-up, the call, the read-out.
+    build = trace_seconds(13)
+    expected = 5 + 3.5 + 2 * build + (2 * 0.5 + build)
+    assert l03.estimate_seconds(256, 512, 2048, 2, 2**30, at_once=2) == pytest.approx(expected)
+    # One core: the split is no faster than one device, 5 s for both measurements.
+    one_core = 5 + 5 + 2 * build + (2 * 1 + build)
+    assert l03.estimate_seconds(256, 512, 2048, 2, 2**30, at_once=1) == pytest.approx(one_core)
+
+
+def test_the_estimates_op_count_is_the_traced_graphs(devices):
+    x, weights = tf.ones((4, 8)), branch_weights(8, 9, 3)
+    graph = mlp_branches_in_one_graph([d.name for d in devices[1:]], devices[0].name)
+    traced = len(graph.get_concrete_function(x, weights).graph.get_operations())
+    assert 0.67 * traced <= l03.graph_ops(3) <= 1.5 * traced, traced
+
+
+def test_baseline_sentence_reads_the_split_rate_within_both_noises():
+    split = Measurement("split", [0.01] * 5, 1e9)  # 100 GFLOP/s, noise 5% (the floor)
+    # The baseline's 2% is below the floor too: 5% + 5% of 100 GFLOP/s = 10 GFLOP/s = 0.10 of it.
+    same = l03.baseline_sentence(split, {"flops_per_s": 104e9, "noise": 0.02})
+    assert same.endswith("(notebook 01; noise ±0.10): no measurable difference")
+    assert "= 0.96 of the whole machine's baseline" in same
+    above = l03.baseline_sentence(split, {"flops_per_s": 80e9, "noise": 0.02})
+    assert above.endswith("measurably above it")
+    assert l03.baseline_sentence(split, {"flops_per_s": 150e9}).endswith("measurably below it")
 
 
 @pytest.mark.parametrize(
@@ -140,3 +170,20 @@ def test_panel_runs_from_pytest(devices, capsys):
     assert "model speedup" in verdict["text"]
     assert figure["data"]["image/png"] and figure["data"]["text/plain"].startswith("Figure:")
     assert "the seed's MLP" in table["data"]["text/plain"]
+
+
+def test_the_panel_runs_the_notebooks_edited_cell():
+    """Every branch put on the join's device in the saved cell: the panel's run shows it."""
+    edits = {
+        "(256, 512, 2048)": "(64, 256, 512)",
+        "with tf.device(device), tf.control_dependencies": (
+            "with tf.device(join), tf.control_dependencies"
+        ),
+        "panel_result = panel.run()": (
+            "with panel.values_set(batch=64, hidden=512):\n"
+            "    panel_result = panel.run()\n"
+            "print(sorted({r.device for r in panel_result.trace if r.kind == 'matmul'}))"
+        ),
+    }
+    outputs = run_edited("03_mlp_across_devices", edits, until="panel_result = panel.run()")
+    assert outputs[-1].strip() == "['/device:CPU:0']"  # unedited: CPU:1 and CPU:2

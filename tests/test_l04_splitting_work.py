@@ -11,8 +11,8 @@ from IPython.lib.pretty import pretty
 
 import d2lhelpers as d2l
 from d2lhelpers.lessons.l04_splitting_work import (
-    PipelineTrace,
-    ThreeSchemes,
+    PipelineTraceResult,
+    ThreeSchemesResult,
     check_three_schemes,
     compare_bubbles,
     estimate_three_schemes,
@@ -25,12 +25,24 @@ from d2lhelpers.lessons.l04_splitting_work import (
     speedup_model_panel,
 )
 from d2lhelpers.lessons.l04_splitting_work import three_schemes as three_schemes_module
-from d2lhelpers.parallel.common import (
-    ParallelRun,
+from d2lhelpers.lessons.l04_splitting_work.three_schemes import graph_ops
+from d2lhelpers.parallel.model import (
+    dense_stack,
+    input_batch,
+    mlp,
+    mlp_weights,
+    on_one_device,
+    stack_weights,
 )
-from d2lhelpers.parallel.pipeline_parallel import PipelineRun
-from d2lhelpers.parallel.tensor_parallel import TensorParallelRun
+from d2lhelpers.parallel.pipeline_parallel import pipeline_in_one_graph
+from d2lhelpers.parallel.pipeline_runs import PipelineResult
+from d2lhelpers.parallel.replicas import replicas_in_one_graph
+from d2lhelpers.parallel.result import ParallelResult
+from d2lhelpers.parallel.tensor_parallel import tensor_parallel_in_one_graph
+from d2lhelpers.parallel.tensor_parallel_runs import TensorParallelResult
+from d2lhelpers.timing.estimate import trace_seconds
 from d2lhelpers.tracing.timeline import OpEvent
+from tests.notebook_runs import run_edited
 
 matplotlib.use("Agg")
 FAST = {"min_runs": 3, "max_runs": 3, "budget_s": 0.05}
@@ -55,17 +67,17 @@ def _common(scheme, time_s, error=0.0):
 
 
 def _schemes(replicas=0.55, tensor=0.8, pipeline=0.7, busy=1.0, error=0.0):
-    return ThreeSchemes(
+    return ThreeSchemesResult(
         [
-            ParallelRun(**_common("replicas", replicas, error)),
-            TensorParallelRun(
+            ParallelResult(**_common("replicas", replicas, error)),
+            TensorParallelResult(
                 **_common("tensor parallel", tensor),
                 width=8,
                 hidden=32,
                 shard_widths=[16, 16],
                 allreduces=1,
             ),
-            PipelineRun(
+            PipelineResult(
                 **_common("pipeline parallel", pipeline),
                 width=8,
                 stage_layers=[4, 4],
@@ -77,8 +89,32 @@ def _schemes(replicas=0.55, tensor=0.8, pipeline=0.7, busy=1.0, error=0.0):
     )
 
 
-def test_the_seeds_picture_has_three_panels():
-    assert len(plot_three_schemes().axes) == 3
+def test_the_seeds_picture_draws_the_seeds_three_schemes():
+    figure = plot_three_schemes()
+    replicas, tensor, pipeline = figure.axes
+    assert [ax.get_title() for ax in figure.axes] == [
+        "Replicas: independent copies",
+        "Tensor parallel: every layer split",
+        "Pipeline parallel: layers split",
+    ]
+
+    def boxes(ax):
+        return sorted(t.get_text() for t in ax.texts if t.get_bbox_patch() is not None)
+
+    def arrows(ax):
+        drawn = [a for a in ax.texts if getattr(a, "arrow_patch", None) is not None]
+        return [a.arrow_patch.get_arrowstyle().__class__.__name__ for a in drawn]
+
+    assert boxes(replicas) == ["GPU 0\nwhole model", "GPU 1\nwhole model", "load\nbalancer"]
+    assert arrows(replicas) == ["CurveB", "CurveB"]  # the balancer sends to each copy
+    assert boxes(tensor) == ["GPU 0\nhalf of each layer", "GPU 1\nhalf of each layer"]
+    assert arrows(tensor) == ["CurveAB"] and "exchange\nevery layer" in _texts(tensor)
+    assert boxes(pipeline) == ["GPU 0\nlayers 1 to 40", "GPU 1\nlayers 41 to 80"]
+    assert arrows(pipeline) == ["CurveB"] and "hand over\nonce" in _texts(pipeline)
+
+
+def _texts(ax):
+    return [t.get_text() for t in ax.texts]
 
 
 @pytest.mark.parametrize(
@@ -104,12 +140,40 @@ def test_wrong_types_name_the_slider(devices):
     assert check_three_schemes(64, 64, 4, 2) == 8  # layers: 8, or one per device if more
 
 
-def test_estimate_grows_with_the_work_and_stays_small_at_the_defaults():
-    small = estimate_three_schemes(256, 512, 8, 2, peak=1e10)
-    large = estimate_three_schemes(4096, 4096, 8, 2, peak=1e10)
-    assert 0 < small < 30 < large
-    # At the budget, each of the 7 measurements costs its budget plus its warm-up calls.
-    assert large > 7 * 2.0
+def test_estimate_follows_measures_rules_for_every_measurement():
+    # width 256, batch 512: the MLP is 2 x 2 x 512 x 256 x 1024 = 2**29 FLOPs, the 8-layer stack
+    # 2 x 512 x 256 x 256 x 8 = 2**29 too; at a peak of 2**29 FLOP/s one call takes 1 s.
+    # measure(): a 1 s call takes a warm-up, a sizing call and 3 blocks in its 2 s budget: 5 s;
+    # a 0.5 s call, 1 + 5 blocks x 0.5 = 3.5 s. Replicas and tensor parallel measure one device
+    # (5 s) and the split on 2 (3.5 s); the pipeline one device, its microbatches on one device
+    # and the split (5 + 5 + 3.5 s). Each scheme's outputs compared once: 2 x 1.5 + 1.5 = 4.5 s.
+    traced = sum(trace_seconds(k) for k in graph_ops(2, 8, 8))
+    expected = 5 + 3.5 + 5 + 3.5 + 5 + 5 + 3.5 + 4.5 + traced
+    assert estimate_three_schemes(256, 512, 8, 2, peak=2**29, at_once=2) == pytest.approx(expected)
+    # One device: the replicas' split is the reference itself (one fewer measurement); no
+    # speedup, so the splits take the one device's 5 s.
+    one = estimate_three_schemes(256, 512, 8, 1, peak=2**29, at_once=1)
+    assert one == pytest.approx(6 * 5 + 6 + sum(trace_seconds(k) for k in graph_ops(1, 8, 8)))
+
+
+@pytest.mark.parametrize(("n", "m"), [(2, 2), (4, 8), (3, 32)])
+def test_the_estimates_op_counts_are_the_traced_graphs(devices, n, m):
+    names = [d.name for d in devices[:n]]
+    weights, layers = mlp_weights(8, 32, names[0]), stack_weights(8, 8, names[0])
+    x = input_batch(2 * m, 8, names[0])
+    graphs = [
+        on_one_device(mlp, names[0]).get_concrete_function(x, weights),
+        replicas_in_one_graph(weights, names).get_concrete_function(x),
+        tensor_parallel_in_one_graph(weights, names).get_concrete_function(x),
+        on_one_device(dense_stack, names[0]).get_concrete_function(x, layers),
+        pipeline_in_one_graph(layers, names[:1], m).get_concrete_function(x),
+        pipeline_in_one_graph(layers, names, m).get_concrete_function(x),
+    ]
+    traced = [len(g.graph.get_operations()) for g in graphs]
+    counted = graph_ops(n, m, 8)
+    counted = counted[:2] + counted[3:]  # the one-device MLP is traced once, for both schemes
+    for real, estimated in zip(traced, counted, strict=True):
+        assert 0.67 * real <= estimated <= 1.5 * real, (traced, counted)
 
 
 def test_three_schemes_verdicts_follow_the_data():
@@ -154,7 +218,7 @@ def test_run_three_schemes_small_reports_progress_with_status(devices):
     assert all(total == 7 for _, total, _ in calls) and calls[-1][:2] == (7, 7)
     done = [d for d, _, _ in calls]
     assert done == sorted(done)
-    assert calls[0][2] == "replicas: measuring replicas on 1 device (step 1 of 2)"
+    assert calls[0][2] == "replicas: measuring one device (step 1 of 2)"
     assert any(s.startswith("pipeline parallel: measuring pipeline on 2") for *_, s in calls)
 
 
@@ -173,7 +237,7 @@ def test_parallelism_panel_runs_and_refuses_before_running(devices, monkeypatch)
     panel.sliders["microbatches"].value = 2
     assert panel.estimate(**panel.values()) > 0
     result = panel.run()
-    assert panel.error is None and isinstance(result, ThreeSchemes)
+    assert panel.error is None and isinstance(result, ThreeSchemesResult)
 
 
 def test_speedup_model_verdicts_are_the_arithmetic():
@@ -210,35 +274,52 @@ def test_speedup_plot_shows_the_whole_curve_and_separate_seed_labels():
     assert len(small.axes[0].texts) == 2  # only the seed's rows within 1..4 devices
 
 
-def test_speedup_model_panel_runs():
+def test_speedup_model_panel_shows_the_model_of_its_sliders():
     panel = speedup_model_panel()
-    panel.sliders["max_devices"].value = 8
+    for name, value in {"compute_ms": 20, "comm_per_device_ms": 8.0, "max_devices": 8}.items():
+        panel.sliders[name].value = value
     result = panel.run()
-    assert panel.error is None and result.max_devices == 8
+    assert panel.error is None and result == speedup_model(20, 8, 8)
+    verdict, figure, table = panel.output.outputs  # in this order
+    assert verdict["text"].strip() == result.verdict
+    assert result.verdict.endswith("slower than one device at N = 2..8")
+    assert "8" in table["data"]["text/plain"] and figure["data"]["image/png"]
 
 
-def _trace(p_rows, microbatches=4, cores=8):
-    return PipelineTrace(
-        p_rows, ["/device:CPU:0", "/device:CPU:1"], microbatches, "logical CPU", cores
+def _trace(*calls, microbatches=4, cores=8):
+    return PipelineTraceResult(
+        list(calls), ["/device:CPU:0", "/device:CPU:1"], microbatches, "logical CPU", cores
     )
 
 
-def test_traced_idle_share_beside_the_model_and_flagged_below_it():
-    staggered = [  # 4 microbatches of 1 s on 2 stages, GPipe-style: 5 s span, 20% idle
+def _gpipe(delay):
+    """4 microbatches of 1 s on 2 stages; stage 1 starts `delay` s after stage 0's first."""
+    return [
         *(OpEvent("/device:CPU:0", "MatMul", "matmul", i, i + 1) for i in range(4)),
-        *(OpEvent("/device:CPU:1", "MatMul", "matmul", i + 1, i + 2) for i in range(4)),
+        *(OpEvent("/device:CPU:1", "MatMul", "matmul", i + delay, i + delay + 1) for i in range(4)),
     ]
-    assert _trace(staggered).verdict == (
-        "idle share in this trace: 20%, close to the GPipe model (p-1)/(m+p-1) = 20%"
+
+
+def test_traced_idle_share_is_read_against_the_model_within_the_calls_spread():
+    on_time, late = _gpipe(1), _gpipe(2)  # spans 5 s and 6 s, 8 s busy: 20% and 33% idle
+    within = _trace(on_time, late, on_time)
+    assert within.verdict == (
+        "idle share in the traces: 20% (3 traced calls: 20% to 33%); the GPipe model "
+        "(p-1)/(m+p-1) = 20% lies within that spread"
     )
+    assert within.rows is on_time and not within.flags()
+    above = _trace(late, late, late)
+    assert above.verdict.endswith("more than the GPipe model (p-1)/(m+p-1) = 20% in every call")
     at_once = [OpEvent(f"/device:CPU:{d}", "MatMul", "matmul", 0, 4) for d in (0, 1)]
-    flagged = _trace(at_once)
+    flagged = _trace(at_once, at_once, late)  # 0%, 0%, 33%: one call is above the floor
+    assert not flagged.flags()
+    flagged = _trace(at_once, at_once)
     assert flagged.flags() and "flagged" in flagged.verdict and "below the least" in str(flagged)
-    assert "cannot fall below 50%" in str(_trace(staggered, cores=1))
+    assert "cannot fall below 50%" in str(_trace(on_time, cores=1))
 
 
 def _pipeline(m, step, busy=1.0):
-    return PipelineRun(
+    return PipelineResult(
         **{**_common("pipeline parallel", step), "ideal_speedup": 2.0, "cores": 8},
         width=8,
         stage_layers=[4, 4],
@@ -279,7 +360,6 @@ BAD_VALUES = st.one_of(
 )
 ENTRY_POINTS = {  # small valid arguments; one of them is replaced by a bad value
     "run_replicas": (d2l.run_replicas, {"width": 8, "batch": 8, "n_devices": 2}),
-    "replica_sweep": (d2l.replica_sweep, {"width": 8, "batch": 8, "max_devices": 2}),
     "run_tensor_parallel": (d2l.run_tensor_parallel, {"width": 8, "batch": 8, "n_devices": 2}),
     "run_pipeline_parallel": (
         d2l.run_pipeline_parallel,
@@ -303,3 +383,18 @@ def test_every_entry_point_refuses_bad_values_fast(devices, name, data, bad):
     with pytest.raises((ValueError, TypeError)):
         function(**{**arguments, argument: bad})
     assert time.perf_counter() - start < 1.0
+
+
+def test_the_panel_runs_the_notebooks_edited_cell():
+    """An all-reduce that doubles every part but the first: the panel's tensor parallel is off."""
+    edits = {
+        "(256, 512)": "(32, 16)",
+        "total = total + part": "total = total + 2 * part",
+        "result = panel.run()": (
+            "with panel.values_set(width=32, batch=16, microbatches=2):\n"
+            "    result = panel.run()\n"
+            "print([run.matches for run in result.runs])"
+        ),
+    }
+    outputs = run_edited("04_splitting_work", edits, until="result = panel.run()")
+    assert outputs[-1].strip() == "[True, False, True]"  # replicas, tensor, pipeline parallel

@@ -1,3 +1,5 @@
+"""The parts every scheme shares: the model, its placement, the one-device check, the result."""
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -7,9 +9,7 @@ from hypothesis import strategies as st
 import d2lhelpers as d2l
 from d2lhelpers.core.checks import require_counts, require_measure_options, require_rate
 from d2lhelpers.core.counts import mlp_bytes, mlp_flops
-from d2lhelpers.parallel.common import (
-    ParallelRun,
-    communication_note,
+from d2lhelpers.parallel.model import (
     input_batch,
     max_difference,
     mlp,
@@ -19,6 +19,7 @@ from d2lhelpers.parallel.common import (
     place,
     split_sizes,
 )
+from d2lhelpers.parallel.result import ParallelResult, communication_note
 
 
 def test_split_sizes_uneven_larger_first():
@@ -70,7 +71,7 @@ def test_weights_are_deterministic_and_placed(devices):
     a = mlp_weights(6, 10, devices[1], seed=3)
     b = mlp_weights(6, 10, devices[0], seed=3)
     c = mlp_weights(6, 10, devices[0], seed=4)
-    assert (a.width, a.hidden) == (6, 10)
+    assert a.w1.shape == (6, 10) and a.w2.shape == (10, 6)
     assert all(t.device.endswith(devices[1].name) for t in a)
     np.testing.assert_array_equal(a.w1.numpy(), b.w1.numpy())
     assert not np.allclose(a.w2.numpy(), c.w2.numpy())
@@ -126,7 +127,7 @@ def _run(
     error=1e-7,
     warnings=(),
 ):
-    return ParallelRun(
+    return ParallelResult(
         scheme="replicas",
         devices=[f"/device:CPU:{i}" for i in range(n)],
         kind=kind,

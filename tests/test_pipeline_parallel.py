@@ -1,24 +1,24 @@
+"""Pipeline parallelism: notebook 04's saved code (GPipe's schedule) against one device; its run."""
+
 import time
 
 import numpy as np
 import pytest
 
 import d2lhelpers as d2l
-from d2lhelpers.parallel.common import (
-    input_batch,
-    split_sizes,
-)
+from d2lhelpers.parallel.model import dense_stack, input_batch, split_sizes, stack_weights
 from d2lhelpers.parallel.pipeline_parallel import (
-    PipelineRun,
+    count_hand_overs,
+    pipeline_in_one_graph,
+    split_stages,
+)
+from d2lhelpers.parallel.pipeline_runs import (
+    PipelineResult,
     bubble_floor,
     bubble_from_trace,
-    count_hand_overs,
-    dense_stack,
     measured_bubble,
-    pipeline_in_one_graph,
     run_pipeline_parallel,
-    split_stages,
-    stack_weights,
+    trace_pipeline,
 )
 from d2lhelpers.tracing.timeline import OpEvent
 
@@ -27,13 +27,13 @@ FAST = {"min_runs": 3, "max_runs": 3, "budget_s": 0.05}
 
 def test_split_stages_places_consecutive_layers(devices):
     layers = stack_weights(4, 7, devices[0])
-    stages = split_stages(layers, devices[:3])
+    stages = split_stages(layers, [d.name for d in devices[:3]])
     assert [len(s) for s in stages] == [3, 2, 2]
     for k, stage in enumerate(stages):
         assert all(w.device.endswith(devices[k].name) for w, _ in stage)
     np.testing.assert_array_equal(stages[1][0][0].numpy(), layers[3][0].numpy())
     with pytest.raises(ValueError, match="2 layers cannot be split into 3"):
-        split_stages(layers[:2], devices[:3])
+        split_stages(layers[:2], [d.name for d in devices[:3]])
 
 
 @pytest.mark.parametrize("p", [1, 2, 3, 4])
@@ -41,7 +41,7 @@ def test_split_stages_places_consecutive_layers(devices):
 def test_microbatch_outputs_equal_one_device_in_order(devices, p, m):
     layers = stack_weights(6, 7, devices[0], seed=p)  # 7 layers: uneven stages for p = 2, 3, 4
     x = input_batch(10, 6, devices[0])  # 10 rows: uneven microbatches for m = 3, 4
-    outputs = pipeline_in_one_graph(devices[:p], m)(x, split_stages(layers, devices[:p]))
+    outputs = pipeline_in_one_graph(layers, [d.name for d in devices[:p]], m)(x)
     assert len(outputs) == m
     start = 0
     for y, rows in zip(outputs, split_sizes(10, m), strict=True):
@@ -54,9 +54,8 @@ def test_graph_puts_each_stage_on_its_device_and_serialises_it(devices):
     layers = stack_weights(4, 6, devices[0])
     x = input_batch(8, 4, devices[0])
     p, m = 3, 4
-    run = pipeline_in_one_graph(devices[:p], m)
-    assert run is pipeline_in_one_graph(devices[:p], m)
-    graph = run.get_concrete_function(x, split_stages(layers, devices[:p])).graph
+    graph = pipeline_in_one_graph(layers, [d.name for d in devices[:p]], m).get_concrete_function(x)
+    graph = graph.graph
     ops = graph.get_operations()
     matmuls = [op.device for op in ops if op.type == "MatMul"]
     # Two layers per stage, each once per microbatch, on the stage's own device.
@@ -103,7 +102,7 @@ def _pipeline(step, busy, p=2, m=4, cores=8, kind="logical CPU", noise=0.0):
     def m_(label, t):
         return d2l.Measurement(label, [t - noise, t, t + noise])
 
-    return PipelineRun(
+    return PipelineResult(
         scheme="pipeline parallel",
         devices=[f"/device:CPU:{i}" for i in range(p)],
         kind=kind,
@@ -185,3 +184,12 @@ def test_bubble_from_trace_counts_each_stage_device_own_work_only():
     ]
     # span 3 s, busy 2 + 2 s on 2 stages: idle 1 - 4 / 6
     assert bubble_from_trace(rows, ["/device:CPU:0", "/device:CPU:1"]) == pytest.approx(1 / 3)
+
+
+def test_traced_calls_show_each_stage_busy_on_its_device(devices):
+    calls, names = trace_pipeline(16, 16, 4, 2, n_layers=4, calls=2)
+    assert len(calls) == 2 and names == [d.name for d in devices[:2]]
+    for rows in calls:
+        busy = {r.device for r in rows if r.kind == "matmul" and r.lane == ""}
+        assert busy == set(names)
+        assert 0 <= bubble_from_trace(rows, names) < 1

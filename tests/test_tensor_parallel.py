@@ -1,10 +1,12 @@
+"""Tensor parallelism: notebook 04's saved code (Megatron's split) against one device; its run."""
+
 import time
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from d2lhelpers.parallel.common import (
+from d2lhelpers.parallel.model import (
     input_batch,
     mlp,
     mlp_weights,
@@ -12,17 +14,16 @@ from d2lhelpers.parallel.common import (
     split_sizes,
 )
 from d2lhelpers.parallel.tensor_parallel import (
-    all_gather,
     allreduce_sum,
     column_parallel_linear,
     count_allreduces,
     row_parallel_linear,
-    run_tensor_parallel,
     shard_mlp,
     split,
     tensor_parallel_in_one_graph,
     tensor_parallel_mlp,
 )
+from d2lhelpers.parallel.tensor_parallel_runs import run_tensor_parallel
 
 FAST = {"min_runs": 3, "max_runs": 3, "budget_s": 0.05}
 CLOSE = {"rtol": 1e-5, "atol": 1e-5}
@@ -45,35 +46,33 @@ def _names(devices):
 
 def test_split_cuts_columns_and_rows_unevenly(devices):
     w = tf.reshape(tf.range(30.0), (3, 10))
-    columns = split(w, 1, devices)
+    columns = split(w, 1, _names(devices))
     assert [int(c.shape[1]) for c in columns] == [3, 3, 2, 2]
     assert _where(columns) == _names(devices)
     np.testing.assert_array_equal(np.concatenate([c.numpy() for c in columns], 1), w.numpy())
-    rows = split(tf.transpose(w), 0, devices[:3])
+    rows = split(tf.transpose(w), 0, _names(devices[:3]))
     assert [int(r.shape[0]) for r in rows] == [4, 3, 3]
     with pytest.raises(ValueError, match="3 rows cannot be split into 4"):
-        split(w, 0, devices)
+        split(w, 0, _names(devices))
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 4])
 @pytest.mark.parametrize("d_out", [8, 10, 7])
 def test_column_parallel_linear_equals_one_device(devices, n, d_out):
     w, b, x = _linear(devices, 6, d_out, seed=n)
-    chosen = devices[:n]
+    chosen = _names(devices[:n])
     blocks = column_parallel_linear(x, split(w, 1, chosen), split(b, 0, chosen), chosen)
-    assert _where(blocks) == _names(chosen)
+    assert _where(blocks) == chosen
     assert [int(y.shape[1]) for y in blocks] == split_sizes(d_out, n)
-    gathered = all_gather(blocks, devices[:n])
-    assert _where(gathered) == _names(chosen)
-    for y in gathered:
-        np.testing.assert_allclose(y.numpy(), (x @ w + b).numpy(), **CLOSE)
+    joined = tf.concat(blocks, axis=1)
+    np.testing.assert_allclose(joined.numpy(), (x @ w + b).numpy(), **CLOSE)
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 4])
 def test_row_parallel_linear_all_reduces_to_every_device(devices, n):
     w, b, x = _linear(devices, 9, 4, seed=n)  # 9 input features: uneven rows on 2 and 4
-    x_parts = split(x, 1, devices[:n])
-    outputs = row_parallel_linear(x_parts, split(w, 0, devices[:n]), b, devices[:n])
+    chosen = _names(devices[:n])
+    outputs = row_parallel_linear(split(x, 1, chosen), split(w, 0, chosen), b, chosen)
     assert _where(outputs) == _names(devices[:n])
     for y in outputs:
         np.testing.assert_allclose(y.numpy(), (x @ w + b).numpy(), **CLOSE)
@@ -81,7 +80,7 @@ def test_row_parallel_linear_all_reduces_to_every_device(devices, n):
 
 def test_allreduce_adds_parts_and_bias_once(devices):
     parts = [place(tf.fill((2,), 10.0**k), d) for k, d in enumerate(devices)]
-    totals = allreduce_sum(parts, devices, bias=tf.constant([0.5, 0.5]))
+    totals = allreduce_sum(parts, _names(devices), bias=tf.constant([0.5, 0.5]))
     assert _where(totals) == _names(devices)
     for total in totals:  # the seed's Go example: 1 + 10 + 100 + 1000
         np.testing.assert_array_equal(total.numpy(), [1111.5, 1111.5])
@@ -92,10 +91,12 @@ def test_allreduce_adds_parts_and_bias_once(devices):
 def test_tensor_parallel_mlp_equals_one_device(devices, n, hidden):
     weights = mlp_weights(6, hidden, devices[0], seed=n)
     x = input_batch(5, 6, devices[0])
-    shards = shard_mlp(weights, devices[:n])
-    assert [int(w.shape[1]) for w in shards.w1] == split_sizes(hidden, n)
-    assert [int(w.shape[0]) for w in shards.w2] == split_sizes(hidden, n)
-    outputs = tensor_parallel_in_one_graph(devices[:n])(x, shards)
+    chosen = _names(devices[:n])
+    w1, b1, w2, b2 = shard_mlp(weights, chosen)
+    assert [int(w.shape[1]) for w in w1] == split_sizes(hidden, n) == [int(b.shape[0]) for b in b1]
+    assert [int(w.shape[0]) for w in w2] == split_sizes(hidden, n)
+    assert _where(w1) == _where(w2) == chosen and _where([b2]) == chosen[-1:]
+    outputs = tensor_parallel_in_one_graph(weights, chosen)(x)
     assert len(outputs) == n
     for y in outputs:
         np.testing.assert_allclose(y.numpy(), mlp(x, weights).numpy(), **CLOSE)
@@ -104,21 +105,23 @@ def test_tensor_parallel_mlp_equals_one_device(devices, n, hidden):
 def test_graph_places_slices_and_counts_one_all_reduce(devices):
     weights = mlp_weights(4, 10, devices[0])
     x = input_batch(3, 4, devices[0])
-    shards = shard_mlp(weights, devices)
-    graph = tensor_parallel_in_one_graph(devices).get_concrete_function(x, shards).graph
+    chosen = _names(devices)
+    graph = tensor_parallel_in_one_graph(weights, chosen).get_concrete_function(x).graph
     matmuls = sorted(op.device for op in graph.get_operations() if op.type == "MatMul")
     assert matmuls == sorted(d.name for d in devices for _ in range(2))
+    relus = sorted(op.device for op in graph.get_operations() if op.type == "Relu")
+    assert relus == sorted(chosen)  # each slice's relu where its slice is
     assert count_allreduces(graph) == 1
+    shards = shard_mlp(weights, chosen)
 
     @tf.function
-    def two_blocks(x, shards):
-        hidden = tensor_parallel_mlp(x, shards, devices)[0]
-        return tensor_parallel_mlp(hidden, shards, devices)
+    def two_blocks(x):
+        hidden = tensor_parallel_mlp(x, shards, chosen)[0]
+        return tensor_parallel_mlp(hidden, shards, chosen)
 
-    assert count_allreduces(two_blocks.get_concrete_function(x, shards).graph) == 2
-    column_only = tf.function(lambda x, w, b: column_parallel_linear(x, w, b, devices))
-    graph = column_only.get_concrete_function(x, shards.w1, shards.b1).graph
-    assert count_allreduces(graph) == 0
+    assert count_allreduces(two_blocks.get_concrete_function(x).graph) == 2
+    column_only = tf.function(lambda x: column_parallel_linear(x, shards[0], shards[1], chosen))
+    assert count_allreduces(column_only.get_concrete_function(x).graph) == 0
 
 
 def test_run_tensor_parallel_small(devices):

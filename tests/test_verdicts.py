@@ -70,6 +70,14 @@ def test_faster_or_slower_reads_differently_with_the_data():
     assert "9.03 ms vs 9.27 ms" in same and "within the noise of 1.00 ms" in same
 
 
+def test_a_comparisons_outcome_word_for_a_table_cell():
+    assert compare(quiet(1.0), quiet(2.0)).outcome == "faster"
+    assert compare(quiet(3.0), quiet(2.0)).outcome == "slower"
+    assert compare(quiet(9.03e-3, 0.5e-3), quiet(9.27e-3, 0.5e-3)).outcome == (
+        "no measurable difference"
+    )
+
+
 def test_beats_ideal_only_beyond_the_noise():
     assert not beats_ideal(quiet(1.0, 0.0), 1.0)
     assert not beats_ideal(quiet(0.96, 0.0), 1.0)  # inside the 5% floor of 0.96 s

@@ -81,6 +81,13 @@ class Comparison:
     def a_slower(self) -> bool:
         return self.measurable and self.a > self.b
 
+    @property
+    def outcome(self) -> str:
+        """For a table's cell: 'faster', 'slower' or 'no measurable difference' (a against b)."""
+        if self.a_faster:
+            return "faster"
+        return "slower" if self.a_slower else "no measurable difference"
+
 
 def compare(a: Timed | float, b: Timed | float) -> Comparison:
     """Compare two times; the noise band is the sum of their noises."""

@@ -1,11 +1,15 @@
 """Notebook 03, the seed's MLP across devices: branches the scheduler runs at once.
 
-In notebook order: the experiment `run_mlp_branches`, its result, its plot, its panel.
+The branched MLP itself is the notebook's saved code (`parallel.branches`). Here, in notebook
+order: the experiment `run_mlp_branches`, its result, its estimate, its plot, its panel; the
+experiment and the panel take the notebook's own `mlp_branches_in_one_graph`, so an edited cell
+changes what they run.
 
 The model is notebook 01's: k branches on k logical CPU devices take max(1, k / c) times one
 branch on c usable cores, and all of them on one device, one after another, take k times one
-branch. So the split's speedup is k / max(1, k / c) = min(k, c): 2 for 3 branches on 2 cores
-(the cores are shared in turns, not in rounds). On separate GPUs it is k.
+branch. So the split's speedup is k / max(1, k / c) = min(k, c): 2 for 3 branches on 2 cores,
+if the cores are shared in turns rather than in rounds (an assumption: the notebook's Try-it
+measures that case). On separate GPUs it is k.
 """
 
 from __future__ import annotations
@@ -22,13 +26,24 @@ from d2lhelpers.core.concurrency import concurrency_model
 from d2lhelpers.core.counts import mlp_bytes, mlp_flops
 from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import cores_phrase, format_rate, format_seconds, plural, usable_cores
-from d2lhelpers.core.verdicts import Comparison, faster_or_slower, impossible, noise_of, noisy_run
-from d2lhelpers.devices import Device, check_fits, cpu, on_gpu, setup_devices
-from d2lhelpers.parallel.branches import (
-    branch_weights,
-    mlp_branches_in_one_graph,
+from d2lhelpers.core.verdicts import (
+    NOISE_FLOOR,
+    Comparison,
+    faster_or_slower,
+    impossible,
+    noise_of,
+    noisy_run,
 )
-from d2lhelpers.timing.benchmark import MIN_BLOCK_S, Measurement, measure
+from d2lhelpers.devices import Device, check_fits, cpu, on_gpu, setup_devices
+from d2lhelpers.parallel import branches as saved
+from d2lhelpers.timing.benchmark import Measurement, measure
+from d2lhelpers.timing.estimate import (
+    CALL_S,
+    DRAW_S,
+    call_seconds,
+    measure_seconds,
+    trace_seconds,
+)
 from d2lhelpers.timing.peaks import device_peak_rate
 from d2lhelpers.tracing.timeline import (
     OpEvent,
@@ -69,10 +84,8 @@ def overlap_sentence(rows: Sequence[OpEvent], devices: Sequence[Device | str]) -
         return sentence + " (one branch device: nothing can overlap)"
     share = together / shorter
     sentence += f" = {share:.0%} of the shorter (ideal 100%)"
-    if share >= 0.9:
-        sentence += ": in this call the branches ran at the same time"
-    elif share > 0:
-        sentence += ": in this call the branches ran partly at the same time"
+    if share > 0:
+        sentence += f": in this call the branches were in flight at the same time for {share:.0%}"
     else:
         sentence += ": in this call the branches ran one after the other"
     cores = usable_cores()
@@ -84,7 +97,25 @@ def overlap_sentence(rows: Sequence[OpEvent], devices: Sequence[Device | str]) -
     return sentence
 
 
-@dataclasses.dataclass
+def baseline_sentence(split: Measurement, baseline: dict) -> str:
+    """The split's rate against the whole machine's baseline (notebook 01), within both noises.
+
+    `baseline` is `machine_baseline_rate()`: its 'noise' is its own relative spread.
+    """
+    rate, whole = split.rate, baseline["flops_per_s"]
+    relative = noise_of(split) / split.median + max(baseline.get("noise", 0.0), NOISE_FLOOR)
+    c = Comparison(rate, whole, relative * rate)
+    if not c.measurable:
+        where = "no measurable difference"
+    else:
+        where = "measurably above it" if rate > whole else "measurably below it"
+    return (
+        f"split rate {format_rate(rate)} = {rate / whole:.2f} of the whole machine's baseline "
+        f"{format_rate(whole)} (notebook 01; noise ±{relative * rate / whole:.2f}): {where}"
+    )
+
+
+@dataclasses.dataclass(repr=False)  # IPython shows the tables: _repr_pretty_
 class BranchResult(Reported):
     """The branched MLP on one device and with one branch per device, and the split run's trace."""
 
@@ -159,12 +190,15 @@ def run_mlp_branches(
     hidden: int,
     branches: int,
     progress: Callable[..., None] | None = None,
+    in_one_graph: Callable | None = None,
     **measure_options,
 ) -> BranchResult:
     """Time the seed's MLP with its branches all on one device, then one per device; trace it.
 
-    The join runs on the CPU (`d2l.cpu()`); the branches on the other set-up devices. Bad
-    values and sizes that do not fit are refused before anything is built.
+    `in_one_graph(device_names, join, one_at_a_time)` builds the branched MLP's tf.function
+    (default: the saved `mlp_branches_in_one_graph`). The join runs on the CPU (`d2l.cpu()`);
+    the branches on the other set-up devices. Bad values and sizes that do not fit are refused
+    before anything is built.
     """
     batch = require_count("batch (the 'batch size' slider)", batch, 1, MAX_WIDTH)
     width = require_count("width", width, 1, MAX_WIDTH)
@@ -192,10 +226,12 @@ def run_mlp_branches(
     report = progress or (lambda done, total, status="": None)
     report(0, 3, "building the model")
     x = tf.random.stateless_normal((batch, width), seed=(0, 1))
-    weights = branch_weights(width, hidden, branches)
+    weights = saved.branch_weights(width, hidden, branches)
     flops = mlp_flops(batch, width, hidden)
-    together = mlp_branches_in_one_graph([devices[0]] * branches, join, one_at_a_time=True)
-    split = mlp_branches_in_one_graph(devices, join)
+    build = in_one_graph or saved.mlp_branches_in_one_graph
+    names = [d.name for d in devices]
+    together = build([names[0]] * branches, join.name, one_at_a_time=True)
+    split = build(names, join.name)
     peak = device_peak_rate(devices[0])
     # At most min(k, c) logical CPU devices compute at once: above that rate is impossible.
     at_once = branches if devices[0].kind != "logical CPU" else min(branches, usable_cores())
@@ -226,13 +262,23 @@ def run_mlp_branches(
     return BranchResult(branches, timed[0], timed[1], rows, kind)
 
 
-def estimate_seconds(batch, width, hidden, branches, peak, cores, kind) -> float:
-    """Expected seconds of `run_mlp_branches`: two measurements (about 7 calls each) and a trace."""
-    one = mlp_flops(batch, width, hidden) / peak
-    split = one / (model_speedup(branches, cores, kind) or 1.0)
-    return sum(2 * t + max(min(5 * t, max(2.0, 3 * t)), 5 * MIN_BLOCK_S) for t in (one, split)) + (
-        2 * split + 0.1
-    )
+def graph_ops(branches: int) -> int:
+    """Ops in the branched MLP's traced graph, about: 5 per branch, the join and its inputs."""
+    return 5 * branches + 3
+
+
+def estimate_seconds(batch, width, hidden, branches, peak, at_once) -> float:
+    """Seconds `run_mlp_branches` takes on a quiet machine, by `measure`'s own rules.
+
+    One device runs the MLP at `peak` FLOP/s; the split runs `at_once` branches at the same
+    time. Two graphs of about 5 ops per branch are built and traced, then each is measured, then
+    the split is traced once (a warm-up call and the traced call; reading the trace grows with
+    the graph, like tracing it).
+    """
+    one = max(call_seconds(mlp_flops(batch, width, hidden), peak), CALL_S)
+    split = max(one / at_once, CALL_S)
+    build = trace_seconds(graph_ops(branches))
+    return measure_seconds(one) + measure_seconds(split) + 2 * build + (2 * split + build)
 
 
 def plot_branches(result: BranchResult):
@@ -267,8 +313,11 @@ def plot_branches(result: BranchResult):
     return fig
 
 
-def mlp_panel() -> Panel:
-    """Notebook 03: the seed's MLP, branches on one device vs one per device, with its trace."""
+def mlp_panel(in_one_graph: Callable | None = None) -> Panel:
+    """Notebook 03: the seed's MLP, branches on one device vs one per device, with its trace.
+
+    `in_one_graph`: the notebook's `mlp_branches_in_one_graph` (default: the saved one).
+    """
     devices = setup_devices()
     branch_devices = len(devices) - (1 if devices[0].name == cpu().name else 0)
     batch, width, hidden = (4096, 4096, 16384) if on_gpu() else (256, 512, 2048)
@@ -280,11 +329,12 @@ def mlp_panel() -> Panel:
     kind = devices[-1].kind
 
     def experiment(batch, hidden, branches, progress):
-        return run_mlp_branches(batch, width, hidden, branches, progress)
+        return run_mlp_branches(batch, width, hidden, branches, progress, in_one_graph)
 
     def estimate(batch, hidden, branches):
         peak = device_peak_rate(devices[-1])
-        return estimate_seconds(batch, width, hidden, branches, peak, usable_cores(), kind)
+        at_once = min(branches, usable_cores()) if kind == "logical CPU" else branches
+        return estimate_seconds(batch, width, hidden, branches, peak, at_once) + DRAW_S
 
     return Panel(
         "The seed's two-layer MLP, split into branches",

@@ -20,6 +20,7 @@ PROCESS_START_S = 3.0  # a fresh Python process importing TensorFlow, on an idle
 # (0.3-0.4 ms of CPU time for a one-op graph).
 TRACE_OP_S = 7e-4
 CALL_S = 3e-4
+DRAW_S = 0.3  # a panel's figure built and rendered to PNG once (notebook 03's: 0.2 s of CPU time)
 
 
 def measure_seconds(

@@ -3,26 +3,26 @@
 In notebook order, one module each: the seed's picture (`picture`); the pipeline's bubble, traced
 and measured against the microbatches (`pipeline_trace`); the cost model of "when more GPUs make
 it slower" (`cost_model`: result, plot, panel); the three schemes run side by side
-(`three_schemes`: validation, estimate, result, plot, panel). The schemes themselves are
-mechanisms one level down: `replicas`, `tensor_parallel`, `pipeline_parallel`, each with its
-equation.
+(`three_schemes`: validation, estimate, result, plot, panel). The schemes themselves are the
+notebook's saved code (`parallel.replicas`, `parallel.tensor_parallel`,
+`parallel.pipeline_parallel`), measured by `parallel.*_runs`.
 """
 
 from d2lhelpers.lessons.l04_splitting_work.cost_model import (
-    SpeedupModel,
+    SpeedupModelResult,
     plot_speedup_model,
     speedup_model,
     speedup_model_panel,
 )
 from d2lhelpers.lessons.l04_splitting_work.picture import plot_three_schemes
 from d2lhelpers.lessons.l04_splitting_work.pipeline_trace import (
-    BubbleComparison,
-    PipelineTrace,
+    BubbleComparisonResult,
+    PipelineTraceResult,
     compare_bubbles,
     run_pipeline_trace,
 )
 from d2lhelpers.lessons.l04_splitting_work.three_schemes import (
-    ThreeSchemes,
+    ThreeSchemesResult,
     check_three_schemes,
     estimate_three_schemes,
     parallelism_panel,
@@ -31,10 +31,10 @@ from d2lhelpers.lessons.l04_splitting_work.three_schemes import (
 )
 
 __all__ = [
-    "BubbleComparison",
-    "PipelineTrace",
-    "SpeedupModel",
-    "ThreeSchemes",
+    "BubbleComparisonResult",
+    "PipelineTraceResult",
+    "SpeedupModelResult",
+    "ThreeSchemesResult",
     "check_three_schemes",
     "compare_bubbles",
     "estimate_three_schemes",

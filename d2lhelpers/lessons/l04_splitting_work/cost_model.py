@@ -19,7 +19,7 @@ from d2lhelpers.ui.panel import Panel, slider
 
 
 @dataclasses.dataclass(repr=False)  # IPython shows the tables: _repr_pretty_
-class SpeedupModel(Reported):
+class SpeedupModelResult(Reported):
     """Tensor parallel's cost model: t(N) = compute/N + comm(N), comm(N) = per_device x N.
 
     The seed's rows grow that way (1.5, 3, 6 ms at 2, 4, 8 GPUs: 0.75 ms per GPU); one device
@@ -96,7 +96,7 @@ def _ranges(ns: list[int]) -> str:
     return ", ".join(parts)
 
 
-def plot_speedup_model(model: SpeedupModel, seed_rows=()):
+def plot_speedup_model(model: SpeedupModelResult, seed_rows=()):
     """Speedup vs device count from the cost model, against 1x and the ideal N; the seed's rows."""
     ns, speedups = model.devices, model.speedups
     fig, ax = plt.subplots(figsize=(9, 3.6))
@@ -170,10 +170,12 @@ def speedup_model_panel() -> Panel:
     )
 
 
-def speedup_model(compute_ms: float, comm_per_device_ms: float, max_devices: int) -> SpeedupModel:
+def speedup_model(
+    compute_ms: float, comm_per_device_ms: float, max_devices: int
+) -> SpeedupModelResult:
     """The cost model for 1 .. `max_devices` devices (validated: times >= 0, devices >= 1)."""
     max_devices = require_count("largest device count", max_devices, 1, 1024)
     tensor_parallel_time_ms(compute_ms, 1, comm_per_device_ms)  # refuses negative or NaN times
     if not compute_ms > 0:
         raise ValueError(f"compute per token must be > 0 ms, got {compute_ms!r}")
-    return SpeedupModel(float(compute_ms), float(comm_per_device_ms), max_devices)
+    return SpeedupModelResult(float(compute_ms), float(comm_per_device_ms), max_devices)

@@ -1,45 +1,71 @@
-"""The pipeline's bubble: one traced call's idle share, and measured runs compared, beside GPipe."""
+"""The pipeline's bubble: traced calls' idle share, and measured runs compared, beside GPipe."""
 
 from __future__ import annotations
 
 import dataclasses
+import statistics
+from collections.abc import Callable
 
+from d2lhelpers.collectives.costs import pipeline_bubble_fraction
 from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import cores_phrase, usable_cores
-from d2lhelpers.core.verdicts import NOISE_FLOOR, fraction_flags, impossible
-from d2lhelpers.parallel.pipeline_parallel import (
-    PipelineRun,
+from d2lhelpers.core.verdicts import fraction_flags, impossible
+from d2lhelpers.devices import setup_devices
+from d2lhelpers.parallel.pipeline_runs import (
+    PipelineResult,
     bubble_floor,
     bubble_from_trace,
     trace_pipeline,
 )
+from d2lhelpers.tracing.timeline import OpEvent
 
 
 @dataclasses.dataclass(repr=False)  # IPython shows the tables: _repr_pretty_
-class PipelineTrace(Reported):
-    """One traced pipeline call: its timeline rows and the idle share they show, beside GPipe."""
+class PipelineTraceResult(Reported):
+    """Several traced pipeline calls: each one's idle share, beside GPipe's model.
 
-    rows: list
-    devices: list
+    A trace is one call, with no repeats to give its noise: the spread of the idle share over
+    the traced calls is the band a verdict uses, and `rows` is the call with the median share.
+    """
+
+    calls: list[list[OpEvent]]
+    devices: list[str]
     microbatches: int
     kind: str
     cores: int
 
     @property
+    def bubbles(self) -> list[float]:
+        return [bubble_from_trace(rows, self.devices) for rows in self.calls]
+
+    @property
     def bubble(self) -> float:
-        return bubble_from_trace(self.rows, self.devices)
+        return statistics.median_low(self.bubbles)
+
+    @property
+    def rows(self) -> list[OpEvent]:
+        """The timeline of the call whose idle share is the median."""
+        return self.calls[self.bubbles.index(self.bubble)]
+
+    @property
+    def model(self) -> float:
+        return pipeline_bubble_fraction(len(self.devices), self.microbatches)
 
     @property
     def floor(self) -> float:
         return bubble_floor(len(self.devices), self.microbatches, self.kind, self.cores)
 
+    @property
+    def spread(self) -> str:
+        low, high = min(self.bubbles), max(self.bubbles)
+        return f"{len(self.calls)} traced calls: {low:.0%} to {high:.0%}"
+
     def flags(self) -> list[str]:
-        flags = fraction_flags(self.bubble, "the traced idle share")
-        # A trace has no repeats to give its noise: allow the house's noise floor.
-        if not flags and self.bubble < self.floor - NOISE_FLOOR:
+        flags = [f for b in self.bubbles for f in fraction_flags(b, "a traced idle share")]
+        if not flags and max(self.bubbles) < self.floor:
             flags.append(
                 impossible(
-                    f"the traced idle share {self.bubble:.0%} is below the least possible "
+                    f"every traced idle share ({self.spread}) is below the least possible "
                     f"{self.floor:.0%}"
                 )
             )
@@ -49,18 +75,15 @@ class PipelineTrace(Reported):
     def verdict(self) -> str:
         if self.flags():
             return "the traced idle share is flagged, not a result (see the warning)"
-        p, m = len(self.devices), self.microbatches
-        model = (p - 1) / (m + p - 1)
-        if self.bubble > model + NOISE_FLOOR:
-            where = "more than"
-        elif self.bubble < model - NOISE_FLOOR:
-            where = "less than"
+        low, high = min(self.bubbles), max(self.bubbles)
+        model = f"the GPipe model (p-1)/(m+p-1) = {self.model:.0%}"
+        if low > self.model:
+            where = f"more than {model} in every call"
+        elif high < self.model:
+            where = f"less than {model} in every call"
         else:
-            where = "close to"
-        return (
-            f"idle share in this trace: {self.bubble:.0%}, {where} the GPipe model "
-            f"(p-1)/(m+p-1) = {model:.0%}"
-        )
+            where = f"{model} lies within that spread"
+        return f"idle share in the traces: {self.bubble:.0%} ({self.spread}); {where}"
 
     def tables(self) -> list[Table]:
         notes = []
@@ -72,17 +95,27 @@ class PipelineTrace(Reported):
         return [Table("", (), (), [self.verdict, *notes], self.flags())]
 
 
-def run_pipeline_trace(width: int, batch: int, microbatches: int, n_devices: int) -> PipelineTrace:
-    """Trace one pipelined call (8 layers) and measure the bubble the timeline shows."""
-    rows, devices = trace_pipeline(width, batch, microbatches, n_devices)
-    return PipelineTrace(rows, devices, microbatches, devices[0].kind, usable_cores())
+def run_pipeline_trace(
+    width: int,
+    batch: int,
+    microbatches: int,
+    n_devices: int,
+    in_one_graph: Callable | None = None,
+    calls: int = 3,
+) -> PipelineTraceResult:
+    """Trace `calls` pipelined calls (8 layers) and read the bubble each timeline shows."""
+    traces, names = trace_pipeline(
+        width, batch, microbatches, n_devices, in_one_graph=in_one_graph, calls=calls
+    )
+    kind = setup_devices()[0].kind
+    return PipelineTraceResult(traces, names, microbatches, kind, usable_cores())
 
 
 @dataclasses.dataclass(repr=False)  # IPython shows the tables: _repr_pretty_
-class BubbleComparison(Reported):
+class BubbleComparisonResult(Reported):
     """The same pipeline measured with fewer and more microbatches: the bubble beside the model."""
 
-    runs: list[PipelineRun]
+    runs: list[PipelineResult]
 
     @property
     def verdict(self) -> str:
@@ -112,10 +145,10 @@ class BubbleComparison(Reported):
         return [Table("the bubble against the microbatches", columns, rows, [self.verdict], flags)]
 
 
-def compare_bubbles(few: PipelineRun, many: PipelineRun) -> BubbleComparison:
+def compare_bubbles(few: PipelineResult, many: PipelineResult) -> BubbleComparisonResult:
     """Two pipeline runs that differ only in their microbatches, fewer first."""
     if few.microbatches >= many.microbatches or few.stage_layers != many.stage_layers:
         raise ValueError(
             "give two runs of the same pipeline, the one with fewer microbatches first"
         )
-    return BubbleComparison([few, many])
+    return BubbleComparisonResult([few, many])

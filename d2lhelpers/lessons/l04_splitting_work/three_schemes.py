@@ -1,25 +1,36 @@
-"""The three schemes run for real, side by side: validation, estimate, result, plot, panel."""
+"""The three schemes run for real, side by side: validation, estimate, result, plot, panel.
+
+The panel runs the notebook's own scheme functions (`replicas_in_one_graph`,
+`tensor_parallel_in_one_graph`, `pipeline_in_one_graph`): edit a saved cell, run it again, and
+the panel measures the edited code.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 
 import matplotlib.pyplot as plt
 
 from d2lhelpers.core.checks import require_count, require_measure_options, require_rate
 from d2lhelpers.core.counts import mlp_flops
+from d2lhelpers.core.progress import Progress
 from d2lhelpers.core.report import Reported, Table
-from d2lhelpers.core.units import format_seconds
+from d2lhelpers.core.units import format_seconds, usable_cores
 from d2lhelpers.core.verdicts import compare
 from d2lhelpers.devices import on_gpu, setup_devices
-from d2lhelpers.parallel.common import (
-    ParallelRun,
+from d2lhelpers.parallel.pipeline_runs import MAX_PIECES, check_pipeline, run_pipeline_parallel
+from d2lhelpers.parallel.replica_runs import check_replicas, run_replicas
+from d2lhelpers.parallel.result import ParallelResult
+from d2lhelpers.parallel.tensor_parallel_runs import check_tensor_parallel, run_tensor_parallel
+from d2lhelpers.timing.estimate import (
+    CALL_S,
+    DRAW_S,
+    call_seconds,
+    measure_seconds,
+    trace_seconds,
 )
-from d2lhelpers.parallel.pipeline_parallel import MAX_PIECES, check_pipeline, run_pipeline_parallel
-from d2lhelpers.parallel.replicas import check_replicas, run_replicas
-from d2lhelpers.parallel.tensor_parallel import check_tensor_parallel, run_tensor_parallel
-from d2lhelpers.timing.benchmark import MIN_BLOCK_S
 from d2lhelpers.timing.peaks import device_peak_rate
 from d2lhelpers.ui.panel import Panel, slider
 
@@ -29,9 +40,6 @@ SLIDERS = {  # the panel's names for run_three_schemes' arguments, used in every
     "microbatches": "pipeline microbatches",
     "n_devices": "devices",
 }
-MEASUREMENTS = (2, 2, 3)  # replicas, tensor parallel, pipeline parallel: timed runs of each
-MEASURE_BUDGET_S = 2.0  # measure's default time budget for one measurement
-TRACE_S = 0.5  # building and tracing one scheme's graph, about
 
 
 def check_three_schemes(width, batch, microbatches, n_devices) -> int:
@@ -56,7 +64,7 @@ def check_three_schemes(width, batch, microbatches, n_devices) -> int:
     if microbatches * n_layers > MAX_PIECES:
         raise ValueError(f"pipeline microbatches: at most {MAX_PIECES // n_layers}")
     try:
-        check_replicas(width, batch, n_devices, counts=[n_devices])
+        check_replicas(width, batch, n_devices)
         check_tensor_parallel(width, batch, n_devices)
         check_pipeline(width, batch, microbatches, n_devices, n_layers)
     except ValueError as error:
@@ -64,27 +72,50 @@ def check_three_schemes(width, batch, microbatches, n_devices) -> int:
     return n_layers
 
 
-def estimate_three_schemes(width, batch, microbatches, n_devices, peak: float) -> float:
-    """Seconds the run may take: every measurement running to its budget, as on a busy machine.
+def graph_ops(n_devices: int, microbatches: int, n_layers: int) -> list[int]:
+    """Ops in each graph `run_three_schemes` traces, about: replicas and tensor parallel (each
+    beside the MLP on one device, ~10 ops), then the stack on one device, its microbatches on one
+    device, and the pipeline (3 ops per layer per microbatch, a hand-over per stage boundary)."""
+    n, m, layers = n_devices, microbatches, n_layers
+    split = 10 * n + 2
+    return [
+        10,
+        split,
+        10,
+        split,
+        5 * layers,
+        (3 * m + 2) * layers,
+        (3 * layers + n - 1) * m + 2 * layers,
+    ]
 
-    A measurement warms up (2 calls at `peak` FLOP/s), then repeats blocks of >= MIN_BLOCK_S
-    until the spread is small (a quiet machine: 5 blocks) or its budget (MEASURE_BUDGET_S) is
-    spent after at least 3 runs; each scheme's graph is also built and traced once.
+
+def estimate_three_schemes(
+    width, batch, microbatches, n_devices, peak: float, at_once: int, **measure_options
+) -> float:
+    """Seconds `run_three_schemes` takes on a quiet machine: each measurement by `measure`'s rules.
+
+    One call of each model at `peak` FLOP/s on one device, and `at_once` times faster split
+    (the devices that compute at the same time); each graph is built and traced once (its ops
+    counted as TensorFlow traces them: about 10 per device for an MLP split, 3 per layer and
+    microbatch for the pipeline), and each scheme is called once more to compare its outputs.
     """
-    n_layers = max(8, n_devices)
-    work = (mlp_flops(batch, width, 4 * width),) * 2 + (2 * batch * width * width * n_layers,)
-    total = 0.0
-    for flops, count in zip(work, MEASUREMENTS, strict=True):
-        t = flops / peak
-        total += count * (2 * t + max(MEASURE_BUDGET_S, 3 * t) + max(t, MIN_BLOCK_S)) + TRACE_S
-    return total
+    n, m, n_layers = n_devices, microbatches, max(8, n_devices)
+    mlp_s = max(call_seconds(mlp_flops(batch, width, 4 * width), peak), CALL_S)
+    stack_s = max(call_seconds(2 * batch * width * width * n_layers, peak), CALL_S)
+    split_s = max(mlp_s / at_once, CALL_S)
+    measured = [mlp_s, *([split_s] if n > 1 else []), mlp_s, split_s]  # replicas, tensor
+    measured += [stack_s, stack_s, max(stack_s / at_once, CALL_S)]  # one, microbatched, pipeline
+    checks = 2 * (mlp_s + split_s) + stack_s + stack_s / at_once
+    timed = sum(measure_seconds(t, **measure_options) for t in measured)
+    traced = sum(trace_seconds(k) for k in graph_ops(n, m, n_layers))
+    return timed + traced + checks
 
 
 @dataclasses.dataclass(repr=False)  # IPython shows the tables: _repr_pretty_
-class ThreeSchemes(Reported):
+class ThreeSchemesResult(Reported):
     """Replicas, tensor parallel and pipeline parallel, each measured beside one device."""
 
-    runs: list[ParallelRun]
+    runs: list[ParallelResult]
 
     @property
     def where(self) -> str:
@@ -119,7 +150,7 @@ class ThreeSchemes(Reported):
     def tables(self) -> list[Table]:
         rows = []
         for r in self.runs:
-            outcome = "flagged" if not r.trusted else _outcome(r)
+            outcome = "flagged" if not r.trusted else compare(r.measurement, r.reference).outcome
             rows.append(
                 (
                     r.scheme,
@@ -145,12 +176,7 @@ class ThreeSchemes(Reported):
         return [Table(f"three schemes on {self.where}", columns, rows, notes, flags)]
 
 
-def _outcome(run: ParallelRun) -> str:
-    c = compare(run.measurement, run.reference)
-    return "faster" if c.a_faster else "slower" if c.a_slower else "no measurable difference"
-
-
-def _split(run: ParallelRun) -> str:
+def _split(run: ParallelResult) -> str:
     if run.scheme == "tensor parallel":
         return f"hidden {run.hidden} -> {run.shard_widths}; {run.allreduces} all-reduce"
     if run.scheme == "pipeline parallel":
@@ -164,27 +190,48 @@ def _split(run: ParallelRun) -> str:
 
 
 def run_three_schemes(
-    width, batch, microbatches, n_devices, progress=None, device_peak=None, **measure_options
-) -> ThreeSchemes:
-    """All three schemes on `n_devices`, each beside one device; everything validated first."""
+    width: int,
+    batch: int,
+    microbatches: int,
+    n_devices: int,
+    progress: Progress | None = None,
+    device_peak: float | None = None,
+    replicas_in_one_graph: Callable | None = None,
+    tensor_parallel_in_one_graph: Callable | None = None,
+    pipeline_in_one_graph: Callable | None = None,
+    **measure_options,
+) -> ThreeSchemesResult:
+    """All three schemes on `n_devices`, each beside one device; everything validated first.
+
+    Each `*_in_one_graph` is a scheme's graph builder (default: notebook 04's saved one).
+    """
     require_rate("device_peak", device_peak)
     require_measure_options(measure_options)
     n_layers = check_three_schemes(width, batch, microbatches, n_devices)
+    common = {"device_peak": device_peak, **measure_options}
     schemes = [
         (
             "replicas",
+            1 + (n_devices > 1),
             lambda p: run_replicas(
-                width, batch, n_devices, progress=p, device_peak=device_peak, **measure_options
+                width, batch, n_devices, progress=p, in_one_graph=replicas_in_one_graph, **common
             ),
         ),
         (
             "tensor parallel",
+            2,
             lambda p: run_tensor_parallel(
-                width, batch, n_devices, progress=p, device_peak=device_peak, **measure_options
+                width,
+                batch,
+                n_devices,
+                progress=p,
+                in_one_graph=tensor_parallel_in_one_graph,
+                **common,
             ),
         ),
         (
             "pipeline parallel",
+            3,
             lambda p: run_pipeline_parallel(
                 width,
                 batch,
@@ -192,23 +239,24 @@ def run_three_schemes(
                 n_devices,
                 n_layers,
                 progress=p,
-                device_peak=device_peak,
-                **measure_options,
+                in_one_graph=pipeline_in_one_graph,
+                **common,
             ),
         ),
     ]
-    total, runs = sum(MEASUREMENTS), []
-    for (name, run), before in zip(schemes, (0, 2, 4), strict=True):
+    total, before, runs = sum(steps for _, steps, _ in schemes), 0, []
+    for name, steps, run in schemes:
 
         def report(done, _, status, name=name, before=before):
             if progress:
                 progress(before + done, total, f"{name}: {status}")
 
         runs.append(run(report))
-    return ThreeSchemes(runs)
+        before += steps
+    return ThreeSchemesResult(runs)
 
 
-def plot_three_scheme_speedups(result: ThreeSchemes):
+def plot_three_scheme_speedups(result: ThreeSchemesResult):
     """Each scheme's measured speedup (with its noise) beside what is reachable for its split."""
     runs = result.runs
     fig, ax = plt.subplots(figsize=(8, 3.2))
@@ -252,8 +300,15 @@ def plot_three_scheme_speedups(result: ThreeSchemes):
     return fig
 
 
-def parallelism_panel() -> Panel:
-    """Notebook 04: replicas, tensor parallel and pipeline parallel, run for real, side by side."""
+def parallelism_panel(
+    replicas_in_one_graph: Callable | None = None,
+    tensor_parallel_in_one_graph: Callable | None = None,
+    pipeline_in_one_graph: Callable | None = None,
+) -> Panel:
+    """Notebook 04: the three schemes, run for real side by side, with the notebook's functions.
+
+    Each `*_in_one_graph` is a scheme's graph builder (default: notebook 04's saved one).
+    """
     devices = setup_devices()
     count = len(devices)
     width, batch = (4096, 4096) if on_gpu() else (256, 512)
@@ -263,17 +318,22 @@ def parallelism_panel() -> Panel:
         "microbatches": slider(SLIDERS["microbatches"], 8, 1, 32),
         "n_devices": slider(SLIDERS["n_devices"], min(2, count), 1, count),
     }
+    builders = {
+        "replicas_in_one_graph": replicas_in_one_graph,
+        "tensor_parallel_in_one_graph": tensor_parallel_in_one_graph,
+        "pipeline_in_one_graph": pipeline_in_one_graph,
+    }
 
     def experiment(width, batch, microbatches, n_devices, progress):
         check_three_schemes(width, batch, microbatches, n_devices)  # before the peak is measured
         peak = device_peak_rate(devices[0])
-        return run_three_schemes(width, batch, microbatches, n_devices, progress, peak)
+        return run_three_schemes(width, batch, microbatches, n_devices, progress, peak, **builders)
 
     def estimate(width, batch, microbatches, n_devices):
         check_three_schemes(width, batch, microbatches, n_devices)
-        return estimate_three_schemes(
-            width, batch, microbatches, n_devices, device_peak_rate(devices[0])
-        )
+        at_once = min(n_devices, usable_cores()) if devices[0].kind == "logical CPU" else n_devices
+        peak = device_peak_rate(devices[0])
+        return estimate_three_schemes(width, batch, microbatches, n_devices, peak, at_once) + DRAW_S
 
     return Panel(
         "Three ways to split one model, run for real",

@@ -1,138 +1,22 @@
-"""What the three ways of spreading one model over devices share: the model, the split, the result.
+"""What a measured run of any scheme reports: its time beside one device's, and its verdict.
 
-The schemes live one per module, as in picotron: `replicas` (a whole model per device),
-`tensor_parallel` (every weight matrix cut into slices) and `pipeline_parallel` (the layers cut
-into stages). Each is checked against the same model run on one device, and each measured run
-returns a `ParallelRun`: its time and throughput beside the one-device time and the speedup
-reachable here, with a verdict computed from the times and their noise.
+Each scheme's run (`replica_runs`, `tensor_parallel_runs`, `pipeline_runs`) returns a
+`ParallelResult`: the scheme's time and throughput beside the same model on one device, the
+speedup reachable here, the largest difference from the one-device output, and a verdict computed
+from the times and their noise (a speedup above the reachable beyond the noise is flagged).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Callable, Sequence
-from typing import NamedTuple
 
-import tensorflow as tf
-
-from d2lhelpers.core.checks import require_counts
+from d2lhelpers.core.progress import Progress, Steps
 from d2lhelpers.core.report import Reported, Table
-from d2lhelpers.core.units import (
-    cores_phrase,
-    device_name,
-    format_seconds,
-    usable_cores,
-)
+from d2lhelpers.core.units import cores_phrase, format_seconds, usable_cores
 from d2lhelpers.core.verdicts import beats_ideal, faster_or_slower, impossible, noise_of
-from d2lhelpers.devices import Device
-from d2lhelpers.timing.benchmark import Measurement
-
-MATCH_TOLERANCE = 1e-3  # outputs are ~1: float32 sums in another order differ by ~1e-6
-
-
-def split_sizes(total: int, parts: int, what: str = "rows") -> list[int]:
-    """Cut `total` into `parts` sizes differing by at most one, larger first: 10, 4 -> 3 3 2 2.
-
-    Uneven shards let any width run on any device count; a part must not be empty, so `total`
-    below `parts` is refused.
-    """
-    require_counts(parts=parts)
-    if total < parts:
-        raise ValueError(
-            f"{total} {what} cannot be split into {parts} non-empty parts: choose at least "
-            f"{parts} {what}, or fewer parts"
-        )
-    small, extra = divmod(total, parts)
-    return [small + 1] * extra + [small] * (parts - extra)
-
-
-def offsets(sizes: Sequence[int]) -> list[tuple[int, int]]:
-    """(start, stop) of each part: [3, 3, 2] -> [(0, 3), (3, 6), (6, 8)]."""
-    bounds, start = [], 0
-    for size in sizes:
-        bounds.append((start, start + size))
-        start += size
-    return bounds
-
-
-def place(tensor: tf.Tensor, device: Device | str) -> tf.Tensor:
-    """A copy of `tensor` on `device` (what a device holds is its own, as on a real GPU)."""
-    with tf.device(device_name(device)):
-        return tf.identity(tensor)
-
-
-class MLPWeights(NamedTuple):
-    """A two-layer MLP, y = relu(x W1 + b1) W2 + b2: W1 is width x hidden, W2 hidden x width.
-
-    A NamedTuple, so that tf.function takes it as an argument (a nest of tensors).
-    """
-
-    w1: tf.Tensor
-    b1: tf.Tensor
-    w2: tf.Tensor
-    b2: tf.Tensor
-
-    @property
-    def width(self) -> int:
-        return int(self.w1.shape[0])
-
-    @property
-    def hidden(self) -> int:
-        return int(self.w1.shape[1])
-
-    def to(self, device: Device | str) -> MLPWeights:
-        return MLPWeights(*(place(t, device) for t in self))
-
-
-def mlp_weights(width: int, hidden: int, device: Device | str, seed: int = 0) -> MLPWeights:
-    """Deterministic weights on `device` (stateless random: the same seed, the same model).
-
-    Scaled so activations stay near 1 (He for W1, 1/sqrt(hidden) for W2); biases are not zero, so
-    a scheme that adds a bias once per device instead of once in total is caught by the tests.
-    """
-    require_counts(width=width, hidden=hidden)
-    with tf.device(device_name(device)):
-        w1 = tf.random.stateless_normal((width, hidden), seed=(seed, 1)) * (2 / width) ** 0.5
-        b1 = 0.1 * tf.random.stateless_normal((hidden,), seed=(seed, 2))
-        w2 = tf.random.stateless_normal((hidden, width), seed=(seed, 3)) / hidden**0.5
-        b2 = 0.1 * tf.random.stateless_normal((width,), seed=(seed, 4))
-    return MLPWeights(w1, b1, w2, b2)
-
-
-def input_batch(batch: int, width: int, device: Device | str, seed: int = 7) -> tf.Tensor:
-    """`batch` requests of `width` features each, on `device`."""
-    require_counts(batch=batch, width=width)
-    with tf.device(device_name(device)):
-        return tf.random.stateless_normal((batch, width), seed=(seed, 0))
-
-
-def mlp(x: tf.Tensor, weights: MLPWeights) -> tf.Tensor:
-    """The MLP on whichever device its inputs are: the one-device reference."""
-    hidden = tf.nn.relu(tf.linalg.matmul(x, weights.w1) + weights.b1)
-    return tf.linalg.matmul(hidden, weights.w2) + weights.b2
-
-
-def on_one_device(function: Callable, device: Device | str) -> Callable:
-    """`function` as a tf.function with every op on `device`: the reference a scheme must match."""
-    return _on_one_device(function, device_name(device))
-
-
-@functools.lru_cache(maxsize=32)
-def _on_one_device(function: Callable, name: str) -> Callable:
-    @tf.function
-    def run(*args):
-        with tf.device(name):
-            return function(*args)
-
-    return run
-
-
-def max_difference(a: tf.Tensor | Sequence[tf.Tensor], b: tf.Tensor) -> float:
-    """Largest |a - b|, with `a` given whole or as row blocks to be stacked in order."""
-    if not isinstance(a, tf.Tensor):
-        a = tf.concat([place(part, "/CPU:0") for part in a], axis=0)
-    return float(tf.reduce_max(tf.abs(place(a, "/CPU:0") - place(b, "/CPU:0"))))
+from d2lhelpers.parallel.model import MATCH_TOLERANCE
+from d2lhelpers.timing.benchmark import Measurement, measure
 
 
 def communication_note(kind: str) -> str:
@@ -140,8 +24,8 @@ def communication_note(kind: str) -> str:
     if kind == "logical CPU":
         return (
             "Communication here is a memory hand-over inside one process: logical CPU devices "
-            "share the host's memory, so no bytes cross a link and it costs a few µs. Between real "
-            "GPUs the same step is a copy over NVLink or PCIe, and it costs time per byte."
+            "share the host's memory, so no bytes cross a link. Between real GPUs the same step "
+            "is a copy over NVLink or PCIe, and it costs time per byte."
         )
     if kind == "virtual GPU":
         return (
@@ -155,7 +39,7 @@ def communication_note(kind: str) -> str:
 
 
 @dataclasses.dataclass(repr=False)  # IPython shows the tables: _repr_pretty_
-class ParallelRun(Reported):
+class ParallelResult(Reported):
     """One measured run of a scheme on `devices`, beside the same work on `devices[0]` alone."""
 
     scheme: str
@@ -258,7 +142,10 @@ class ParallelRun(Reported):
 
     def details(self) -> list[str]:
         """Facts of this run beyond the times (what was split, what was counted)."""
-        lines = [f"largest difference from the one-device output: {self.max_error:.1e}"]
+        lines = [
+            f"largest difference from the one-device output: {self.max_error:.1e} (a split "
+            f"that differs by more than {MATCH_TOLERANCE:.0e} computed something else)"
+        ]
         if self.core_limited:
             lines.append(
                 f"{self.n_devices} logical devices on {cores_phrase(self.cores)}: at most "
@@ -298,3 +185,25 @@ class ParallelRun(Reported):
                 self.flags(),
             )
         ]
+
+
+def measure_calls(
+    calls: Sequence[tuple[str, Callable, int]],
+    flops: float,
+    device_peak: float | None,
+    progress: Progress | None,
+    **measure_options,
+) -> list[Measurement]:
+    """Each (label, call, devices) measured in turn, its peak `devices` x `device_peak`.
+
+    `progress(done, total, status)` follows the measurements, repeat by repeat.
+    """
+    steps, timings = Steps(progress, len(calls)), []
+    for label, call, k in calls:
+        peak = k * device_peak if device_peak else None
+        on_repeat = steps.start(label)
+        timings.append(
+            measure(call, label, flops=flops, peak=peak, on_repeat=on_repeat, **measure_options)
+        )
+        steps.finish(label)
+    return timings

@@ -1,0 +1,285 @@
+"""Pipeline parallelism measured: inputs checked first, then the pipeline timed three ways.
+
+The scheme is notebook 04's saved code (`parallel.pipeline_parallel`, GPipe's microbatch
+schedule); `run_pipeline_parallel` and `trace_pipeline` take the notebook's own
+`pipeline_in_one_graph`, so an edited cell changes what is measured. The model is a stack of L
+layers cut into p stages; X is cut into m microbatches. Activations are handed over once per
+stage boundary per microbatch: (p-1) m hand-overs of a microbatch-sized block, far less than
+tensor parallelism's all-reduces, but a stage waits for its first microbatch and idles after its
+last: the bubble, (p-1)/(m+p-1) of the devices' time for equal stages.
+# ref: Huang et al., GPipe (arXiv:1811.06965), section 2.2 and figure 2c.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+
+from d2lhelpers.collectives.costs import pipeline_bubble_fraction, pipeline_step_time
+from d2lhelpers.core.checks import require_counts, require_measure_options, require_rate
+from d2lhelpers.core.progress import Progress
+from d2lhelpers.core.units import BYTES_PER_FLOAT, cores_phrase, device_name, device_names
+from d2lhelpers.core.verdicts import LIKELY_CAUSES, fraction_flags, impossible, noise_of
+from d2lhelpers.devices import Device, check_fits, select_devices
+from d2lhelpers.parallel import pipeline_parallel
+from d2lhelpers.parallel.model import (
+    dense_stack,
+    input_batch,
+    max_difference,
+    on_one_device,
+    split_sizes,
+    stack_weights,
+)
+from d2lhelpers.parallel.result import ParallelResult, measure_calls
+from d2lhelpers.timing.benchmark import Measurement
+from d2lhelpers.tracing.timeline import OpEvent, busy_intervals, busy_seconds, trace
+
+MAX_LAYERS = 256
+MAX_PIECES = 4096  # microbatches x layers: each is a matmul in the one traced graph
+BUBBLE_CAUSES = (
+    LIKELY_CAUSES[0],
+    "the one-device run of the same microbatches was slow (all the layers' weights do not fit "
+    "the caches that one stage's share fits), so the busy time was measured high",
+    LIKELY_CAUSES[2],
+)
+
+
+def measured_bubble(step_time: float, busy_time: float, stages: int) -> float:
+    """The share of the devices' time spent idle in one pipelined step, from timings.
+
+    busy_time: the same microbatches through all layers on ONE device, one after the other — the
+    work every device together must do (each microbatch meets each layer once). The p devices
+    have p x step_time between them, so
+
+        bubble = 1 - busy_time / (p x step_time).
+
+    With p equal stages of time t per microbatch, GPipe takes step_time = (m+p-1) t and
+    busy_time = m p t, so bubble = (p-1)/(m+p-1), the model's value. Measured, it also holds
+    everything the model leaves out: hand-overs, uneven stages, and devices that are not really
+    separate (p logical CPUs on c < p cores cannot all compute at once: the measured bubble
+    cannot fall below 1 - c/p there). Below the model beyond its noise, or negative, the step or
+    the busy time was mis-timed: `PipelineResult` flags it.
+    """
+    if step_time <= 0 or busy_time <= 0:
+        raise ValueError(f"times must be positive, got {step_time} and {busy_time}")
+    require_counts(stages=stages)
+    return 1 - busy_time / (stages * step_time)
+
+
+def bubble_floor(stages: int, microbatches: int, kind: str, cores: int) -> float:
+    """The least bubble possible: GPipe's model, or 1 - cores/p for logical CPUs on fewer cores."""
+    model = pipeline_bubble_fraction(stages, microbatches)
+    if kind == "logical CPU" and stages > cores:
+        return max(model, 1 - cores / stages)
+    return model
+
+
+@dataclasses.dataclass(repr=False)  # IPython shows the tables: _repr_pretty_
+class PipelineResult(ParallelResult):
+    """A measured pipeline: also its stages, microbatches, hand-overs and the bubble they leave."""
+
+    width: int = 0
+    stage_layers: list[int] = dataclasses.field(default_factory=list)
+    microbatches: int = 1
+    hand_overs: int = 0  # counted in the traced graph
+    microbatched_reference: Measurement | None = None  # the microbatches on one device: busy time
+
+    @property
+    def stages(self) -> int:
+        return len(self.stage_layers)
+
+    @property
+    def measured_bubble(self) -> float:
+        return measured_bubble(self.time, self.microbatched_reference.median, self.stages)
+
+    @property
+    def model_bubble(self) -> float:
+        """GPipe's (p-1)/(m+p-1) for equal stages, from the cost models."""
+        return pipeline_bubble_fraction(self.stages, self.microbatches)
+
+    @property
+    def bubble_floor(self) -> float:
+        return bubble_floor(self.stages, self.microbatches, self.kind, self.cores)
+
+    @property
+    def bubble_noise(self) -> float:
+        """How far the measured bubble could move: both times' relative noise, through 1 - b."""
+        busy = self.microbatched_reference
+        relative = noise_of(self.measurement) / self.time + noise_of(busy) / busy.median
+        return (1 - self.measured_bubble) * relative
+
+    @property
+    def bubble_flags(self) -> list[str]:
+        bubble = self.measured_bubble
+        flags = fraction_flags(bubble, "the measured bubble")
+        if not flags and bubble < self.bubble_floor - self.bubble_noise:
+            flags.append(
+                impossible(
+                    f"the measured bubble of {bubble:.0%} is below the least possible "
+                    f"{self.bubble_floor:.0%} by more than its noise (±{self.bubble_noise:.0%})",
+                    BUBBLE_CAUSES,
+                )
+            )
+        return flags
+
+    @property
+    def trusted(self) -> bool:
+        return super().trusted and not self.bubble_flags
+
+    def flags(self) -> list[str]:
+        busy = self.microbatched_reference
+        return [
+            *super().flags(),
+            *self.bubble_flags,
+            *(f"{busy.label}: {w}" for w in busy.warnings),
+        ]
+
+    def details(self) -> list[str]:
+        p, m = self.stages, self.microbatches
+        lines = [
+            f"{p} stages of {self.stage_layers} layers, {m} microbatches, {self.hand_overs} "
+            f"hand-overs (counted in the graph) of a {math.ceil(self.samples / m)}x{self.width} "
+            "block"
+        ]
+        if self.bubble_flags:
+            lines.append("measured bubble: flagged, not a result (see the warning)")
+        else:
+            lines.append(
+                f"measured bubble {self.measured_bubble:.0%} (±{self.bubble_noise:.0%}) of the "
+                f"devices' time; GPipe model (p-1)/(m+p-1) = {self.model_bubble:.0%}"
+            )
+        if self.kind == "logical CPU" and p > self.cores:
+            lines.append(
+                f"{p} stages on {cores_phrase(self.cores)}: at most {self.cores} compute at once, "
+                f"so the bubble cannot fall below {1 - self.cores / p:.0%} here"
+            )
+        return [*lines, *super().details()]
+
+    def rows(self) -> list[tuple]:
+        busy = self.microbatched_reference.median
+        one, scheme, reachable = super().rows()
+        busy_row = (
+            f"the {self.microbatches} microbatches on one device (busy time)",
+            busy,
+            self.samples / busy,
+            self.reference_time / busy,
+        )
+        return [one, busy_row, scheme, reachable]
+
+
+def stage_bytes(width: int, stage_layers: int, batch: int) -> int:
+    """A stage's weights, and every microbatch's output it hands on (kept until the step ends)."""
+    return BYTES_PER_FLOAT * (stage_layers * (width * width + width) + 2 * batch * width)
+
+
+def check_pipeline(
+    width: int, batch: int, microbatches: int, n_devices: int, n_layers: int = 8
+) -> tuple[list[Device], list[int]]:
+    """Validate a pipeline run before anything is allocated: (devices, layers per stage)."""
+    require_counts(
+        width=width, batch=batch, microbatches=microbatches, n_devices=n_devices, n_layers=n_layers
+    )
+    devices = select_devices(n_devices)
+    if n_layers > MAX_LAYERS:
+        raise ValueError(f"n_layers must be at most {MAX_LAYERS}, got {n_layers}")
+    stage_layers = split_sizes(n_layers, n_devices, "layers")
+    if microbatches > batch:
+        raise ValueError(
+            f"microbatches: at most {batch} for a batch of {batch} (each microbatch needs a "
+            f"row), got {microbatches}"
+        )
+    if microbatches * n_layers > MAX_PIECES:
+        raise ValueError(
+            f"microbatches x n_layers = {microbatches * n_layers} matmuls in one graph: at most "
+            f"{MAX_PIECES}, so at most {MAX_PIECES // n_layers} microbatches for {n_layers} layers"
+        )
+    check_fits(stage_bytes(width, n_layers, batch), devices[:1], "the one-device reference")
+    what = f"a stage of {max(stage_layers)} {width}x{width} layers on each device"
+    check_fits(stage_bytes(width, max(stage_layers), batch), devices, what)
+    return devices, stage_layers
+
+
+def run_pipeline_parallel(
+    width: int,
+    batch: int,
+    microbatches: int,
+    n_devices: int,
+    n_layers: int = 8,
+    progress: Progress | None = None,
+    device_peak: float | None = None,
+    in_one_graph: Callable | None = None,
+    **measure_options,
+) -> PipelineResult:
+    """`n_layers` layers in `n_devices` stages, `batch` rows in `microbatches`, timed three ways.
+
+    Measured: the whole batch at once on one device (the reference, for the speedup); the same
+    microbatches on one device (the busy time, for the bubble); the pipeline (the step time).
+    `in_one_graph(layers, device_names, microbatches)` builds the pipeline's tf.function (default:
+    the saved `pipeline_in_one_graph`). Inputs that are wrong or do not fit are refused before
+    anything is allocated.
+    """
+    require_rate("device_peak", device_peak)
+    require_measure_options(measure_options)
+    devices, stage_layers = check_pipeline(width, batch, microbatches, n_devices, n_layers)
+    build = in_one_graph or pipeline_parallel.pipeline_in_one_graph
+    names = list(device_names(devices))
+
+    layers = stack_weights(width, n_layers, names[0])
+    x = input_batch(batch, width, names[0])
+    flops = 2 * batch * width * width * n_layers
+    one_device = on_one_device(dense_stack, names[0])
+    microbatched = build(layers, names[:1], microbatches)
+    pipeline = build(layers, names, microbatches)
+    calls = [
+        ("one device", lambda: one_device(x, layers), 1),
+        (f"{microbatches} microbatches on one device", lambda: microbatched(x), 1),
+        (f"pipeline on {n_devices}", lambda: pipeline(x), n_devices),
+    ]
+    timings = measure_calls(calls, flops, device_peak, progress, **measure_options)
+    # In layer-times: the first microbatch passes all L layers, then the slowest stage paces.
+    ideal_speedup = microbatches * n_layers / pipeline_step_time(stage_layers, microbatches)
+    graph = pipeline.get_concrete_function(x).graph
+    return PipelineResult(
+        scheme="pipeline parallel",
+        devices=names,
+        kind=devices[0].kind,
+        samples=batch,
+        measurement=timings[2],
+        reference=timings[0],
+        ideal_speedup=ideal_speedup,
+        max_error=max_difference(pipeline(x), one_device(x, layers)),
+        width=width,
+        stage_layers=stage_layers,
+        microbatches=microbatches,
+        hand_overs=pipeline_parallel.count_hand_overs(graph),
+        microbatched_reference=timings[1],
+    )
+
+
+def trace_pipeline(
+    width: int,
+    batch: int,
+    microbatches: int,
+    n_devices: int,
+    n_layers: int = 8,
+    in_one_graph: Callable | None = None,
+    calls: int = 3,
+) -> tuple[list[list[OpEvent]], list[str]]:
+    """`calls` traced calls of the pipeline: each call's timeline rows, and the stage devices."""
+    require_counts(calls=calls)
+    devices, _ = check_pipeline(width, batch, microbatches, n_devices, n_layers)
+    names = list(device_names(devices))
+    build = in_one_graph or pipeline_parallel.pipeline_in_one_graph
+    pipeline = build(stack_weights(width, n_layers, names[0]), names, microbatches)
+    x = input_batch(batch, width, names[0])
+    return [trace(pipeline, x, warmup=i == 0) for i in range(calls)], names
+
+
+def bubble_from_trace(rows: list[OpEvent], devices: list[str]) -> float:
+    """1 - (time the stages were busy) / (stages x the span from first to last op): idle share."""
+    start = min(r.start_s for r in rows)
+    span = max(r.end_s for r in rows) - start
+    own = [r for r in rows if r.lane == "" and r.kind != "copy"]  # the stages' own work only
+    busy = sum(busy_seconds(busy_intervals(own, device_name(d))) for d in devices)
+    return measured_bubble(span, busy, len(devices))
