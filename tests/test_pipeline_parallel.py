@@ -74,7 +74,7 @@ def test_measured_bubble_matches_gpipe_for_equal_stages():
     assert measured_bubble(busy_time / 2, busy_time, 2) == 0.0  # perfect overlap on 2
     with pytest.raises(ValueError, match="positive"):
         measured_bubble(0.0, 1.0, 2)
-    assert measured_bubble(0.4, 1.0, 2) < 0  # mis-timed: PipelineRun flags it
+    assert measured_bubble(0.4, 1.0, 2) < 0  # mis-timed: PipelineResult flags it
 
 
 def test_run_pipeline_parallel_small(devices):
