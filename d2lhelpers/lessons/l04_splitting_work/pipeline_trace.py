@@ -13,6 +13,7 @@ from d2lhelpers.parallel.pipeline_parallel import (
     bubble_from_trace,
     trace_pipeline,
 )
+from d2lhelpers.tracing.timeline import incomplete_reason
 
 
 @dataclasses.dataclass(repr=False)  # IPython shows the tables: _repr_pretty_
@@ -26,14 +27,17 @@ class PipelineTrace(Reported):
     cores: int
 
     @property
-    def bubble(self) -> float:
-        return bubble_from_trace(self.rows, self.devices)
+    def bubble(self) -> float | None:
+        """None from an incomplete trace: its missing rows would read as idle time."""
+        return None if incomplete_reason(self.rows) else bubble_from_trace(self.rows, self.devices)
 
     @property
     def floor(self) -> float:
         return bubble_floor(len(self.devices), self.microbatches, self.kind, self.cores)
 
     def flags(self) -> list[str]:
+        if self.bubble is None:
+            return []
         flags = fraction_flags(self.bubble, "the traced idle share")
         # A trace has no repeats to give its noise: allow the house's noise floor.
         if not flags and self.bubble < self.floor - NOISE_FLOOR:
@@ -47,6 +51,8 @@ class PipelineTrace(Reported):
 
     @property
     def verdict(self) -> str:
+        if self.bubble is None:
+            return incomplete_reason(self.rows)
         if self.flags():
             return "the traced idle share is flagged, not a result (see the warning)"
         p, m = len(self.devices), self.microbatches
