@@ -30,7 +30,7 @@ from d2lhelpers.parallel.common import (
 )
 from d2lhelpers.parallel.pipeline_parallel import PipelineRun
 from d2lhelpers.parallel.tensor_parallel import TensorParallelRun
-from d2lhelpers.tracing.timeline import OpEvent
+from d2lhelpers.tracing.timeline import OpEvent, Trace
 
 matplotlib.use("Agg")
 FAST = {"min_runs": 3, "max_runs": 3, "budget_s": 0.05}
@@ -235,6 +235,14 @@ def test_traced_idle_share_beside_the_model_and_flagged_below_it():
     flagged = _trace(at_once)
     assert flagged.flags() and "flagged" in flagged.verdict and "below the least" in str(flagged)
     assert "cannot fall below 50%" in str(_trace(staggered, cores=1))
+
+
+def test_an_incomplete_trace_gives_its_sentence_not_an_idle_share():
+    lost = [OpEvent("/device:CPU:0", "MatMul", "matmul", i, i + 1) for i in range(4)]
+    traced = _trace(Trace(lost, "This trace is incomplete (no matmul on CPU:1 in 3 tries), so ..."))
+    assert traced.bubble is None  # not 50% idle from a stage whose rows are missing
+    assert traced.verdict == traced.rows.incomplete and traced.flags() == []
+    assert str(traced).startswith(traced.rows.incomplete)
 
 
 def _pipeline(m, step, busy=1.0):
