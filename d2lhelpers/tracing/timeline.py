@@ -34,7 +34,7 @@ profiler level 3 (`GetTFTraceMeLevel`: level 2 for expensive ops, 3 for cheap on
 tracer records level 2, and TF 2.21's `tf.profiler.experimental.start` cannot raise it (it logs
 "host_tracer_level expects an i value" and keeps its default). So a small op that had run a few
 hundred times (`measure` runs that many) vanished from the trace: the notebook-03 MLP at
-16x32x64 kept 1 or 2 of its 4 MatMuls in 10 of 10 traces after 2,000 untraced calls, and all 4
+16x32x64 kept 0 to 3 of its 4 MatMuls in 10 of 10 traces after 2,000 untraced calls, and all 4
 in 10 of 10 when a fresh copy of the same function was traced. A fresh copy has fresh estimates,
 so every op that ran is recorded; `trace` also checks that each device that holds matmuls in the
 graph shows one, tries again, and otherwise returns a `Trace` marked `incomplete` that callers
