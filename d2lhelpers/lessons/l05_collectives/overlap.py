@@ -129,8 +129,8 @@ class AllreduceOverlap(Reported):
     def traced_overlap(self) -> dict[str, float]:
         """Per device, |all-reduce ∩ matmuls| / the shorter of the two, from the trace.
 
-        1 when the shorter ran entirely while the other did; 0 when they took turns. None
-        from an incomplete trace: its missing rows would read as time not overlapped.
+        1 when the shorter ran entirely while the other did; 0 when they took turns. Empty
+        for an incomplete trace: its missing rows would read as time not overlapped.
         """
         if incomplete_reason(self.rows):
             return {}
