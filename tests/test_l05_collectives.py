@@ -320,7 +320,9 @@ def test_overlap_runs_trace_every_device_in_their_dependency_order(devices):
     for result in (together, apart):
         assert result.rows.incomplete == ""
         assert set(result.traced_overlap()) == set(result.devices)
-        assert "The trace shows the all-reduce and the matmuls" in result.verdict
+        # The trace's rows are in the table whatever the times say (a noisy run: 'No verdict').
+        traced = [row[0] for row in result.tables()[1].rows if row[0].startswith("traced")]
+        assert traced == [f"traced at the same time on CPU:{i}" for i in (0, 1)]
         assert result.combined.median > 0 and result.launch.median > 0
     # One after the other, forced: no matmul starts before its device's all-reduce has ended.
     assert _starts_after_the_allreduce(apart) == dict.fromkeys(apart.devices, True)
