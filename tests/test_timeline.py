@@ -7,7 +7,6 @@ import tensorflow as tf
 import d2lhelpers as d2l
 from d2lhelpers.tracing import timeline
 from d2lhelpers.tracing.timeline import EmptyTraceError, OpEvent
-from d2lhelpers.workloads import branch_weights, mlp_branches_in_one_graph
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the headless backend)
@@ -91,8 +90,8 @@ def test_a_trace_holds_every_matmul_even_after_many_untraced_calls(devices):
     # TensorFlow stops tracing an op its running cost estimate calls cheap (profiler level 3):
     # a few hundred calls of these tiny matmuls used to leave 1 to 3 of the 4 in the trace.
     x = tf.random.stateless_normal((16, 32), seed=(0, 1))
-    run = mlp_branches_in_one_graph(devices[1:3], devices[0])
-    weights = branch_weights(32, 64, 2)
+    run = d2l.mlp_branches_in_one_graph(devices[1:3], devices[0])
+    weights = d2l.branch_weights(32, 64, 2)
     for _ in range(400):
         run(x, weights)
     rows = timeline.trace(run, x, weights)
