@@ -164,6 +164,57 @@ def overhead_row(size: int, n: int, devices) -> Row:
     )
 
 
+def traced_at_once_rows(what: str, rows) -> list[Row]:
+    """How long the first two devices' matmuls ran at once in one traced call, over the shorter
+    one's busy time (ideal 1.0). The scheduler decides this afresh on every run: a measurement,
+    not something a test can assert. An incomplete trace gives its sentence, not a row."""
+    if rows.incomplete:
+        print(f"{what}: {rows.incomplete}", flush=True)
+        return []
+    devices = sorted({r.device for r in rows if r.kind == "matmul"})[:2]
+    if len(devices) < 2:
+        return []
+    busy = [d2l.busy_intervals(rows, device, "matmul") for device in devices]
+    shorter = min(d2l.busy_seconds(b) for b in busy)
+    return [
+        Row(
+            f"{what}: traced at once / shorter busy time",
+            d2l.overlap_seconds(*busy) / shorter,
+            "report",
+            f"ideal 1.00, one traced call on {' and '.join(devices)}",
+            ceiling=1.0,
+        )
+    ]
+
+
+def trace_and_copy_rows(devices, size: int, n: int) -> list[Row]:
+    """Two chains traced on two devices; on logical CPUs, a 'copy' between devices vs memcpy."""
+    if len(devices) < 2:
+        return []
+    xs = [d2l.random_matrix(size, d, seed=i) for i, d in enumerate(devices[:2])]
+    chains = d2l.trace(d2l.chains_in_one_graph(devices[:2], n), *xs)
+    rows = traced_at_once_rows("independent chains on 2 devices", chains)
+    if devices[0].kind == "logical CPU":
+        copy = d2l.local_copy_cost((1 << 20, 64 << 20), min_runs=7)
+        largest = copy.copies[-1].median
+        rows += [
+            Row(
+                "'copy' of 64 MiB between logical CPUs / NumPy copy of 64 MiB",
+                largest / copy.memcpy.median,
+                "<= 0.2",
+                f"ideal ~0 (no bytes move): {d2l.format_seconds(largest)} vs "
+                f"{d2l.format_seconds(copy.memcpy.median)}",
+            ),
+            Row(
+                "'copy' of 64 MiB / 'copy' of 1 MiB between logical CPUs",
+                copy.time_ratio,
+                "<= 4",
+                "ideal 1.0 (no bytes move); 64 if every byte were copied",
+            ),
+        ]
+    return rows
+
+
 def split_model_rows(devices) -> list[Row]:
     """Notebooks 03-04: split runs / one device, next to what the cost models predict."""
     from d2lhelpers.collectives.tf_allreduce import allreduce_in_one_graph, allreduce_inputs
@@ -184,6 +235,7 @@ def split_model_rows(devices) -> list[Row]:
                 floor=1 / model if model else None,
             )
         )
+        rows += traced_at_once_rows(f"MLP, {k} branches", mlp.trace)
     tensor = d2l.run_tensor_parallel(256, 512, n, hidden=1024)
     xs = allreduce_inputs(512 * 256 * 4, tensor.devices)
     reduce = allreduce_in_one_graph(tensor.devices)
@@ -286,6 +338,18 @@ def allreduce_rows(devices) -> list[Row]:
             "the one call that the combined function saves is taken off",
         )
     )
+    for device, share in overlap.traced_overlap().items():
+        rows.append(
+            Row(
+                f"all-reduce and compute traced at once on {device} / shorter part",
+                share,
+                "report",
+                "ideal 1.00: the scheduler's choice on this run (tests assert only the order)",
+                ceiling=1.0,
+            )
+        )
+    if overlap.rows.incomplete:
+        print(f"all-reduce and compute: {overlap.rows.incomplete}", flush=True)
     return rows
 
 
@@ -484,6 +548,7 @@ def main() -> None:
         lambda: rate_rows(devices, size, n),
         lambda: concurrency_panel_rows(devices),
         lambda: [overhead_row(64, 1, devices)],
+        lambda: trace_and_copy_rows(devices, size, n),
         lambda: split_model_rows(devices),
         split_model_estimate_rows,
         lambda: allreduce_rows(devices),

@@ -462,12 +462,18 @@ def test_the_seed_reading_takes_the_numpy_copy_off_before_inferring_rates():
     assert "hypothesis" in text
 
 
-def test_a_copy_between_logical_cpu_devices_moves_no_bytes():
-    result = local_copy.local_copy_cost((1 << 20, 64 << 20), min_runs=5, budget_s=0.3)
-    assert result.size_ratio == 64
-    small, large = (m.median for m in result.copies)
-    assert large < result.memcpy.median / 5 and result.time_ratio < 4 and small > 0
-    assert result.moved_no_bytes and "no bytes moved" in str(result)
+def test_a_copy_between_logical_cpu_devices_is_timed_at_each_size_beside_a_real_copy():
+    # How the times compare is this run's measurement: `make bench` prints the 64 MiB 'copy'
+    # over a real one (ideal ~0) and over the 1 MiB one (ideal 1); the verdict's logic is tested
+    # on given numbers below.
+    result = local_copy.local_copy_cost((64 << 20, 1 << 20), min_runs=5, budget_s=0.3)
+    assert result.sizes == [1 << 20, 64 << 20] and result.size_ratio == 64
+    assert [m.label for m in result.copies] == ["identity of 1.0 MiB", "identity of 64.0 MiB"]
+    # At least 3 runs each: `measure` stops after 3 once the budget is spent (a busy machine).
+    assert all(m.median > 0 and len(m.times) >= 3 for m in [*result.copies, result.memcpy])
+    assert result.memcpy.rate == pytest.approx((64 << 20) / result.memcpy.median)
+    assert result.source != result.destination
+    assert result.verdict.startswith("64x the bytes took") and result.verdict in str(result)
 
 
 def test_local_copy_verdict_follows_the_measurement():
@@ -477,6 +483,11 @@ def test_local_copy_verdict_follows_the_measurement():
         [measurement("c", 1e-4), measurement("c", 3e-3)], memcpy,
     )  # fmt: skip
     assert not real.moved_no_bytes and "really moves" in real.verdict
+    handed_over = local_copy.LocalCopyResult(
+        "/device:CPU:0", "/device:CPU:1", sizes,
+        [measurement("c", 1e-5), measurement("c", 1.2e-5)], memcpy,
+    )  # fmt: skip
+    assert handed_over.moved_no_bytes and "no bytes moved" in str(handed_over)
     with pytest.raises(ValueError):
         local_copy.local_copy_cost((0,))
 

@@ -11,7 +11,7 @@ from d2lhelpers.lessons.l03_mlp_across_devices import BranchResult
 from d2lhelpers.parallel.branches import branch_weights, mlp_branches_in_one_graph
 from d2lhelpers.timing.benchmark import Measurement
 from d2lhelpers.timing.estimate import trace_seconds
-from d2lhelpers.tracing.timeline import OpEvent
+from d2lhelpers.tracing.timeline import OpEvent, Trace
 from tests.notebook_runs import run_edited
 
 matplotlib.use("Agg")
@@ -84,6 +84,19 @@ def test_overlap_sentence_warns_that_one_core_means_turns(monkeypatch):
     assert "took turns on the cores" in one and "1 usable CPU core," in one
 
 
+def test_an_incomplete_trace_gives_its_sentence_not_an_overlap_or_a_timeline():
+    lost = Trace(ROWS[:1], "This trace is incomplete (no matmul on CPU:2 in 3 tries), so ...")
+    assert l03.overlap_sentence(lost, [CPU1, CPU2]) == lost.incomplete  # not "0% of the shorter"
+    incomplete = result(0.010, 0.0051)
+    incomplete.trace = lost
+    assert incomplete.verdict == result(0.010, 0.0051).verdict  # the times still speak
+    fig = l03.plot_branches(incomplete)
+    timeline_ax, bars = fig.axes[:2]
+    assert not timeline_ax.collections and timeline_ax.texts[0].get_text() == lost.incomplete
+    assert bars.patches  # the measured times are still drawn
+    plt.close(fig)
+
+
 def test_plot_shows_the_timeline_and_the_times_beside_the_model():
     fig = l03.plot_branches(result(0.010, 0.0051))
     timeline_ax, bars = fig.axes[:2]
@@ -151,7 +164,10 @@ def test_run_mlp_branches_at_a_tiny_size_reports_progress(devices):
         16, 32, 64, 2, lambda *a: calls.append(a), min_runs=3, budget_s=0.2
     )
     assert found.branches == 2 and found.kind == "logical CPU" and found.trace
-    assert {r.device for r in found.trace if r.kind == "matmul"} == {CPU1, CPU2}
+    # Timed hundreds of times first, each tiny matmul still has its row, on its branch's device.
+    assert found.trace.incomplete == ""
+    matmuls = sorted((r.op, r.device) for r in found.trace if r.kind == "matmul")
+    assert matmuls == [("MatMul", CPU1), ("MatMul_1", CPU1), ("MatMul_2", CPU2), ("MatMul_3", CPU2)]
     statuses = [c[2] for c in calls]
     assert any(s.startswith("timing one branch per device (2), repeat") for s in statuses)
     assert calls[-1] == (3, 3, "done")

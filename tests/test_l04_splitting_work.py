@@ -41,7 +41,7 @@ from d2lhelpers.parallel.result import ParallelResult
 from d2lhelpers.parallel.tensor_parallel import tensor_parallel_in_one_graph
 from d2lhelpers.parallel.tensor_parallel_runs import TensorParallelResult
 from d2lhelpers.timing.estimate import trace_seconds
-from d2lhelpers.tracing.timeline import OpEvent
+from d2lhelpers.tracing.timeline import OpEvent, Trace
 from tests.notebook_runs import run_edited
 
 matplotlib.use("Agg")
@@ -316,6 +316,14 @@ def test_traced_idle_share_is_read_against_the_model_within_the_calls_spread():
     flagged = _trace(at_once, at_once)
     assert flagged.flags() and "flagged" in flagged.verdict and "below the least" in str(flagged)
     assert "cannot fall below 50%" in str(_trace(on_time, cores=1))
+
+
+def test_an_incomplete_trace_gives_its_sentence_not_an_idle_share():
+    lost = [OpEvent("/device:CPU:0", "MatMul", "matmul", i, i + 1) for i in range(4)]
+    traced = _trace(Trace(lost, "This trace is incomplete (no matmul on CPU:1 in 3 tries), so ..."))
+    assert traced.bubble is None  # not 50% idle from a stage whose rows are missing
+    assert traced.verdict == traced.rows.incomplete and traced.flags() == []
+    assert str(traced).startswith(traced.rows.incomplete)
 
 
 def _pipeline(m, step, busy=1.0):

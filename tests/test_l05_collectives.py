@@ -6,13 +6,13 @@ import re
 import time
 
 import matplotlib
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from IPython.lib.pretty import pretty
 
 import d2lhelpers as d2l
+from d2lhelpers.collectives import tf_allreduce as tc
 from d2lhelpers.collectives.algorithms import ALLREDUCE
 from d2lhelpers.collectives.tf_allreduce import alpha_beta_models
 from d2lhelpers.core.units import KiB, MiB
@@ -21,7 +21,7 @@ from d2lhelpers.lessons.l05_collectives import overlap as overlap_module
 from d2lhelpers.lessons.l05_collectives import runs as runs_module
 from d2lhelpers.lessons.l05_collectives import sweep as sweep_module
 from d2lhelpers.timing.benchmark import Measurement
-from d2lhelpers.tracing.timeline import OpEvent
+from d2lhelpers.tracing.timeline import OpEvent, Trace
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the headless backend)
@@ -280,17 +280,33 @@ def test_overlap_traced_fraction_and_its_hypothesis():
     assert "hidden" in table and "traced at the same time on CPU:0" in table
 
 
-def _traced_fractions(result):
-    fractions = result.traced_overlap()
-    assert set(fractions) == set(result.devices)
-    for device in result.devices:  # every device's all-reduce and compute are in the trace
-        assert l05.overlap.allreduce_rows(result.rows, device)
-        assert d2l.busy_intervals(result.rows, device, "matmul")
-    return fractions
+def test_an_incomplete_trace_gives_its_sentence_and_no_traced_share():
+    result = _overlap(11e-3)
+    result.rows = Trace([], "This trace is incomplete (no all-reduce on CPU:1 in 3 tries), so ...")
+    assert result.traced_overlap() == {}  # not 0% for the device whose rows are missing
+    assert result.verdict.endswith(" " + result.rows.incomplete)
+    assert "at the same time for" not in result.verdict
+    assert result.verdict.startswith(_overlap(11e-3).verdict.split(" The trace")[0])  # times
+    compared = result.tables()[1].rows
+    assert ("traced at the same time", "trace incomplete", "") in compared
+    assert not any(row[0].startswith("traced at the same time on") for row in compared)
 
 
-def test_overlap_shows_in_the_trace_only_when_overlapped(devices):
-    # About 2 ms of all-reduce and 6 ms of matmuls per device: the all-reduce fits in the chain.
+def _starts_after_the_allreduce(result) -> dict[str, bool]:
+    """Per device: whether every matmul began once that device's all-reduce had ended."""
+    found = {}
+    for device in result.devices:
+        (reduce,) = l05.overlap.allreduce_rows(result.rows, device)
+        starts = [r.start_s for r in result.rows if r.device == device and r.kind == "matmul"]
+        assert starts, f"no matmul traced on {device}"
+        found[device] = min(starts) >= reduce.end_s
+    return found
+
+
+def test_overlap_runs_trace_every_device_in_their_dependency_order(devices):
+    # What holds on any machine: both parts traced on every device, each run's graph, and the
+    # forced order. How much the overlapped run did overlap is the scheduler's doing on this run
+    # (probed: 0% to 100% per device on 2 busy cores): `make bench` reports it beside its ideal.
     options = {"size": 2 * MiB, "chain_size": 256, "chain_length": 20, **QUICK}
     calls = []
     together = l05.run_allreduce_overlap(2, progress=lambda *a: calls.append(a), **options)
@@ -301,13 +317,23 @@ def test_overlap_shows_in_the_trace_only_when_overlapped(devices):
     assert any(c[2].startswith("measuring launch: the compute function") for c in calls)
     assert any("(round 3 of 3), repeat 1" in c[2] for c in calls)
     assert len(together.launch.times) >= 9  # three turns of at least three runs, pooled
-    overlapped, sequential = _traced_fractions(together), _traced_fractions(apart)
-    # Probed 60 times: overlapped, each device 0.32 to 1.0 (mostly 1.0); one after the other, 0.
-    assert min(overlapped.values()) > 0.15 and np.mean(list(overlapped.values())) > 0.5, overlapped
-    assert max(sequential.values()) < 0.05, sequential
     for result in (together, apart):
-        assert result.combined.median > 0 and result.launch.median > 0 and result.verdict
-    assert apart.ideal == apart.ideal_sequential and together.ideal == together.ideal_overlapped
+        assert result.rows.incomplete == ""
+        assert set(result.traced_overlap()) == set(result.devices)
+        # The trace's rows are in the table whatever the times say (a noisy run: 'No verdict').
+        traced = [row[0] for row in result.tables()[1].rows if row[0].startswith("traced")]
+        assert traced == [f"traced at the same time on CPU:{i}" for i in (0, 1)]
+        assert result.combined.median > 0 and result.launch.median > 0
+    # One after the other, forced: no matmul starts before its device's all-reduce has ended.
+    assert _starts_after_the_allreduce(apart) == dict.fromkeys(apart.devices, True)
+    assert max(apart.traced_overlap().values()) == 0.0
+    grads = tc.allreduce_inputs(2 * MiB, devices[:2])
+    xs = [d2l.random_matrix(256, d) for d in devices[:2]]
+    for overlap, result in ((True, together), (False, apart)):
+        fn = tc.allreduce_and_compute(devices[:2], 20, overlap)
+        waits = tc.allreduce_consumers(fn.get_concrete_function(grads, xs).graph)
+        assert any("MatMul" in op for users in waits.values() for op in users) is not overlap
+        assert result.ideal == (result.ideal_overlapped if overlap else result.ideal_sequential)
 
 
 @pytest.mark.parametrize(
@@ -400,7 +426,8 @@ bad_counts = st.one_of(
 )
 def test_entry_points_refuse_random_bad_values_within_a_second(devices, which, field, value):
     calls = {
-        "sweep": (l05.run_allreduce_sweep, ["n_devices", "sizes", "budget_s"]),
+        # Counts only: a positive float is a valid budget_s, and a drawn 1.0 ran a whole sweep.
+        "sweep": (l05.run_allreduce_sweep, ["n_devices", "sizes", "rounds"]),
         "overlap": (l05.run_allreduce_overlap, ["size", "chain_size", "chain_length"]),
         "model": (l05.run_allreduce_model, ["ranks", "kib", "beta_gbps"]),
     }

@@ -55,7 +55,6 @@ def test_allreduce_job_sums_exactly_and_times_every_size(allreduce_run):
     assert job.sums_correct == [True, True]  # checked inside each worker, every element
     assert all(len(m) == len(SIZES) and min(m) > 0 for m in job.worker_medians_s)
     assert job.times == [max(a, b) for a, b in zip(*job.worker_medians_s, strict=True)]
-    assert job.times[-1] > job.times[0]  # 4 MiB takes longer than 4 KiB
     assert 0 < job.start_s < job.wall_s < 60
     assert "the sums were exact on every worker" in job.verdict
     assert "the sums were exact on every worker" in str(job)  # under the table, too

@@ -6,6 +6,7 @@ import time
 import numpy as np
 import pytest
 
+import d2lhelpers as d2l
 from d2lhelpers.collectives import tf_allreduce as tc
 from d2lhelpers.core.units import MiB
 from d2lhelpers.tracing.timeline import OpEvent
@@ -129,6 +130,14 @@ def test_allreduce_timeline_ends_rows_at_the_first_use_of_their_result():
     assert [r.lane for r in fixed] == ["all-reduce", "all-reduce", rows[2].lane, ""]
     assert tc.allreduce_timeline(rows)[0].end_s == 5.0  # the copy alone bounds it
     assert tc.allreduce_rows(fixed, "/device:CPU:1") == [fixed[1]]
+
+
+def test_a_trace_that_lost_an_allreduce_is_marked_incomplete(devices):
+    run = d2l.chains_in_one_graph(devices[:1], 1)  # a matmul, but no all-reduce to find
+    x = d2l.random_matrix(8, devices[0])
+    rows = tc.trace_with_allreduce(run, x, devices=[devices[0].name], tries=2)
+    assert "no all-reduce on CPU:0 in 2 tries" in rows.incomplete
+    assert tc.allreduce_timeline(rows).incomplete == rows.incomplete  # still marked, redrawn
 
 
 def test_allreduce_consumers_finds_data_and_control_users(devices):

@@ -40,9 +40,16 @@ import tensorflow as tf
 
 from d2lhelpers.collectives.costs import AlphaBeta, fit_alpha_beta
 from d2lhelpers.core.checks import require_count
-from d2lhelpers.core.units import BYTES_PER_FLOAT, KiB, MiB, device_names, format_bytes
+from d2lhelpers.core.units import (
+    BYTES_PER_FLOAT,
+    KiB,
+    MiB,
+    device_names,
+    format_bytes,
+    short_device_name,
+)
 from d2lhelpers.devices import Device, check_fits
-from d2lhelpers.tracing.timeline import OpEvent, device_label, trace
+from d2lhelpers.tracing.timeline import OpEvent, Trace, device_label, incomplete_reason, trace
 from d2lhelpers.workloads import (
     matmul_chain,
 )
@@ -330,6 +337,7 @@ def allreduce_timeline(
     up to 17 ms on 2 loaded cores, while the ops it unblocked already ran), which would draw a
     false overlap. No op can use the result before it exists, so the first copy of it, or the
     first start of an op in `consumers[op]` (see `allreduce_consumers`), bounds the true end.
+    An incomplete trace stays marked so (`Trace.incomplete`).
     """
     consumers = consumers or {}
     fixed = []
@@ -345,19 +353,19 @@ def allreduce_timeline(
             end = max(row.start_s, min([row.end_s, *uses]))
             row = dataclasses.replace(row, end_s=end, lane=ALLREDUCE_LANE)
         fixed.append(row)
-    return fixed
+    return Trace(fixed, incomplete_reason(rows))
 
 
-def trace_with_allreduce(fn, *args, devices: Sequence[str], tries: int = 3) -> list[OpEvent]:
-    """`trace(fn, *args)`, again if an all-reduce row is missing.
+def trace_with_allreduce(fn, *args, devices: Sequence[str], tries: int = 3) -> Trace:
+    """`trace(fn, *args)`, again if an all-reduce row is missing (then marked incomplete).
 
     A collective's profiler event closes after its completion callback; when it is the last op
     of the call, the profiler can stop first and lose it.
     """
     wanted = {device_label(device) for device in devices}
-    rows: list[OpEvent] = []
-    for _ in range(tries):
-        rows = trace(fn, *args)
-        if wanted <= {r.device for r in allreduce_rows(rows)}:
-            break
-    return rows
+
+    def missing_allreduce(rows) -> str:
+        lost = wanted - {r.device for r in allreduce_rows(rows)}
+        return ", ".join(f"no all-reduce on {short_device_name(d)}" for d in sorted(lost))
+
+    return trace(fn, *args, check=missing_allreduce, tries=tries)

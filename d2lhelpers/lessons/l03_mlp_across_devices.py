@@ -49,6 +49,7 @@ from d2lhelpers.tracing.timeline import (
     OpEvent,
     busy_intervals,
     busy_seconds,
+    incomplete_reason,
     overlap_seconds,
     plot_timeline,
     trace,
@@ -70,7 +71,10 @@ def overlap_sentence(rows: Sequence[OpEvent], devices: Sequence[Device | str]) -
 
     On logical CPU devices with fewer usable cores than devices, ops 'at the same time' in a
     trace take turns on the cores: the trace shows them in flight at once, not computing at once.
+    An incomplete trace (`Trace.incomplete`) gives its own sentence instead.
     """
+    if incomplete_reason(rows):
+        return incomplete_reason(rows)  # its missing rows would read as time apart
     names = [d if isinstance(d, str) else d.name for d in devices]
     busy = [busy_intervals(rows, name, "matmul") for name in names]
     lengths = [busy_seconds(b) for b in busy]
@@ -122,7 +126,7 @@ class BranchResult(Reported):
     branches: int
     one_device: Measurement
     split: Measurement
-    trace: list  # timeline.OpEvent rows of one split call
+    trace: list  # timeline.Trace: the OpEvent rows of one split call
     kind: str = "logical CPU"
     cores: int = dataclasses.field(default_factory=usable_cores)
 

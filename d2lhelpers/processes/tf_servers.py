@@ -56,11 +56,14 @@ from d2lhelpers.processes.group import TF_SERVER_JOB, WorkerError, WorkerGroup, 
 from d2lhelpers.timing.benchmark import sync_devices
 from d2lhelpers.tracing.timeline import (
     OpEvent,
+    Trace,
     busy_intervals,
     busy_seconds,
     device_label,
     events_from_xspace,
+    fresh_copy,
     graph_op_devices,
+    incomplete_reason,
     overlap_seconds,
     profiling,
     read_xspace,
@@ -345,8 +348,10 @@ def trace_with_worker(
 
     Returns (rows, source): source `BOTH_TRACED` when the worker's trace holds all
     `expected_matmuls` matmuls of `worker_device`; after `tries` that do not, this process's
-    trace alone (`DRIVER_TRACED`: the copies' receiving ends, no worker compute).
+    trace alone (`DRIVER_TRACED`: the copies' receiving ends, no worker compute). A fresh copy
+    of `fn` is traced, so that small ops are not left out (see `timeline`'s notes).
     """
+    fn = fresh_copy(fn)
     op_devices, identities = graph_op_devices(fn.get_concrete_function(*args).graph)
     worker = device_label(worker_device)
     fn(*args)  # warm: the trace shows a steady call, not tracing and compiling
@@ -359,7 +364,7 @@ def trace_with_worker(
             rows = _without_sync(events_from_xspace(spaces, op_devices, HOST, identities))
             if sum(r.device == worker and r.kind == "matmul" for r in rows) >= expected_matmuls:
                 return rows, BOTH_TRACED
-    return _without_sync(trace(fn, *args, warmup=False)), DRIVER_TRACED
+    return _without_sync(trace(fn, *args)), DRIVER_TRACED
 
 
 def _trace_both(fn, args, worker_address: str, wait_s: float, window_s: float) -> list:
@@ -399,9 +404,9 @@ def _trace_both(fn, args, worker_address: str, wait_s: float, window_s: float) -
         return [read_xspace(path) for path in paths]
 
 
-def _without_sync(rows: list[OpEvent]) -> list[OpEvent]:
+def _without_sync(rows: list[OpEvent]) -> Trace:
     # SyncDevice is the clock's wait after the call, not the call's work.
-    return [r for r in rows if not r.op.startswith("SyncDevice")]
+    return Trace([r for r in rows if not r.op.startswith("SyncDevice")], incomplete_reason(rows))
 
 
 @contextlib.contextmanager

@@ -17,7 +17,7 @@ from d2lhelpers.parallel.pipeline_runs import (
     bubble_from_trace,
     trace_pipeline,
 )
-from d2lhelpers.tracing.timeline import OpEvent
+from d2lhelpers.tracing.timeline import OpEvent, incomplete_reason
 
 
 @dataclasses.dataclass(repr=False)  # IPython shows the tables: _repr_pretty_
@@ -35,17 +35,25 @@ class PipelineTraceResult(Reported):
     cores: int
 
     @property
-    def bubbles(self) -> list[float]:
-        return [bubble_from_trace(rows, self.devices) for rows in self.calls]
+    def whole(self) -> list[list[OpEvent]]:
+        """The calls whose trace holds every op: an incomplete one's missing rows read as idle."""
+        return [rows for rows in self.calls if not incomplete_reason(rows)]
 
     @property
-    def bubble(self) -> float:
-        return statistics.median_low(self.bubbles)
+    def bubbles(self) -> list[float]:
+        return [bubble_from_trace(rows, self.devices) for rows in self.whole]
+
+    @property
+    def bubble(self) -> float | None:
+        """The median idle share of the whole traces; None when no trace was whole."""
+        return statistics.median_low(self.bubbles) if self.bubbles else None
 
     @property
     def rows(self) -> list[OpEvent]:
-        """The timeline of the call whose idle share is the median."""
-        return self.calls[self.bubbles.index(self.bubble)]
+        """The timeline of the call whose idle share is the median (or one that says why not)."""
+        if self.bubble is None:
+            return self.calls[0]
+        return self.whole[self.bubbles.index(self.bubble)]
 
     @property
     def model(self) -> float:
@@ -58,9 +66,17 @@ class PipelineTraceResult(Reported):
     @property
     def spread(self) -> str:
         low, high = min(self.bubbles), max(self.bubbles)
-        return f"{len(self.calls)} traced calls: {low:.0%} to {high:.0%}"
+        whole, traced = len(self.whole), len(self.calls)
+        calls = (
+            f"{traced} traced calls"
+            if whole == traced
+            else f"{whole} whole of {traced} traced calls"
+        )
+        return f"{calls}: {low:.0%} to {high:.0%}"
 
     def flags(self) -> list[str]:
+        if self.bubble is None:
+            return []
         flags = [f for b in self.bubbles for f in fraction_flags(b, "a traced idle share")]
         if not flags and max(self.bubbles) < self.floor:
             flags.append(
@@ -73,6 +89,8 @@ class PipelineTraceResult(Reported):
 
     @property
     def verdict(self) -> str:
+        if self.bubble is None:
+            return incomplete_reason(self.rows)
         if self.flags():
             return "the traced idle share is flagged, not a result (see the warning)"
         low, high = min(self.bubbles), max(self.bubbles)

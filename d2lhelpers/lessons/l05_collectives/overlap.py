@@ -50,7 +50,13 @@ from d2lhelpers.lessons.l05_collectives.runs import (
 from d2lhelpers.timing.benchmark import Measurement
 from d2lhelpers.timing.estimate import measure_seconds
 from d2lhelpers.timing.interleaved import measure_interleaved, turn_options
-from d2lhelpers.tracing.timeline import OpEvent, busy_intervals, busy_seconds, overlap_seconds
+from d2lhelpers.tracing.timeline import (
+    OpEvent,
+    busy_intervals,
+    busy_seconds,
+    incomplete_reason,
+    overlap_seconds,
+)
 from d2lhelpers.workloads import (
     chains_in_one_graph,
     random_matrix,
@@ -123,8 +129,11 @@ class AllreduceOverlap(Reported):
     def traced_overlap(self) -> dict[str, float]:
         """Per device, |all-reduce ∩ matmuls| / the shorter of the two, from the trace.
 
-        1 when the shorter ran entirely while the other did; 0 when they took turns.
+        1 when the shorter ran entirely while the other did; 0 when they took turns. Empty
+        for an incomplete trace: its missing rows would read as time not overlapped.
         """
+        if incomplete_reason(self.rows):
+            return {}
         fractions = {}
         for device in self.devices:
             reducing = busy_intervals(allreduce_rows(self.rows, device))
@@ -179,7 +188,7 @@ class AllreduceOverlap(Reported):
     def _traced_sentence(self, c: Comparison) -> str:
         fractions = self.traced_overlap()
         if not fractions:
-            return "The trace caught no all-reduce and matmuls to compare."
+            return incomplete_reason(self.rows) or "The trace caught no all-reduce and matmuls."
         each = ", ".join(f"{short_device_name(d)} {f:.0%}" for d, f in fractions.items())
         sentence = (
             f"The trace shows the all-reduce and the matmuls at the same time for {each} of "
@@ -237,6 +246,8 @@ class AllreduceOverlap(Reported):
             compared.append(
                 (f"traced at the same time on {short_device_name(device)}", f"{fraction:.0%}", "")
             )
+        if incomplete_reason(self.rows):
+            compared.append(("traced at the same time", "trace incomplete", ""))
         columns = ("ideal, or what was hidden and traced", "value", "both / ideal")
         return [
             measured,
