@@ -22,10 +22,13 @@ import time
 from pathlib import Path
 
 import d2lhelpers as d2l
-from d2lhelpers.core.units import usable_cores
+from d2lhelpers.core.units import format_rate, format_seconds, usable_cores
 from d2lhelpers.core.verdicts import NOISE_FLOOR
+from d2lhelpers.lessons.l01_two_devices import run_concurrency
 from d2lhelpers.references import RESULTS_DIR
 from d2lhelpers.timing.benchmark import MIN_BLOCK_S
+from d2lhelpers.tracing.timeline import busy_intervals, busy_seconds, overlap_seconds
+from d2lhelpers.workloads import chains_in_one_graph
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -61,7 +64,7 @@ class Row:
 def concurrency_rows(devices, size: int, n: int) -> list[Row]:
     """Concurrent k chains on k devices / one chain on one device (ideal 1.0)."""
     cores = usable_cores()
-    result = d2l.run_concurrency(size, n, len(devices), min_runs=7, budget_s=3.0)
+    result = run_concurrency(size, n, len(devices), min_runs=7, budget_s=3.0)
     rows = []
     for k, slowdown, m in zip(
         result.device_counts, result.slowdowns, result.measurements, strict=True
@@ -86,7 +89,7 @@ def rate_rows(devices, size: int, n: int) -> list[Row]:
     device = devices[0]
     peak = d2l.device_peak_rate(device)
     x = d2l.random_matrix(size, device)
-    chain = d2l.chains_in_one_graph([device], n)
+    chain = chains_in_one_graph([device], n)
     m = d2l.measure(
         lambda: chain(x), "chain", flops=d2l.chain_flops(size, n), peak=peak, min_runs=7
     )
@@ -95,7 +98,7 @@ def rate_rows(devices, size: int, n: int) -> list[Row]:
             "workload rate / device's best matmul rate",
             m.rate / m.best_peak,
             ">= 0.8",
-            f"{d2l.format_rate(m.rate)} vs {d2l.format_rate(m.best_peak)} ({size}x{size}, {n} "
+            f"{format_rate(m.rate)} vs {format_rate(m.best_peak)} ({size}x{size}, {n} "
             f"matmuls; noise of rate and peak {m.rate_noise:.0%})"
             + "".join(f"; WARNING: {w}" for w in m.warnings),
             ceiling=1.0,
@@ -110,7 +113,7 @@ def rate_rows(devices, size: int, n: int) -> list[Row]:
                 "per-device rate / (machine baseline / devices per core set)",
                 m.rate / fair,
                 ">= 0.8",
-                f"{d2l.format_rate(m.rate)} vs {d2l.format_rate(baseline)} / {sharing}",
+                f"{format_rate(m.rate)} vs {format_rate(baseline)} / {sharing}",
             )
         )
     return rows
@@ -152,15 +155,15 @@ def overhead_row(size: int, n: int, devices) -> Row:
     """
     empty = d2l.measure(lambda: None, "empty", number=1, min_runs=20, budget_s=1.0)
     x = d2l.random_matrix(size, devices[0])
-    chain = d2l.chains_in_one_graph([devices[0]], n)
+    chain = chains_in_one_graph([devices[0]], n)
     smallest = d2l.measure(lambda: chain(x), "smallest")
     block = max(MIN_BLOCK_S, smallest.median)
     return Row(
         "Benchmark overhead / smallest workload's timed block",
         empty.median / block,
         "<= 0.01",
-        f"one sync + clock read {d2l.format_seconds(empty.median)} per block of "
-        f"{d2l.format_seconds(block)} (workload {d2l.format_seconds(smallest.median)} per call)",
+        f"one sync + clock read {format_seconds(empty.median)} per block of "
+        f"{format_seconds(block)} (workload {format_seconds(smallest.median)} per call)",
     )
 
 
@@ -174,12 +177,12 @@ def traced_at_once_rows(what: str, rows) -> list[Row]:
     devices = sorted({r.device for r in rows if r.kind == "matmul"})[:2]
     if len(devices) < 2:
         return []
-    busy = [d2l.busy_intervals(rows, device, "matmul") for device in devices]
-    shorter = min(d2l.busy_seconds(b) for b in busy)
+    busy = [busy_intervals(rows, device, "matmul") for device in devices]
+    shorter = min(busy_seconds(b) for b in busy)
     return [
         Row(
             f"{what}: traced at once / shorter busy time",
-            d2l.overlap_seconds(*busy) / shorter,
+            overlap_seconds(*busy) / shorter,
             "report",
             f"ideal 1.00, one traced call on {' and '.join(devices)}",
             ceiling=1.0,
@@ -192,7 +195,7 @@ def trace_and_copy_rows(devices, size: int, n: int) -> list[Row]:
     if len(devices) < 2:
         return []
     xs = [d2l.random_matrix(size, d, seed=i) for i, d in enumerate(devices[:2])]
-    chains = d2l.trace(d2l.chains_in_one_graph(devices[:2], n), *xs)
+    chains = d2l.trace(chains_in_one_graph(devices[:2], n), *xs)
     rows = traced_at_once_rows("independent chains on 2 devices", chains)
     if devices[0].kind == "logical CPU":
         copy = d2l.local_copy_cost((1 << 20, 64 << 20), min_runs=7)
@@ -202,8 +205,8 @@ def trace_and_copy_rows(devices, size: int, n: int) -> list[Row]:
                 "'copy' of 64 MiB between logical CPUs / NumPy copy of 64 MiB",
                 largest / copy.memcpy.median,
                 "<= 0.2",
-                f"ideal ~0 (no bytes move): {d2l.format_seconds(largest)} vs "
-                f"{d2l.format_seconds(copy.memcpy.median)}",
+                f"ideal ~0 (no bytes move): {format_seconds(largest)} vs "
+                f"{format_seconds(copy.memcpy.median)}",
             ),
             Row(
                 "'copy' of 64 MiB / 'copy' of 1 MiB between logical CPUs",
@@ -385,8 +388,7 @@ def compute_copy_rows() -> list[Row]:
             "overlapped run+copy / max(run, copy)",
             result.overlapped.median / result.ideal_overlapped,
             "<= 1.10",
-            f"run {d2l.format_seconds(result.run.median)}, copy "
-            f"{d2l.format_seconds(result.copy.median)}",
+            f"run {format_seconds(result.run.median)}, copy {format_seconds(result.copy.median)}",
             floor=1.0,
         ),
         Row(
@@ -407,8 +409,7 @@ def compute_copy_rows() -> list[Row]:
             "copy rate / TCP peak of the same link",
             result.copy_rate / result.link_peak,
             "report",
-            f"{d2l.format_rate(result.copy_rate, 'B/s')} vs "
-            f"{d2l.format_rate(result.link_peak, 'B/s')}",
+            f"{format_rate(result.copy_rate, 'B/s')} vs {format_rate(result.link_peak, 'B/s')}",
             ceiling=1.0,
         ),
     ]
@@ -425,8 +426,8 @@ def serving_rows(devices) -> list[Row]:
         point, capacity = s.saturation_point, s.capacity.tokens_per_s.median
         ratio = point.throughput.median / capacity if point else 0.0
         detail = (
-            f"{d2l.format_rate(point.throughput.median, 'tokens/s')} vs capacity "
-            f"{d2l.format_rate(capacity, 'tokens/s')}; engines busy {point.engine_busy:.0%}"
+            f"{format_rate(point.throughput.median, 'tokens/s')} vs capacity "
+            f"{format_rate(capacity, 'tokens/s')}; engines busy {point.engine_busy:.0%}"
             if point
             else "did not saturate"
         )
@@ -446,8 +447,8 @@ def serving_rows(devices) -> list[Row]:
             "serving, replicas: capacity after a failure / ((n-1)/n x before)",
             replicas.ratio / replicas.expected,
             "report",
-            f"before {d2l.format_rate(replicas.throughput_before.median, 'tokens/s')}, after "
-            f"{d2l.format_rate(replicas.throughput_after.median, 'tokens/s')}",
+            f"before {format_rate(replicas.throughput_before.median, 'tokens/s')}, after "
+            f"{format_rate(replicas.throughput_after.median, 'tokens/s')}",
         )
     )
     panel = d2l.serving_panel()

@@ -9,17 +9,11 @@ from d2lhelpers import _tf_settings  # noqa: F401  (must run before TensorFlow i
 # --- devices, timing, units and reference results ---
 from d2lhelpers.core.counts import (
     chain_flops,
-    mlp_flops,
 )
 from d2lhelpers.core.units import (
-    format_bytes,
-    format_rate,
-    format_seconds,
     usable_cores,
 )
 from d2lhelpers.devices import (
-    Device,
-    check_fits,
     cpu,
     device_summary,
     gpu,
@@ -35,10 +29,7 @@ from d2lhelpers.references import (
 )
 from d2lhelpers.timing.benchmark import (
     Benchmark,
-    Measurement,
-    compare_to_ideal,
     measure,
-    sync_devices,
 )
 from d2lhelpers.timing.peaks import (
     describe_devices,
@@ -56,20 +47,10 @@ from d2lhelpers.tracing.perfetto import (
     save_trace,
 )
 from d2lhelpers.tracing.timeline import (
-    EmptyTraceError,
-    OpEvent,
-    busy_intervals,
-    busy_seconds,
-    overlap_seconds,
     plot_timeline,
     trace,
-    tracing_overhead,
 )
 
-# --- the panel ---
-from d2lhelpers.ui.panel import (
-    Panel,
-)
 
 # --- notebook 01: two devices, two jobs ---
 from d2lhelpers.lessons.l01_two_devices import (
@@ -77,7 +58,6 @@ from d2lhelpers.lessons.l01_two_devices import (
     baseline_verdict,
     concurrency_panel,
     rates_verdict,
-    run_concurrency,
     run_merge_probe,
     separate_calls_verdict,
 )
@@ -87,9 +67,6 @@ from d2lhelpers.references import (
     seed_without_copy,
 )
 from d2lhelpers.workloads import (
-    chains_in_one_graph,
-    identical_matmuls,
-    matmul_chain,
     random_matrix,
 )
 
@@ -192,7 +169,6 @@ from d2lhelpers.processes.mwms import (
 
 # --- notebook 07: serving ---
 from d2lhelpers.lessons.l07_serving import (
-    Window,
     check_layout_tokens,
     memory_fit,
     plot_latency_throughput,
@@ -211,55 +187,34 @@ __all__ = [
     # devices, timing, units and reference results
     "Benchmark",
     "chain_flops",
-    "check_fits",
-    "compare_to_ideal",
     "cpu",
     "describe_devices",
-    "Device",
     "device_peak_rate",
     "device_summary",
-    "format_bytes",
-    "format_rate",
-    "format_seconds",
     "gpu",
     "machine_baseline_rate",
     "measure",
-    "Measurement",
-    "mlp_flops",
     "num_gpus",
     "on_gpu",
     "reference_table",
     "select_devices",
     "setup_devices",
-    "sync_devices",
     "try_all_gpus",
     "try_gpu",
     "usable_cores",
     # tracing and timelines
-    "busy_intervals",
-    "busy_seconds",
     "dependency_levels",
-    "EmptyTraceError",
     "op_graph",
-    "OpEvent",
-    "overlap_seconds",
     "plot_op_graph",
     "plot_timeline",
     "save_trace",
     "trace",
-    "tracing_overhead",
-    # the panel
-    "Panel",
     # notebook 01: two devices, two jobs
     "at_once_verdict",
     "baseline_verdict",
-    "chains_in_one_graph",
     "concurrency_panel",
-    "identical_matmuls",
-    "matmul_chain",
     "random_matrix",
     "rates_verdict",
-    "run_concurrency",
     "run_merge_probe",
     "seed_copy_rate",
     "seed_rate",
@@ -329,7 +284,6 @@ __all__ = [
     "WorkerGroup",
     # notebook 07: serving
     "ServingCode",
-    "Window",
     "check_layout_tokens",
     "decoder_config",
     "memory_fit",

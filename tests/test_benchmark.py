@@ -7,7 +7,6 @@ from d2lhelpers.timing.benchmark import (
     MeasuredPeak,
     Measurement,
     PeakRecord,
-    compare_to_ideal,
     format_rate,
     format_seconds,
     measure,
@@ -131,33 +130,6 @@ def test_measurement_statistics():
     assert m.iqr == pytest.approx(2.0)  # inclusive quartiles: 2.0 and 4.0
     assert m.rate is None
     assert Measurement("z", [0.0, 0.0, 0.0]).median == 0.0
-
-
-def test_compare_to_ideal_flags_results_better_than_ideal():
-    assert compare_to_ideal(1.05, 1.0, "both") == "both: 1.050 s, ideal 1.000 s: 1.05x ideal"
-    assert compare_to_ideal(1.0, 1.0, "same") == "same: 1.000 s, ideal 1.000 s: 1.00x ideal"
-    assert "WARNING: faster than the ideal" in compare_to_ideal(0.7, 1.0, "overlap")
-
-
-def test_compare_to_ideal_without_noise_flags_any_result_below_the_ideal():
-    # the committed reference's overlapped run+copy at 0.94x max(run, copy) passed silently
-    line = compare_to_ideal(0.94, 1.0, "overlapped")
-    assert line.startswith("overlapped: 940.00 ms, ideal 1.000 s: 0.94x ideal  WARNING: ")
-    assert "impossible, so not a result" in line and "(1) the runs were too noisy" in line
-    assert "WARNING" in compare_to_ideal(0.999, 1.0, "x")
-
-
-def test_compare_to_ideal_with_noise_flags_only_beyond_the_noise():
-    assert "WARNING" not in compare_to_ideal(0.95, 1.0, "x", noise=0.05)
-    flagged = compare_to_ideal(0.94, 1.0, "x", noise=0.05)
-    assert "faster than the ideal by more than its noise of 50.00 ms" in flagged
-    # a Measurement brings its own noise: here an IQR of 0.2 s around 0.9 s
-    wide = Measurement("m", [0.8, 0.8, 0.9, 1.0, 1.0])
-    assert "WARNING" not in compare_to_ideal(wide, 1.0, "x")
-    assert compare_to_ideal(wide, 1.0, "x").startswith("x: 900.00 ms, ideal 1.000 s: 0.90x")
-    tight = Measurement("m", [0.9] * 5)
-    assert "noise of 45.00 ms" in compare_to_ideal(tight, 1.0, "x")  # the 5% floor
-    assert "WARNING" not in compare_to_ideal(tight, 1.0, "x", noise=0.2)
 
 
 def timed(seconds: float, runs: int = 5) -> FakeClock:
@@ -452,17 +424,6 @@ def test_a_measurement_prints_in_one_piece():
     assert (
         str(m)
         == "chain: 500.00 ms (IQR 0.0 µs, 3 runs), 4.0 GFLOP/s = 0.80 of the peak 5.0 GFLOP/s"
-    )
-
-
-def test_the_ideal_line_word_for_word():
-    assert compare_to_ideal(3.0, 2.0, "x") == "x: 3.000 s, ideal 2.000 s: 1.50x ideal"
-    assert compare_to_ideal(1.0, 2.0, "x") == (
-        "x: 1.000 s, ideal 2.000 s: 0.50x ideal  WARNING: faster than the ideal: impossible, so "
-        "not a result. Likely causes, in order: (1) the runs were too noisy (another program, or "
-        "another copy of this notebook, was running); (2) the reference (peak or baseline) was "
-        "measured low; (3) work was skipped or merged, or the clock stopped before the device "
-        "finished"
     )
 
 

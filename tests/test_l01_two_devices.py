@@ -13,6 +13,7 @@ from d2lhelpers.lessons.l01_two_devices import ConcurrencyResult, MergeProbeResu
 from d2lhelpers.timing.benchmark import Measurement
 from d2lhelpers.timing.estimate import CALL_S, measure_seconds, trace_seconds
 from d2lhelpers.tracing.optimizer_probe import ProbeRun
+from d2lhelpers.workloads import chains_in_one_graph
 from tests.conftest import ROOT
 
 matplotlib.use("Agg")
@@ -290,7 +291,7 @@ def test_the_panel_runs_the_functions_it_is_given(devices):
 
     def chains(on, n):
         built.append((len(on), n))
-        return d2l.chains_in_one_graph(on, n)
+        return chains_in_one_graph(on, n)
 
     def matrix(size, device, seed=0):
         made.append(size)

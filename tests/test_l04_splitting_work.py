@@ -40,6 +40,7 @@ from d2lhelpers.parallel.replicas import replicas_in_one_graph
 from d2lhelpers.parallel.result import ParallelResult
 from d2lhelpers.parallel.tensor_parallel import tensor_parallel_in_one_graph
 from d2lhelpers.parallel.tensor_parallel_runs import TensorParallelResult
+from d2lhelpers.timing.benchmark import Measurement
 from d2lhelpers.timing.estimate import trace_seconds
 from d2lhelpers.tracing.timeline import OpEvent, Trace
 from tests.notebook_runs import run_edited
@@ -49,7 +50,7 @@ FAST = {"min_runs": 3, "max_runs": 3, "budget_s": 0.05}
 
 
 def _m(label, t):
-    return d2l.Measurement(label, [t, t, t])
+    return Measurement(label, [t, t, t])
 
 
 def _common(scheme, time_s, error=0.0):

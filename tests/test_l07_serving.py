@@ -190,7 +190,7 @@ def test_an_edited_notebook_cell_changes_what_the_panel_runs():
     heavy = {
         'run = d2l.run_serving("replicas", n_devices=2, load=0.7, width=width, code=code)': (
             'run = d2l.run_serving("replicas", 2, 0.5, width=16, n_out=3, '
-            "window=d2l.Window(0.05, 0.1, 0.1), code=code)"
+            "window=Window(0.05, 0.1, 0.1), code=code)"
         ),
         "sweep = d2l.run_load_sweep(2, width=width, code=code)": "sweep = None",
         "d2l.plot_latency_throughput(sweep)\nsweep": "",

@@ -6,7 +6,6 @@ import tensorflow as tf
 from hypothesis import given
 from hypothesis import strategies as st
 
-import d2lhelpers as d2l
 from d2lhelpers.core.checks import require_counts, require_measure_options, require_rate
 from d2lhelpers.core.counts import mlp_bytes, mlp_flops
 from d2lhelpers.parallel.model import (
@@ -20,6 +19,7 @@ from d2lhelpers.parallel.model import (
     split_sizes,
 )
 from d2lhelpers.parallel.result import ParallelResult, communication_note
+from d2lhelpers.timing.benchmark import Measurement
 
 
 def test_split_sizes_uneven_larger_first():
@@ -114,7 +114,7 @@ def test_communication_note_says_what_a_hand_over_is():
 
 
 def _m(label, *times, warnings=()):
-    return d2l.Measurement(label, list(times), warnings=list(warnings))
+    return Measurement(label, list(times), warnings=list(warnings))
 
 
 def _run(

@@ -11,6 +11,7 @@ import pytest
 import d2lhelpers as d2l
 from d2lhelpers.tracing import perfetto, timeline
 from d2lhelpers.tracing.timeline import OpEvent
+from d2lhelpers.workloads import chains_in_one_graph
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the headless backend)
@@ -169,7 +170,7 @@ def test_one_process_per_tensorflow_process_and_one_track_per_device_and_lane():
 
 def test_a_real_trace_saves_what_its_timeline_draws(devices, tmp_path):
     x = d2l.random_matrix(64, devices[0])
-    both = d2l.chains_in_one_graph(devices[:2], 3)
+    both = chains_in_one_graph(devices[:2], 3)
     rows = d2l.trace(both, x, x)
     saved = d2l.save_trace(rows, tmp_path / "real.json.gz")  # gzipped: both viewers read it
     with gzip.open(saved.path, "rt") as file:

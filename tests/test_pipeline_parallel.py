@@ -5,7 +5,6 @@ import time
 import numpy as np
 import pytest
 
-import d2lhelpers as d2l
 from d2lhelpers.parallel.model import dense_stack, input_batch, split_sizes, stack_weights
 from d2lhelpers.parallel.pipeline_parallel import (
     count_hand_overs,
@@ -20,6 +19,7 @@ from d2lhelpers.parallel.pipeline_runs import (
     run_pipeline_parallel,
     trace_pipeline,
 )
+from d2lhelpers.timing.benchmark import Measurement
 from d2lhelpers.tracing.timeline import OpEvent
 
 FAST = {"min_runs": 3, "max_runs": 3, "budget_s": 0.05}
@@ -100,7 +100,7 @@ def test_run_pipeline_parallel_small(devices):
 
 def _pipeline(step, busy, p=2, m=4, cores=8, kind="logical CPU", noise=0.0):
     def m_(label, t):
-        return d2l.Measurement(label, [t - noise, t, t + noise])
+        return Measurement(label, [t - noise, t, t + noise])
 
     return PipelineResult(
         scheme="pipeline parallel",

@@ -10,6 +10,7 @@ import d2lhelpers as d2l
 from d2lhelpers.collectives import tf_allreduce as tc
 from d2lhelpers.core.units import MiB
 from d2lhelpers.tracing.timeline import OpEvent
+from d2lhelpers.workloads import chains_in_one_graph
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 4])
@@ -133,7 +134,7 @@ def test_allreduce_timeline_ends_rows_at_the_first_use_of_their_result():
 
 
 def test_a_trace_that_lost_an_allreduce_is_marked_incomplete(devices):
-    run = d2l.chains_in_one_graph(devices[:1], 1)  # a matmul, but no all-reduce to find
+    run = chains_in_one_graph(devices[:1], 1)  # a matmul, but no all-reduce to find
     x = d2l.random_matrix(8, devices[0])
     rows = tc.trace_with_allreduce(run, x, devices=[devices[0].name], tries=2)
     assert "no all-reduce on CPU:0 in 2 tries" in rows.incomplete

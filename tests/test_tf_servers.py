@@ -26,6 +26,7 @@ import json, os, socket, time
 import d2lhelpers as d2l
 import tensorflow as tf
 from d2lhelpers.processes.tf_servers import remote_tf_workers
+from d2lhelpers.timing.benchmark import sync_devices
 from d2lhelpers.processes.group import free_ports
 
 devices = d2l.setup_devices()
@@ -47,7 +48,7 @@ with remote_tf_workers(1, pick_ports=lambda n: picks.pop() if picks else free_po
     worker_pid = remote.group.pids[0]
 report["after"] = [d.name for d in tf.config.list_logical_devices()]
 began = time.perf_counter()
-d2l.sync_devices()
+sync_devices()
 report["sync_s"] = time.perf_counter() - began
 report["here_still_valid"] = float(here[1])
 report["worker_pid"] = worker_pid
@@ -143,13 +144,14 @@ WORKER_DIES = r"""
 import os, signal, sys, time
 import d2lhelpers as d2l
 from d2lhelpers.processes import tf_servers as ts
+from d2lhelpers.timing.benchmark import sync_devices
 
 d2l.setup_devices()
 with ts.remote_tf_workers(1) as remote:
     with ts.exit_if_worker_dies(remote.check_alive, period_s=0.1):
         print(remote.group.pids[0], flush=True)
         os.kill(remote.group.pids[0], signal.SIGKILL)
-        d2l.sync_devices()  # waits on the dead worker forever: only the watcher can end this
+        sync_devices()  # waits on the dead worker forever: only the watcher can end this
         time.sleep(30)
 print("not reached", flush=True)
 """

@@ -8,6 +8,7 @@ import d2lhelpers as d2l
 from d2lhelpers.parallel import branches
 from d2lhelpers.tracing import timeline
 from d2lhelpers.tracing.timeline import EmptyTraceError, OpEvent
+from d2lhelpers.workloads import chains_in_one_graph, matmul_chain
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the headless backend)
@@ -77,7 +78,7 @@ def test_independent_chains_trace_as_one_ordered_chain_per_device(devices):
     # What must hold on any machine: which ops ran where, and in what order. How much the two
     # chains overlapped is the scheduler's doing on this run: `make bench` reports it.
     xs = [d2l.random_matrix(400, d, seed=i) for i, d in enumerate(devices[:2])]
-    run = d2l.chains_in_one_graph(devices[:2], 5)
+    run = chains_in_one_graph(devices[:2], 5)
     rows = timeline.trace(run, *xs)
     assert rows.incomplete == ""
     for device in (timeline.device_label(d.name) for d in devices[:2]):
@@ -104,7 +105,7 @@ def test_a_trace_holds_every_matmul_even_after_many_untraced_calls(devices):
 
 
 def test_an_incomplete_trace_says_so_in_one_sentence_and_draws_nothing(devices, capsys):
-    run = d2l.chains_in_one_graph(devices[:1], 2)
+    run = chains_in_one_graph(devices[:1], 2)
     x = d2l.random_matrix(16, devices[0])
     rows = timeline.trace(run, x, check=lambda rows: "no all-reduce on CPU:9", tries=2)
     assert rows.incomplete == (
@@ -126,9 +127,9 @@ def test_a_dependent_chain_split_across_two_devices_never_overlaps(devices):
     @tf.function
     def dependent(x):
         with tf.device(first):
-            y = d2l.matmul_chain(x, 3)
+            y = matmul_chain(x, 3)
         with tf.device(second):
-            return d2l.matmul_chain(y, 3)  # every product here waits for y
+            return matmul_chain(y, 3)  # every product here waits for y
 
     rows = timeline.trace(dependent, d2l.random_matrix(300, devices[0]))
 
@@ -140,17 +141,8 @@ def test_a_dependent_chain_split_across_two_devices_never_overlaps(devices):
     assert zero[-1][1] <= copies[0].start_s <= copies[0].end_s <= one[0][0]
 
 
-def test_tracing_overhead_times_both_and_leaves_no_profiler_running(devices):
-    xs = [d2l.random_matrix(64, devices[0])]
-    run = d2l.chains_in_one_graph(devices[:1], 2)
-    overhead = timeline.tracing_overhead(run, *xs, min_runs=3, max_runs=3, budget_s=0.5)
-    assert len(overhead.untraced.times) == len(overhead.traced.times) == 3
-    assert overhead.ratio > 0 and "tracing costs" in str(overhead)
-    assert timeline.trace(run, *xs)  # the profiler was stopped: a new trace can start
-
-
 def test_a_second_profiler_session_is_refused_clearly(devices, tmp_path):
-    run = d2l.chains_in_one_graph(devices[:1], 1)
+    run = chains_in_one_graph(devices[:1], 1)
     x = d2l.random_matrix(8, devices[0])
     with timeline.profiling(tmp_path), pytest.raises(RuntimeError, match="another profiler"):
         timeline.trace(run, x)

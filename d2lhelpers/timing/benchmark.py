@@ -26,7 +26,6 @@ from d2lhelpers.core.verdicts import (
     NOISY_IQR,
     above_limit,
     impossible,
-    noise_of,
     relative_noise,
 )
 
@@ -308,24 +307,3 @@ def measurement_warnings(m: Measurement) -> list[str]:
         )
     )
     return found
-
-
-def compare_to_ideal(
-    measured: float | Measurement, ideal: float, label: str, noise: float | None = None
-) -> str:
-    """One line: a measured time beside its ideal, flagging a result better than the ideal.
-
-    No time can beat its ideal. Without a known `noise` (in seconds) any time below the ideal is
-    flagged; with one (given, or taken from a `Measurement`'s IQR and the noise floor), only a
-    time below the ideal by more than the noise.
-    """
-    if isinstance(measured, Measurement):
-        noise = noise_of(measured) if noise is None else noise
-        measured = measured.median
-    ratio = measured / ideal
-    line = f"{label}: {format_seconds(measured)}, ideal {format_seconds(ideal)}: {ratio:.2f}x ideal"
-    allowance = 0.0 if noise is None else noise
-    if measured < ideal - allowance:
-        beyond = f" by more than its noise of {format_seconds(noise)}" if noise else ""
-        line += "  WARNING: " + impossible(f"faster than the ideal{beyond}")
-    return line

@@ -46,7 +46,6 @@ The XSpace itself is read by `d2lhelpers.tracing.xspace`.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import glob
 import os
 import re
@@ -57,8 +56,8 @@ import matplotlib.pyplot as plt
 import tensorflow as tf
 from matplotlib.patches import Patch
 
-from d2lhelpers.core.units import format_seconds, short_device_name
-from d2lhelpers.timing.benchmark import Measurement, measure, sync_devices
+from d2lhelpers.core.units import short_device_name
+from d2lhelpers.timing.benchmark import sync_devices
 from d2lhelpers.tracing.xspace import (  # noqa: F401  (re-exported: callers read traces through here)
     KINDS,
     EmptyTraceError,
@@ -237,32 +236,6 @@ def overlap_seconds(a: Sequence[tuple[float, float]], b: Sequence[tuple[float, f
         else:
             j += 1
     return total
-
-
-@dataclasses.dataclass
-class TracingOverhead:
-    """The same call timed with the profiler off and on (ideal: the same time)."""
-
-    untraced: Measurement
-    traced: Measurement
-
-    @property
-    def ratio(self) -> float:
-        return self.traced.median / self.untraced.median
-
-    def __str__(self) -> str:
-        return (
-            f"untraced {format_seconds(self.untraced.median)}, traced "
-            f"{format_seconds(self.traced.median)}: tracing costs {self.ratio - 1:+.0%}"
-        )
-
-
-def tracing_overhead(fn: Callable, *args, **measure_options) -> TracingOverhead:
-    """Time `fn(*args)` without, then with, the profiler recording (`measure`'s options apply)."""
-    untraced = measure(lambda: fn(*args), "untraced", **measure_options)
-    with tempfile.TemporaryDirectory() as logdir, profiling(logdir):
-        traced = measure(lambda: fn(*args), "traced (profiler on)", **measure_options)
-    return TracingOverhead(untraced, traced)
 
 
 def plot_timeline(rows: Sequence[OpEvent], title: str = "timeline", ax=None):
