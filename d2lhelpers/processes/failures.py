@@ -151,6 +151,14 @@ def error_line(error: WorkerError) -> str:
 
 
 _EXCEPTION_LINE = re.compile(r"\s+(?:\w+\.)*(\w+(?:Error|Exception)): ")
+# TensorFlow's annotations of where in its graph an error came from: not a cause a learner can use.
+_TF_LOCATIONS = re.compile(r"\s*(\[\[\{\{node [^}]*\}\}\]\]|\[Op:[^\]]*\]|name: \S*)")
+
+
+def cause_sentence(error: WorkerError) -> str:
+    """One sentence: which worker failed, how, and TF's reason, without TF's node names."""
+    line = " ".join(_TF_LOCATIONS.sub("", error_line(error)).split()).rstrip(" :.;")
+    return f"{line}."
 
 
 def _indent(text: str) -> str:

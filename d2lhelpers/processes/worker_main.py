@@ -10,9 +10,12 @@ Protocol: one JSON object per line on the process's original stdout, each with o
 `{"error": {"text": traceback, "port_in_use": bool}}`. Everything else the target (or
 TensorFlow's C++ code) prints goes to stderr, so stray prints cannot corrupt the protocol.
 
-Environment set by the parent: the worker's index, every worker's port, JSON args, and the
-parent's pid. A watchdog thread ends the worker (and its own children) if that parent dies, so
-that even a hard kill of the notebook's kernel leaves no orphan behind.
+Environment set by the parent: the worker's index, every worker's port, JSON args, the
+parent's pid, and optionally sources: Python text (a notebook's edited functions) run in a copy of
+the target module's namespace before the target is looked up there, so that the worker runs the
+code the learner's kernel holds, not the package's copy of it. A watchdog thread ends the worker
+(and its own children) if that parent dies, so that even a hard kill of the notebook's kernel
+leaves no orphan behind.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import importlib
 import importlib.util
 import json
 import os
+import resource
 import signal
 import sys
 import threading
@@ -32,6 +36,7 @@ INDEX_VAR = "D2L_WORKER_INDEX"
 PORTS_VAR = "D2L_WORKER_PORTS"
 ARGS_VAR = "D2L_WORKER_ARGS"
 PARENT_VAR = "D2L_WORKER_PARENT_PID"
+SOURCES_VAR = "D2L_WORKER_SOURCES"
 LOOPBACK = "127.0.0.1"
 WATCHDOG_PERIOD_S = 0.5
 # What a failed bind looks like: Python's OSError, or TensorFlow's gRPC server refusing to start.
@@ -72,14 +77,30 @@ class WorkerContext:
             self._protocol.write(line)
             self._protocol.flush()
 
+    def memory(self) -> dict:
+        """This process's peak resident set, and its PSS now (shared library pages split)."""
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
+        pss = 0
+        try:
+            with open("/proc/self/smaps_rollup") as rollup:
+                pss = next(int(line.split()[1]) * 1024 for line in rollup if line[:4] == "Pss:")
+        except OSError:
+            pass
+        return {"peak_rss_bytes": peak, "pss_bytes": pss}
+
     def wait_until_ended(self) -> None:
         """Block until the parent ends this worker (for servers that have nothing else to do)."""
         while True:
             time.sleep(WATCHDOG_PERIOD_S)
 
 
-def load_target(target: str):
-    """'package.module:function' or '/path/to/file.py:function' -> the function."""
+def load_target(target: str, sources: list[str] = ()):
+    """'package.module:function' or '/path/to/file.py:function' -> the function.
+
+    With `sources`, each is run (in order) in a copy of the module's namespace, and the function
+    is looked up there: a shipped function replaces the module's own, and calls between shipped
+    functions (by name) reach each other, the module's other names staying available.
+    """
     location, _, name = target.rpartition(":")
     if not location or not name:
         raise ValueError(f"target must be 'module:function' or 'file.py:function', got {target!r}")
@@ -89,7 +110,12 @@ def load_target(target: str):
         spec.loader.exec_module(module)
     else:
         module = importlib.import_module(location)
-    return getattr(module, name)
+    if not sources:
+        return getattr(module, name)
+    namespace = dict(vars(module))
+    for source in sources:
+        exec(compile(source, f"<shipped to worker: {target}>", "exec"), namespace)
+    return namespace[name]
 
 
 def is_port_in_use(error: BaseException) -> bool:
@@ -122,7 +148,8 @@ def main(target: str) -> int:
         protocol,
     )
     try:
-        result = load_target(target)(context)
+        sources = json.loads(os.environ.get(SOURCES_VAR, "[]"))
+        result = load_target(target, sources)(context)
         json.dumps(result)  # a result that cannot be sent is reported as this worker's error
     except BaseException as error:  # SystemExit and KeyboardInterrupt are reported too
         report = {"text": traceback.format_exc(), "port_in_use": is_port_in_use(error)}
