@@ -345,6 +345,8 @@ def run_failure(
             options = {**group_options}
             if "hosts" in group_options:  # each job's workers on their own hosts
                 options["hosts"] = group_options["hosts"][offsets[g] : offsets[g] + size]
+            if "launch" in group_options:
+                options["launch"] = _shifted(group_options["launch"], offsets[g])
             group = WorkerGroup(
                 target,
                 size,
@@ -413,6 +415,11 @@ def run_replicas_vs_group(
         run_failure(layout, n_workers, worker=worker, board=board, **options) for layout in LAYOUTS
     ]
     return ReplicasVsGroupResult(*demos)
+
+
+def _shifted(launch, offset: int):
+    """A job's `launch` by its workers' index among all the demo's workers."""
+    return lambda index: launch(offset + index)
 
 
 class _Cut(threading.Thread):
