@@ -151,10 +151,22 @@ class Hosts:
         for k, name in enumerate(self.names):
             verb = "add" if add else "change"
             run(
-                "tc", "-n", name, "qdisc", verb, "dev", self.device(k), "root", "tbf",
-                "rate", f"{int(rate_bit_s)}bit", "burst", str(BURST_BYTES),
-                "latency", f"{LATENCY_MS}ms",
-            )  # fmt: skip
+                "tc",
+                "-n",
+                name,
+                "qdisc",
+                verb,
+                "dev",
+                self.device(k),
+                "root",
+                "tbf",
+                "rate",
+                f"{int(rate_bit_s)}bit",
+                "burst",
+                str(BURST_BYTES),
+                "latency",
+                f"{LATENCY_MS}ms",
+            )
 
     def cut(self, index: int) -> None:
         """Host `index`'s link down: the failure demo's network fault."""
@@ -263,7 +275,7 @@ def allreduce_at(hosts: Hosts, l06, group: dict) -> dict:
             "measured_s": times[s],
             "predicted_s": fit.predict(s),
             "residual": times[s] / fit.predict(s) - 1,
-        }  # fmt: skip
+        }
         for s in HELD_OUT_SIZES
     ]
     return {
@@ -280,6 +292,32 @@ def allreduce_at(hosts: Hosts, l06, group: dict) -> dict:
         # bytes per size across the link: in a ring of 2, each worker sends S (two halves)
         "effective_rate_bytes_per_s": [s / max(t - fit.alpha_s, 1e-9) for s, t in times.items()],
     }
+
+
+def diagnosis(found: dict, tcp_bytes_per_s: float) -> list[str]:
+    """Why the alpha-beta check holds or not at this rate, from this run's measurements."""
+    rate, words = found["rate_bit_s"] / 8, []
+    tcp = tcp_bytes_per_s / rate
+    if tcp < (1 - GOAL) * payload_share():
+        words.append(
+            f"raw TCP across this link reaches only {tcp:.0%} of the set rate: the limiter is not "
+            "what sets the pace here, the CPU is (both namespaces share this machine's cores)"
+        )
+    off = abs(found["beta_over_rate"] - 1) > GOAL
+    words.append(
+        f"fitted beta is {found['beta_over_rate']:.2f} of the set rate "
+        f"({'outside' if off else 'within'} 15%), {found['beta_over_payload_rate']:.2f} of "
+        f"the payload rate (tbf counts whole frames: TCP payload is {payload_share():.1%} of one)"
+    )
+    for held in found["held_out"]:
+        if abs(held["residual"]) > GOAL and held["bytes"] <= 4 * BURST_BYTES:
+            words.append(
+                f"{held['bytes']} B is within 4 bursts of tbf's bucket ({BURST_BYTES} B pass at "
+                f"the wire's speed): faster than a steady rate predicts ({held['residual']:+.0%})"
+            )
+        elif abs(held["residual"]) > GOAL:
+            words.append(f"{held['bytes']} B: {held['residual']:+.0%}, outside +-15% (see tcp)")
+    return words
 
 
 def training_across(hosts: Hosts, l06, group: dict, link) -> dict:
@@ -344,7 +382,7 @@ def compute_copy_across(hosts: Hosts) -> dict:
             "d2lhelpers.processes.tf_servers",
             "--address",
             address,
-        ],  # fmt: skip
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
@@ -384,6 +422,7 @@ def machine() -> dict:
         "tensorflow": importlib.metadata.version("tensorflow"),
         "python": platform.python_version(),
         "kernel": platform.release(),
+        "load_average_at_start": os.getloadavg()[0],  # other programs sharing the cores
         "date": datetime.date.today().isoformat(),
     }
 
@@ -419,11 +458,18 @@ def main(argv=None) -> int:
                 hosts.set_rate(rate)
                 report["tcp_bytes_per_s"].append(tcp_rate(hosts))
                 report["allreduce"].append(allreduce_at(hosts, l06, group))
+                report["allreduce"][-1]["tcp_over_rate"] = report["tcp_bytes_per_s"][-1] / (
+                    rate / 8
+                )
+                report["allreduce"][-1]["why"] = diagnosis(
+                    report["allreduce"][-1], report["tcp_bytes_per_s"][-1]
+                )
                 print(_allreduce_line(report["allreduce"][-1], report["tcp_bytes_per_s"][-1]))
             del group["where"]
             slow = report["allreduce"][-1]
-            link = l06.AllReduceJobResult(2, slow["sizes"], slow["worker_medians_s"], [True] * 2,
-                                          [], 0, 0).link  # fmt: skip
+            link = l06.AllReduceJobResult(
+                2, slow["sizes"], slow["worker_medians_s"], [True] * 2, [], 0, 0
+            ).link
             report["training"] = training_across(hosts, l06, group, link)
             print(f"training across the slow link: {report['training']['two_vs_one']}")
             report["failure"] = failures_across(hosts, l06, group)

@@ -6,6 +6,7 @@ per module and several tests read each. After every test the process table must 
 that a worker group of this process started.
 """
 
+import json
 import math
 import time
 
@@ -17,7 +18,7 @@ from d2lhelpers.collectives.algorithms import allreduce_time_s
 from d2lhelpers.collectives.costs import AlphaBeta
 from d2lhelpers.core.units import GiB, KiB, MiB
 from d2lhelpers.lessons import l06_multi_process as l06
-from d2lhelpers.lessons.l06_multi_process import allreduce, failure, jobs, panels, training
+from d2lhelpers.lessons.l06_multi_process import allreduce, failure, hosts, jobs, panels, training
 from d2lhelpers.processes.failures import WorkerError
 from tests.conftest import started_by_this_process, wait_until_gone
 
@@ -332,7 +333,7 @@ def _reports(step_s, start, count, first=1):
             "loss": 1.0,
             "step_s": step_s,
             "at": start + i * step_s,
-        }  # fmt: skip
+        }
         for i in range(count)
     ]
 
@@ -475,21 +476,60 @@ def test_a_panel_refusal_names_the_slider_and_starts_nothing(monkeypatch, no_wor
 def test_an_edited_worker_cell_changes_what_the_panel_runs():
     from tests.notebook_runs import run_edited
 
+    job = "job = d2l.run_allreduce_job(n_workers=2, worker=allreduce_worker"
+    panel = "panel = d2l.cluster_panel(allreduce_worker, training_worker)\n"
+    step = "    n, batch = strategy.num_replicas_in_sync,"
     edits = {
         # the learner's edit: the training worker now fails at once, in every worker
-        '    args = context.args\n    strategy = multi_worker_strategy(args["timeout_s"])\n    n, batch':
-        '    raise RuntimeError("edited in the notebook")\n    args = context.args\n'
-        '    strategy = multi_worker_strategy(args["timeout_s"])\n    n, batch',
+        step: f'    raise RuntimeError("edited in the notebook")\n{step}',
         # small sizes, and no training before the panel: the test stays short
-        "job = d2l.run_allreduce_job(n_workers=2, worker=allreduce_worker)":
-        "job = d2l.run_allreduce_job(n_workers=2, worker=allreduce_worker, sizes=[4096, 8192])",
+        f"{job})": f"{job}, sizes=[4096, 8192])",
+        "d2l.plot_allreduce_job(job)\njob": "print(job.verdict)",
         "sweep = d2l.run_training_sweep((1, 2), link=job.link, worker=training_worker)": "pass",
         "d2l.plot_training_sweep(sweep)\nsweep": "",
-        "panel = d2l.cluster_panel(allreduce_worker, training_worker)\npanel":
-        "panel = d2l.cluster_panel(allreduce_worker, training_worker)\n"
-        "panel.sliders['largest_kib'].value = 64\npanel.run()\nprint('PANEL:', panel.error)",
-    }  # fmt: skip
+        "d2l.hosts_reference(job, sweep)": "d2l.hosts_reference(job)",
+        f"{panel}panel": f"{panel}panel.sliders['largest_kib'].value = 64\npanel.run()\n"
+        "print('PANEL:', panel.error)",
+    }
     outputs = run_edited("06_multi_process", edits, until="panel = d2l.cluster_panel")
     assert "the sums were exact on every worker" in "".join(outputs)  # the unedited worker ran
     (panel,) = [text for text in outputs if "PANEL:" in text]
     assert "worker 0 of 1" in panel and "RuntimeError: edited in the notebook." in panel
+
+
+def _hosts_file():
+    held = [{"bytes": 2 << 20, "measured_s": 0.1, "predicted_s": 0.09, "residual": 0.11}]
+    slow = {"rate_bit_s": 200e6, "alpha_s": 2e-3, "beta_bytes_per_s": 2.4e7}
+    fast = {"rate_bit_s": 1e9, "alpha_s": 2e-3, "beta_bytes_per_s": 3e7}
+    return {
+        "machine": {"processor": "x86_64", "cpu_cores": 2, "tensorflow": "2.21.0", "date": "d"},
+        "link": {"burst_bytes": 65536, "mtu": 1500, "payload_share": 0.956},
+        "allreduce": [
+            {**fast, "beta_over_rate": 0.24, "held_out": held},
+            {**slow, "beta_over_rate": 0.96, "held_out": held},
+        ],
+        "training": {"two_vs_one": "2 workers: fewer samples/s than one worker (3.1x)"},
+        "failure": {"group, link down": {"verdict": "the job failed as a whole"}},
+    }
+
+
+def test_the_committed_two_host_run_stands_beside_this_one(tmp_path):
+    exact = [2e-3 + s / 3e8 for s in SIZES]
+    job = _fake_allreduce([exact, exact], SIZES)
+    path = tmp_path / "hosts.json"
+    path.write_text(json.dumps(_hosts_file()))
+    result = l06.hosts_reference(job, None, path)
+    links, failures = result.tables()
+    assert [row[0] for row in links.rows] == [
+        "loopback, this run",
+        "two hosts, 1000 Mbit/s link",
+        "two hosts, 200 Mbit/s link",
+    ]
+    assert links.rows[0][3] == "585.9 KiB"  # alpha x beta: 2 ms x 300 MB/s
+    assert links.rows[2][3:6] == ("46.9 KiB", "0.96", "+11%")  # 2 ms x 24 MB/s
+    assert links.rows[2][6].startswith("2 workers: fewer") and links.rows[1][6] == ""
+    assert links.title.count("x86_64") == 1  # the machine is named once, in the title
+    assert failures.rows == [("group, link down", "the job failed as a whole")]
+    missing = l06.hosts_reference(job, None, tmp_path / "none.json")
+    assert "no committed two-host results" in str(missing)
+    assert hosts.break_even_bytes(2e-3, 1e8) == pytest.approx(2e5)

@@ -26,6 +26,7 @@ from d2lhelpers.lessons.l06_multi_process.failure import (
     run_failure,
     run_replicas_vs_group,
 )
+from d2lhelpers.lessons.l06_multi_process.hosts import HostsReferenceResult, hosts_reference
 from d2lhelpers.lessons.l06_multi_process.jobs import MachineDefaults, machine_defaults
 from d2lhelpers.lessons.l06_multi_process.panels import ClusterResult, cluster_panel, failure_panel
 from d2lhelpers.lessons.l06_multi_process.training import (
@@ -42,6 +43,7 @@ __all__ = [
     "BreakEvenResult",
     "ClusterResult",
     "FailureResult",
+    "HostsReferenceResult",
     "MachineDefaults",
     "ReplicasVsGroupResult",
     "TrainingJobResult",
@@ -50,6 +52,7 @@ __all__ = [
     "break_even_step_s",
     "cluster_panel",
     "failure_panel",
+    "hosts_reference",
     "machine_defaults",
     "plot_allreduce_job",
     "plot_failure",

@@ -1,9 +1,11 @@
 """Notebook 06's two panels: K worker processes (all-reduce sweep, then training with 1, 2, K
-workers against the models), and killing one worker of replicas or of one group.
+workers against the models), and killing one worker of replicas and of one group.
 
-Both run nothing until Run, admit every value before any process starts, print nothing, and
-report each worker's progress; their estimates use constants measured on a 2-core machine
-(`START_S`, `ALPHA_S`, `BETA_BYTES_PER_S`, `FLOPS_PER_S`), scaled by the usable cores.
+Both take the worker functions the notebook defined, run nothing until Run, admit every value
+before any process starts, print nothing, and report each worker's progress. Their estimates
+start from `timing.estimate` (a process's start, a trace) and add constants measured on a
+2-core machine (`MWMS_START_S`, `ALPHA_S`, `BETA_BYTES_PER_S`, `FLOPS_PER_S`), scaled by the
+usable cores when the workers outnumber them.
 """
 
 from __future__ import annotations
@@ -41,14 +43,15 @@ from d2lhelpers.lessons.l06_multi_process.training import (
 from d2lhelpers.processes import mwms
 from d2lhelpers.processes.progress import ProgressBoard
 from d2lhelpers.processes.worker_memory import RING_COPIES, WORKER_BYTES, parameter_count
-from d2lhelpers.timing.estimate import TRACE_S
+from d2lhelpers.timing.estimate import PROCESS_START_S, TRACE_S, call_seconds
 from d2lhelpers.ui.panel import Panel, slider
 
-START_S = 6.0  # one cluster's start: TensorFlow's import in each worker (4-14 s seen)
+MWMS_START_S = 3.0  # after the import: MWMS's servers meet, Keras loads (2-4 s on 2 cores)
 ALPHA_S, BETA_BYTES_PER_S = 3e-3, 3e8  # an all-reduce between two processes on loopback
-FLOPS_PER_S = 5e9  # one op thread's training rate, small dense layers
+FLOPS_PER_S = 2e10  # one op thread's training rate, small dense layers (15-30 GFLOP/s seen)
+STEP_CALL_S = 1e-3  # one tf.function call under MWMS, beside its compute and all-reduce
 WARMUP = 5
-PEERS_FAIL_S = 1.0  # from a worker's death to its peers' errors on loopback (sockets close)
+PEERS_FAIL_S = 2.0  # from a worker's death to its peers' errors on loopback (2.1 s seen)
 
 
 @dataclasses.dataclass
@@ -83,15 +86,28 @@ def _slowdown(n_workers: int) -> float:
     return max(1.0, n_workers / usable_cores())
 
 
+def cluster_start_s(n_workers: int) -> float:
+    """Seconds until a job of `n_workers` is ready: each imports TensorFlow (together, sharing
+    the cores), then MWMS brings them together."""
+    return PROCESS_START_S * _slowdown(n_workers) + MWMS_START_S
+
+
+def step_s(n_workers: int, width: int, batch: int = 256) -> float:
+    """One training step: compute (forward and backward, 6 FLOPs per weight and sample), the
+    call, and the all-reduce's latency when there is more than one worker."""
+    compute = call_seconds(6 * parameter_count(width) * batch, FLOPS_PER_S)
+    return (compute + STEP_CALL_S) * _slowdown(n_workers) + (ALPHA_S if n_workers > 1 else 0)
+
+
 def cluster_estimate(n_workers: int, largest_kib: int, width: int, steps: int, repeats: int):
-    """Expected seconds of a `cluster_panel` run (constants measured on 2 cores; rough)."""
+    """Expected seconds of a `cluster_panel` run: the all-reduce job, then one training job per
+    worker count, each with its start and its tf.function's trace."""
     sizes = sizes_up_to(largest_kib * KiB)
     calls = repeats + 3  # the check, the warm-up, the timed calls
     allreduce = sum(calls * (ALPHA_S + 2 * s / BETA_BYTES_PER_S) for s in sizes)
-    step = 6 * parameter_count(width) * 256 / FLOPS_PER_S + ALPHA_S
-    seconds = START_S * _slowdown(n_workers) + allreduce * _slowdown(n_workers)
+    seconds = cluster_start_s(n_workers) + 2 * TRACE_S + allreduce * _slowdown(n_workers)
     for k in _counts(n_workers):
-        seconds += START_S * _slowdown(k) + (steps + WARMUP) * step * _slowdown(k)
+        seconds += cluster_start_s(k) + TRACE_S + (steps + WARMUP) * step_s(k, width)
     return seconds
 
 
@@ -99,8 +115,8 @@ def failure_estimate(n_workers: int) -> float:
     """Expected seconds of a `failure_panel` run: the replicas' one-worker jobs start one after
     another and train for the window; then the group starts and stops at the kill, once its
     peers have failed (`PEERS_FAIL_S`)."""
-    replicas = n_workers * START_S + DEMO_WARMUP * TRACE_S + WINDOW_S
-    group = START_S * _slowdown(n_workers) + DEMO_WARMUP * TRACE_S + KILL_AFTER_S + PEERS_FAIL_S
+    replicas = n_workers * cluster_start_s(1) + DEMO_WARMUP * TRACE_S + WINDOW_S
+    group = cluster_start_s(n_workers) + DEMO_WARMUP * TRACE_S + KILL_AFTER_S + PEERS_FAIL_S
     return replicas + group
 
 
