@@ -85,6 +85,9 @@ class HostsReferenceResult(Reported):
             "below the break-even size an all-reduce costs mostly its latency alpha, above it "
             "mostly bytes / beta",
         ]
+        for found in self.hosts["allreduce"]:  # why the check holds or not, from the measurements
+            rate = f"{found['rate_bit_s'] / 1e6:.0f} Mbit/s"
+            notes += [f"{rate}: {why}" for why in found.get("why", [])]
         failures = [
             (name, found["verdict"]) for name, found in self.hosts.get("failure", {}).items()
         ]
