@@ -125,6 +125,6 @@ classroom: $(READY)
 	$(PY) -m tests.classroom
 
 # Notebook 06 across two network namespaces joined by a rate-limited link (root only; minutes):
-# writes results/hosts.json, which the notebook shows beside the learner's loopback run.
+# writes results/hosts/two-namespaces.json, which the notebook shows beside the learner's loopback run.
 hosts: $(READY)
 	$(PY) benchmarks/hosts.py

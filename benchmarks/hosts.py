@@ -16,7 +16,7 @@ address:
 5. notebook 02's compute and copy with its TF worker in the other namespace, when notebook 02's
    experiment takes a worker address (`run_compute_copy(worker_address=...)`).
 
-The results go to results/hosts.json, labelled by machine, link rate and TensorFlow version;
+The results go to results/hosts/two-namespaces.json, labelled by machine, link rate and TensorFlow version;
 notebook 06 shows them beside the learner's own loopback run. Everything made here is removed on
 exit, on an interrupt and on failure, and checked: no namespace, link or process left.
 
@@ -429,7 +429,7 @@ def machine() -> dict:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=ROOT / "results" / "hosts.json")
+    parser.add_argument("--out", type=Path, default=ROOT / "results" / "hosts" / "two-namespaces.json")
     args = parser.parse_args(argv)
     try:
         require_tools()

@@ -1,6 +1,6 @@
 """Notebook 06 beside `make hosts`: the learner's loopback run next to the committed run of the
 same worker code across two network namespaces joined by a tbf-shaped link of known rate
-(`benchmarks/hosts.py`, results/hosts.json). Reading the file needs no root.
+(`benchmarks/hosts.py`, results/hosts/two-namespaces.json). Reading the file needs no root.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from d2lhelpers.lessons.l06_multi_process.allreduce import AllReduceJobResult
 from d2lhelpers.lessons.l06_multi_process.training import TrainingSweepResult, scaling_sentence
 from d2lhelpers.references import RESULTS_DIR
 
-HOSTS_FILE = RESULTS_DIR / "hosts.json"
+HOSTS_FILE = RESULTS_DIR / "hosts" / "two-namespaces.json"
 
 
 @dataclasses.dataclass
@@ -25,7 +25,7 @@ class HostsReferenceResult(Reported):
 
     job: AllReduceJobResult
     sweep: TrainingSweepResult | None
-    hosts: dict | None  # results/hosts.json, or None when there is none
+    hosts: dict | None  # results/hosts/two-namespaces.json, or None when there is none
 
     def tables(self) -> list[Table]:
         fit = self.job.fitted
