@@ -533,3 +533,13 @@ def test_the_committed_two_host_run_stands_beside_this_one(tmp_path):
     missing = l06.hosts_reference(job, None, tmp_path / "none.json")
     assert "no committed two-host results" in str(missing)
     assert hosts.break_even_bytes(2e-3, 1e8) == pytest.approx(2e5)
+
+
+def test_the_cluster_panels_verdict_is_not_repeated_in_its_tables():
+    exact = [2e-3 + s / 3e8 for s in SIZES]
+    job = _fake_allreduce([exact, exact], SIZES)
+    sweep = l06.TrainingSweepResult([_fake_training(1, 1e-3), _fake_training(2, 3.004e-3)], None, 2)
+    both = l06.ClusterResult(job, sweep)
+    assert both.verdict == f"{job.verdict}. {sweep.verdict}"
+    lines = [v for table in both.tables() for v in table.verdicts]
+    assert sweep.verdict in str(sweep) and sweep.verdict not in lines

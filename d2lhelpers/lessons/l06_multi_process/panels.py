@@ -66,7 +66,12 @@ class ClusterResult(Reported):
         return f"{self.job.verdict}. {self.sweep.verdict}"
 
     def tables(self) -> list[Table]:
-        return self.job.tables() + self.sweep.tables()
+        """Both runs' tables, without their verdicts: this result's verdict holds both."""
+        shown = {self.job.verdict, self.sweep.verdict}
+        return [
+            dataclasses.replace(table, verdicts=[v for v in table.verdicts if v not in shown])
+            for table in self.job.tables() + self.sweep.tables()
+        ]
 
 
 def _admit(check, slider_name: str, *values) -> None:
