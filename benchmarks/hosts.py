@@ -409,7 +409,8 @@ import json, sys
 from d2lhelpers.lessons.l02_compute_copy.experiment import run_compute_copy
 r = run_compute_copy(512, 10, overlap=True, worker_address=sys.argv[1])
 print(json.dumps({"run_s": r.run.median, "copy_s": r.copy.median,
-                  "overlapped_s": r.overlapped.median, "hidden_fraction": r.hidden_fraction}))
+                  "overlapped_s": r.overlapped.median, "hidden_fraction": r.hidden_fraction,
+                  "hidden_ceiling": getattr(r, "hidden_ceiling", None), "verdict": r.verdict}))
 """
 
 

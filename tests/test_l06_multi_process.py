@@ -510,6 +510,13 @@ def _hosts_file():
         ],
         "training": {"two_vs_one": "2 workers: fewer samples/s than one worker (3.1x)"},
         "failure": {"group, link down": {"verdict": "the job failed as a whole"}},
+        "compute_copy": {
+            "run_s": 0.03,
+            "copy_s": 0.04,
+            "overlapped_s": 0.045,
+            "hidden_fraction": 0.83,
+            "hidden_ceiling": 0.97,
+        },
     }
 
 
@@ -519,7 +526,7 @@ def test_the_committed_two_host_run_stands_beside_this_one(tmp_path):
     path = tmp_path / "hosts.json"
     path.write_text(json.dumps(_hosts_file()))
     result = l06.hosts_reference(job, None, path)
-    links, failures = result.tables()
+    links, failures, copy = result.tables()
     assert [row[0] for row in links.rows] == [
         "loopback, this run",
         "two hosts, 1000 Mbit/s link",
@@ -530,6 +537,10 @@ def test_the_committed_two_host_run_stands_beside_this_one(tmp_path):
     assert links.rows[2][6].startswith("2 workers: fewer") and links.rows[1][6] == ""
     assert links.title.count("x86_64") == 1  # the machine is named once, in the title
     assert failures.rows == [("group, link down", "the job failed as a whole")]
+    assert copy.rows[3:] == [
+        ("hidden by overlap", "83%"),
+        ("hidden by overlap, at most (one launch paid)", "97%"),
+    ]
     missing = l06.hosts_reference(job, None, tmp_path / "none.json")
     assert "no committed two-host results" in str(missing)
     assert hosts.break_even_bytes(2e-3, 1e8) == pytest.approx(2e5)

@@ -96,16 +96,26 @@ class HostsReferenceResult(Reported):
             tables.append(Table("the failure demo across the two hosts", ("", ""), failures))
         copy = self.hosts.get("compute_copy", {})
         if "hidden_fraction" in copy:
+            ceiling = copy.get("hidden_ceiling")
+            rows = [
+                ("run (in the other namespace)", format_seconds(copy["run_s"])),
+                ("copy (across the slow link)", format_seconds(copy["copy_s"])),
+                ("overlapped", format_seconds(copy["overlapped_s"])),
+                ("hidden by overlap", f"{copy['hidden_fraction']:.0%}"),
+            ]
+            if ceiling is not None:
+                rows.append(("hidden by overlap, at most (one launch paid)", f"{ceiling:.0%}"))
+            note = (
+                "the copy waits on the link, not on the cores the matmuls use, as a GPU's copy "
+                "engine runs beside its compute: the reference for what overlap looks like when "
+                "the copy has its own engine (notebook 02)"
+            )
             tables.append(
                 Table(
-                    "notebook 02's compute and copy across the slow link",
+                    "notebook 02's compute and copy across the slow link (committed run)",
                     ("", "value"),
-                    [
-                        ("run", format_seconds(copy["run_s"])),
-                        ("copy", format_seconds(copy["copy_s"])),
-                        ("overlapped", format_seconds(copy["overlapped_s"])),
-                        ("hidden by overlap", f"{copy['hidden_fraction']:.0%}"),
-                    ],
+                    rows,
+                    [note],
                 )
             )
         return tables
