@@ -85,8 +85,8 @@ def test_the_cause_is_one_sentence_with_tfs_reason_and_no_node_names():
         "worker 0 of 2 (pid 7, port 9) exited with code 1 before sending its result\n"
         "Its error:\n    Traceback (most recent call last):\n"
         "    tensorflow.python.framework.errors_impl.UnavailableError: Graph execution error:\n"
-        "    Collective ops is aborted by: Collective ops is aborted by: Socket closed\n"
-        "    \t [[{{node CollectiveReduceV2}}]] [Op:__inference_train_step_1234]\n"
+        "    Collective ops is aborted by: Collective ops is aborted by: Socket closed "
+        "[[{{node CollectiveReduceV2}}]] [Op:__inference_train_step_1234] name: \n"
         "Last lines of its stderr:\n    I0000 something"
     )
     assert cause_sentence(error) == (

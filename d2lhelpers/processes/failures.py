@@ -143,7 +143,7 @@ def how_it_ended(code: int | None) -> str:
 # An exception's line in a traceback: its name, and its message.
 _EXCEPTION_LINE = re.compile(r"\s+(?:\w+\.)*(\w+(?:Error|Exception|Interrupt|Exit)): ?(.*)")
 # TensorFlow's annotations of where in its graph an error came from: not a cause a learner can use.
-_TF_LOCATIONS = re.compile(r"\[\[\{\{node [^}]*\}\}\]\]|\[Op:[^\]]*\]|\bname: \S*")
+_TF_LOCATIONS = re.compile(r"\[\[\{\{node [^}]*\}\}\]\]|\[Op:[^\]]*\]( name:\s*\S*)?")
 REASON_CHARS = 200  # a longer message is cut: the sentence stays readable
 _REASONS = ("aborted by", "timed out", "Deadline")
 
