@@ -340,7 +340,7 @@ def _reports(step_s, start, count, first=1):
 
 def _failure(layout, reports, finished, errors=("x",), cores=2):
     after = [0.1] * len(errors)
-    return l06.FailureResult(layout, 2, 0.1, list(errors), after, reports, finished, 5.0, cores)
+    return l06.WorkerLossResult(layout, 2, 0.1, list(errors), after, reports, finished, 5.0, cores)
 
 
 def test_failure_demo_measures_the_loss_from_the_steps():

@@ -2,10 +2,11 @@
 
 In notebook order, one module each: `jobs` (admission, the machine's defaults, one job running
 the notebook's worker function), `allreduce` (the all-reduce sweep, its fit and plot), `training`
-(data-parallel training and its cost model), `break_even` (the Try-it answer), `failure` (killing
-a worker of replicas and of a group), `panels` (the two panels), `hosts` (the committed results
-of `make hosts` beside the learner's loopback run). The code that runs inside each worker is the
-notebook's: `d2lhelpers.processes.mwms`, saved from its cells.
+(data-parallel training and its cost model), `break_even` (the Try-it answer), `failure` (losing
+a worker of replicas or of a group), `replicas_vs_group` (both in one run), `panels` (the two
+panels), `hosts` (the committed results of `make hosts` beside the learner's loopback run). The
+code that runs inside each worker is the notebook's: `d2lhelpers.processes.mwms`, saved from its
+cells.
 """
 
 from d2lhelpers.lessons.l06_multi_process.allreduce import (
@@ -19,16 +20,18 @@ from d2lhelpers.lessons.l06_multi_process.break_even import (
     break_even_step_s,
 )
 from d2lhelpers.lessons.l06_multi_process.failure import (
-    FailureResult,
-    ReplicasVsGroupResult,
+    WorkerLossResult,
     plot_failure,
-    plot_replicas_vs_group,
     run_failure,
-    run_replicas_vs_group,
 )
 from d2lhelpers.lessons.l06_multi_process.hosts import HostsReferenceResult, hosts_reference
 from d2lhelpers.lessons.l06_multi_process.jobs import MachineDefaults, machine_defaults
 from d2lhelpers.lessons.l06_multi_process.panels import ClusterResult, cluster_panel, failure_panel
+from d2lhelpers.lessons.l06_multi_process.replicas_vs_group import (
+    ReplicasVsGroupResult,
+    plot_replicas_vs_group,
+    run_replicas_vs_group,
+)
 from d2lhelpers.lessons.l06_multi_process.training import (
     TrainingJobResult,
     TrainingSweepResult,
@@ -42,12 +45,12 @@ __all__ = [
     "AllReduceJobResult",
     "BreakEvenResult",
     "ClusterResult",
-    "FailureResult",
     "HostsReferenceResult",
     "MachineDefaults",
     "ReplicasVsGroupResult",
     "TrainingJobResult",
     "TrainingSweepResult",
+    "WorkerLossResult",
     "break_even",
     "break_even_step_s",
     "cluster_panel",

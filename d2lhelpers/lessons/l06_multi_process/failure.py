@@ -60,7 +60,7 @@ def intervals(reports: list[dict]) -> list[float]:
 
 
 @dataclasses.dataclass
-class FailureResult(Reported):
+class WorkerLossResult(Reported):
     """One worker lost mid-run (killed, or its link cut), in a set of independent replicas or in
     one big group, and the steps every worker completed, each with the monotonic time it ended."""
 
@@ -206,49 +206,6 @@ class FailureResult(Reported):
         return [Table(title, ("", "value"), self.rows(), verdicts)]
 
 
-@dataclasses.dataclass
-class ReplicasVsGroupResult(Reported):
-    """The failure demo on both layouts, one after the other, with the same workers and window."""
-
-    replicas: FailureResult
-    group: FailureResult
-
-    @property
-    def verdict(self) -> str:
-        return f"replicas: {self.replicas.verdict}; one group: {self.group.verdict}"
-
-    def tables(self) -> list[Table]:
-        demos = (self.replicas, self.group)
-        rows = [
-            (
-                f"{d.n_workers} replicas"
-                if d.layout == "replicas"
-                else f"one group of {d.n_workers}",
-                f"{d.rate_before:.0f}",
-                f"{d.rate_after:.0f}",
-                d.lost_words(),
-                f"{d.model_lost:.0%}",
-                f"{sum(d.finished)} of {d.n_workers}",
-            )
-            for d in demos
-        ]
-        columns = ("layout", "steps/s before", "steps/s after", "lost (measured)", "lost (model)")
-        columns += ("workers that finished",)
-        notes = [note for d in demos for note in d.notes()]
-        wall = sum(d.wall_s for d in demos)
-        notes.append(f"both demos took {wall:.1f} s; every process has ended")
-        title = f"one worker {self.replicas.how}, in a replica set and in one group"
-        errors = [
-            (d.layout, f"{t:.2f} s", e)
-            for d in demos
-            for e, t in zip(d.errors, d.error_after_s, strict=True)
-        ]
-        return [
-            Table(title, columns, rows, notes),
-            Table("the errors, in the order seen", ("layout", "after the loss", "error"), errors),
-        ]
-
-
 def _blocks(times: list[float], size: int = 10) -> list[float]:
     """Medians of consecutive blocks of `size` (one, of all, when there are fewer)."""
     if len(times) < size:
@@ -282,7 +239,7 @@ def run_failure(
     board: ProgressBoard | None = None,
     cut_link: Callable[[int], None] | None = None,
     **group_options,
-) -> FailureResult:
+) -> WorkerLossResult:
     """Lose one worker `kill_after_s` into a `window_s` run of every worker; measure what is lost.
 
     'replicas': `n_workers` independent one-worker jobs; replica 0 dies. 'group': one job of
@@ -382,7 +339,7 @@ def run_failure(
     else:  # its last report: it killed itself right after it
         killed_at = reports[killed][-1]["at"] if reports[killed] else start + kill_after_s
     how = "killed (SIGKILL)" if cut_link is None else "cut off (its link down)"
-    return FailureResult(
+    return WorkerLossResult(
         layout,
         n_workers,
         killed_at,
@@ -393,28 +350,6 @@ def run_failure(
         time.monotonic() - began,
         how=how,
     )
-
-
-def run_replicas_vs_group(
-    n_workers: int = 2, progress=None, worker=mwms.training_worker, **options
-) -> ReplicasVsGroupResult:
-    """`run_failure` on a replica set, then on one group: both admitted before either starts."""
-    for layout in LAYOUTS:
-        check_failure(
-            layout,
-            n_workers,
-            options.get("window_s", WINDOW_S),
-            options.get("kill_after_s", KILL_AFTER_S),
-            options.get("width", DEMO_WIDTH),
-            options.get("batch_per_worker", DEMO_BATCH),
-            options.get("timeout_s", 30.0),
-            options.get("collective_timeout_s", 5.0),
-        )
-    board = ProgressBoard(progress, 2 * n_workers * UNITS)
-    demos = [
-        run_failure(layout, n_workers, worker=worker, board=board, **options) for layout in LAYOUTS
-    ]
-    return ReplicasVsGroupResult(*demos)
 
 
 def _shifted(launch, offset: int):
@@ -450,7 +385,7 @@ def _write_start(path: str) -> float:
     return start
 
 
-def plot_failure(demo: FailureResult, ax=None):
+def plot_failure(demo: WorkerLossResult, ax=None):
     """Steps per second of all workers before and after the loss, and the model's after."""
     if ax is None:
         _, ax = plt.subplots(figsize=(6, 2.6))
@@ -463,12 +398,3 @@ def plot_failure(demo: FailureResult, ax=None):
     ax.set_title(f"{demo.layout}: one worker {demo.how} after {demo.killed_at_step} steps")
     ax.figure.tight_layout()
     return ax.figure
-
-
-def plot_replicas_vs_group(result: ReplicasVsGroupResult):
-    """Both layouts side by side: steps per second before the loss, after it, and the model's."""
-    figure, axes = plt.subplots(1, 2, figsize=(11, 2.8))
-    for demo, ax in zip((result.replicas, result.group), axes, strict=True):
-        plot_failure(demo, ax=ax)
-    figure.tight_layout()
-    return figure

@@ -24,16 +24,13 @@ from d2lhelpers.lessons.l06_multi_process.allreduce import (
     plot_allreduce_job,
     run_allreduce_job,
 )
-from d2lhelpers.lessons.l06_multi_process.failure import (
-    KILL_AFTER_S,
-    WINDOW_S,
+from d2lhelpers.lessons.l06_multi_process.failure import KILL_AFTER_S, WINDOW_S
+from d2lhelpers.lessons.l06_multi_process.failure import WARMUP as DEMO_WARMUP
+from d2lhelpers.lessons.l06_multi_process.jobs import machine_defaults, max_workers
+from d2lhelpers.lessons.l06_multi_process.replicas_vs_group import (
     plot_replicas_vs_group,
     run_replicas_vs_group,
 )
-from d2lhelpers.lessons.l06_multi_process.failure import (
-    WARMUP as DEMO_WARMUP,
-)
-from d2lhelpers.lessons.l06_multi_process.jobs import machine_defaults, max_workers
 from d2lhelpers.lessons.l06_multi_process.training import (
     TrainingSweepResult,
     check_sweep,
