@@ -554,3 +554,14 @@ def test_the_cluster_panels_verdict_is_not_repeated_in_its_tables():
     assert both.verdict == f"{job.verdict}. {sweep.verdict}"
     lines = [v for table in both.tables() for v in table.verdicts]
     assert sweep.verdict in str(sweep) and sweep.verdict not in lines
+
+
+def test_the_packages_worker_is_named_and_any_other_is_sent():
+    from d2lhelpers.processes import mwms
+
+    assert jobs.worker_code(mwms.training_worker) == (
+        "d2lhelpers.processes.mwms:training_worker",
+        None,
+    )
+    target, code = jobs.worker_code(_broken_worker)
+    assert target.endswith(":_broken_worker") and "def _broken_worker(context)" in code["code"]

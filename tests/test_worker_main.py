@@ -7,7 +7,10 @@ import pytest
 
 import d2lhelpers
 from d2lhelpers.processes import mwms, real_cluster
+from d2lhelpers.processes.function_source import function_source
+from d2lhelpers.processes.group import WorkerGroup
 from d2lhelpers.processes.worker_main import WorkerContext, is_port_in_use, load_target
+from tests.conftest import started_by_this_process
 
 PACKAGE = Path(d2lhelpers.__file__).parent
 TARGET_STRING = re.compile(r"""["'](d2lhelpers(?:\.\w+)+):(\w+)["']""")
@@ -52,19 +55,41 @@ def test_port_in_use_is_recognised_from_python_and_from_tensorflow():
     assert not is_port_in_use(ValueError("something else"))
 
 
-def test_shipped_sources_replace_the_modules_function_and_see_its_names(tmp_path):
-    path = tmp_path / "targets.py"
-    path.write_text(
-        "LIMIT = 3\ndef helper():\n    return 1\ndef work(context):\n    return helper()\n"
+def test_sent_code_replaces_the_target_and_brings_what_it_uses():
+    namespace = {"__name__": "__main__", "Path": Path}  # a class from a module: an import
+    linecache_cell(namespace)  # as a notebook's cells define them
+    code = function_source(worker=namespace["work"])
+    assert "from pathlib import Path as Path" in code["code"]  # the class, by its module
+    assert "def helper():" in code["code"] and "LIMIT = 3" in code["code"]  # the cell's own
+    assert load_target("no.such.module:work", code)(None) == 32  # the target is not imported
+
+
+def test_a_worker_runs_the_function_it_was_sent():
+    namespace = {"__name__": "__main__"}
+    linecache_cell(
+        namespace,
+        "def helper(i):\n    return i + 1\n\ndef work(context):\n"
+        "    return {'value': helper(context.index) * 10}\n",
     )
-    assert load_target(f"{path}:work")(None) == 1
-    edited = ["def helper():\n    return LIMIT * 10\n", "def work(context):\n    return helper()\n"]
-    assert load_target(f"{path}:work", edited)(None) == 30  # the shipped helper, the module's name
-    # The module's own `work` keeps the module's globals: ship the caller with its callees, as
-    # `shipping.function_sources` does.
-    assert load_target(f"{path}:work", edited[:1])(None) == 1
+    code = function_source(worker=namespace["work"])
+    with WorkerGroup("d2lhelpers.processes.mwms:work", 2, code=code, ready_timeout=60) as group:
+        assert group.results(timeout=60) == [{"value": 10}, {"value": 20}]
+    assert started_by_this_process() == []
 
 
 def test_a_context_reports_this_processs_memory():
     memory = WorkerContext(0, [1], {}, None).memory()
     assert memory["peak_rss_bytes"] > 10 * 2**20 and 0 < memory["pss_bytes"]
+
+
+def linecache_cell(namespace, cell=None):
+    """Define `cell` (or re-define what `namespace` holds) as IPython does: its text kept in
+    linecache under a cell's file name, so that `inspect.getsource` reads it."""
+    import linecache
+
+    if cell is None:
+        cell = "LIMIT = 3\ndef helper():\n    return LIMIT * 10\ndef work(context):\n"
+        cell += "    return helper() + len(Path('ab').name)\n"
+    filename = f"<ipython-input-{abs(hash(cell))}>"
+    linecache.cache[filename] = (len(cell), None, cell.splitlines(True), filename)
+    exec(compile(cell, filename, "exec"), namespace)

@@ -17,8 +17,8 @@ exit code, its traceback, the last lines of its stderr) as soon as the failure i
 
 Other hosts: `hosts` gives each worker its address (in `TF_CONFIG` and `addresses`) and `launch`
 the command that starts it there, e.g. `["ip", "netns", "exec", "ns1"]` for a network namespace
-(`tools/hosts.py`). `sources` ships Python text that the worker runs before it looks up its target
-(`worker_main.load_target`): a notebook's edited functions (`shipping.function_sources`).
+(`benchmarks/hosts.py`). `code` sends the workers a notebook's function to run instead of the
+target's (`function_source.function_source(worker=...)`; `worker_main.load_target`).
 
 `tf_servers` builds notebook 02's TensorFlow servers on top of this; `worker_messages` holds the
 group's message loop and `worker_failures` the diagnosis of a failed worker.
@@ -134,7 +134,7 @@ class WorkerGroup(WorkerMessages):
         port_attempts: int = 3,
         pick_ports: Callable[[int], list[int]] = free_ports,
         watch: Callable[[WorkerGroup], None] | None = None,
-        sources: Sequence[str] = (),
+        code: dict | None = None,
         hosts: Sequence[str] | None = None,
         launch: Callable[[int], list[str]] | None = None,
     ):
@@ -142,7 +142,7 @@ class WorkerGroup(WorkerMessages):
             raise ValueError(f"count must be at least 1, got {count}")
         if hosts is not None and len(hosts) != count:
             raise ValueError(f"hosts must name one address per worker ({count}), got {hosts}")
-        self.sources, self.hosts, self.launch = list(sources), hosts, launch
+        self.code, self.hosts, self.launch = code, hosts, launch
         self.target, self.count, self.args = target, count, dict(args or {})
         self.env, self.tf_config_job = dict(env or {}), tf_config_job
         self.threads = (intra_op_threads, inter_op_threads)
@@ -238,8 +238,8 @@ class WorkerGroup(WorkerMessages):
         environment[worker_main.PORTS_VAR] = json.dumps(self.ports)
         environment[worker_main.ARGS_VAR] = json.dumps(self.args)
         environment[worker_main.PARENT_VAR] = str(os.getpid())
-        if self.sources:
-            environment[worker_main.SOURCES_VAR] = json.dumps(self.sources)
+        if self.code:
+            environment[worker_main.CODE_VAR] = json.dumps(self.code)
         if self.tf_config_job:
             config = tf_config(self.ports, index, self.tf_config_job, self.hosts)
             environment["TF_CONFIG"] = json.dumps(config)

@@ -11,11 +11,11 @@ Protocol: one JSON object per line on the process's original stdout, each with o
 TensorFlow's C++ code) prints goes to stderr, so stray prints cannot corrupt the protocol.
 
 Environment set by the parent: the worker's index, every worker's port, JSON args, the
-parent's pid, and optionally sources: Python text (a notebook's edited functions) run in a copy of
-the target module's namespace before the target is looked up there, so that the worker runs the
-code the learner's kernel holds, not the package's copy of it. A watchdog thread ends the worker
-(and its own children) if that parent dies, so that even a hard kill of the notebook's kernel
-leaves no orphan behind.
+parent's pid, and optionally code: a notebook's functions as `function_source` sent them (the one
+under "worker" is then the target, so that the worker runs the code the learner's kernel holds,
+not the package's copy of it; only then is the package imported here). A watchdog thread ends the
+worker (and its own children) if that parent dies, so that even a hard kill of the notebook's
+kernel leaves no orphan behind.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ INDEX_VAR = "D2L_WORKER_INDEX"
 PORTS_VAR = "D2L_WORKER_PORTS"
 ARGS_VAR = "D2L_WORKER_ARGS"
 PARENT_VAR = "D2L_WORKER_PARENT_PID"
-SOURCES_VAR = "D2L_WORKER_SOURCES"
+CODE_VAR = "D2L_WORKER_CODE"
 LOOPBACK = "127.0.0.1"
 WATCHDOG_PERIOD_S = 0.5
 # What a failed bind looks like: Python's OSError, or TensorFlow's gRPC server refusing to start.
@@ -94,13 +94,13 @@ class WorkerContext:
             time.sleep(WATCHDOG_PERIOD_S)
 
 
-def load_target(target: str, sources: list[str] = ()):
-    """'package.module:function' or '/path/to/file.py:function' -> the function.
+def load_target(target: str, code: dict | None = None):
+    """'package.module:function' or '/path/to/file.py:function' -> the function; with `code` (a
+    `function_source` answer), its function "worker" instead, defined afresh from its source."""
+    if code:
+        from d2lhelpers.processes.function_source import load_functions
 
-    With `sources`, each is run (in order) in a copy of the module's namespace, and the function
-    is looked up there: a shipped function replaces the module's own, and calls between shipped
-    functions (by name) reach each other, the module's other names staying available.
-    """
+        return load_functions(code, label="notebook")["worker"]
     location, _, name = target.rpartition(":")
     if not location or not name:
         raise ValueError(f"target must be 'module:function' or 'file.py:function', got {target!r}")
@@ -110,12 +110,7 @@ def load_target(target: str, sources: list[str] = ()):
         spec.loader.exec_module(module)
     else:
         module = importlib.import_module(location)
-    if not sources:
-        return getattr(module, name)
-    namespace = dict(vars(module))
-    for source in sources:
-        exec(compile(source, f"<shipped to worker: {target}>", "exec"), namespace)
-    return namespace[name]
+    return getattr(module, name)
 
 
 def is_port_in_use(error: BaseException) -> bool:
@@ -148,8 +143,8 @@ def main(target: str) -> int:
         protocol,
     )
     try:
-        sources = json.loads(os.environ.get(SOURCES_VAR, "[]"))
-        result = load_target(target, sources)(context)
+        code = json.loads(os.environ.get(CODE_VAR, "null"))
+        result = load_target(target, code)(context)
         json.dumps(result)  # a result that cannot be sent is reported as this worker's error
     except BaseException as error:  # SystemExit and KeyboardInterrupt are reported too
         report = {"text": traceback.format_exc(), "port_in_use": is_port_in_use(error)}

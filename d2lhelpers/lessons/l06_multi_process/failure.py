@@ -26,14 +26,13 @@ from d2lhelpers.collectives.costs import replicas_vs_one_group
 from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import cores_phrase, format_seconds, usable_cores
 from d2lhelpers.core.verdicts import compare
-from d2lhelpers.lessons.l06_multi_process.jobs import GRACE_S, require_seconds
+from d2lhelpers.lessons.l06_multi_process.jobs import GRACE_S, require_seconds, worker_code
 from d2lhelpers.lessons.l06_multi_process.training import check_training
 from d2lhelpers.processes import mwms
 from d2lhelpers.processes.failures import WorkerError, cause_sentence
 from d2lhelpers.processes.group import WorkerGroup
 from d2lhelpers.processes.progress import ProgressBoard
 from d2lhelpers.processes.real_cluster import TRAINING_ARGS
-from d2lhelpers.processes.shipping import worker_call
 from d2lhelpers.timing.benchmark import Measurement
 
 LAYOUTS = ("replicas", "group")
@@ -264,7 +263,7 @@ def run_failure(
     if board is None:
         board = ProgressBoard(progress, n_workers * UNITS)
     board.stage(f"{layout} demo", n_workers, UNITS)
-    target, sources = worker_call(worker, mwms.__name__)
+    target, code = worker_code(worker)
     sizes = [1] * n_workers if layout == "replicas" else [n_workers]
     offsets = [sum(sizes[:g]) for g in range(len(sizes))]
     killed = sizes[0] - 1  # in the victim's job: replica 0, or the group's last worker
@@ -312,7 +311,7 @@ def run_failure(
                 ready_timeout=timeout_s,
                 grace_s=GRACE_S,
                 watch=watch,
-                sources=sources,
+                code=code,
                 **options,
             )
             groups.append(stack.enter_context(group))

@@ -24,9 +24,9 @@ from d2lhelpers.core.units import KiB, MiB, cores_phrase, format_bytes, usable_c
 from d2lhelpers.devices import small_machine
 from d2lhelpers.processes import mwms
 from d2lhelpers.processes.failures import WorkerError, cause_sentence
+from d2lhelpers.processes.function_source import function_source
 from d2lhelpers.processes.group import WorkerGroup
 from d2lhelpers.processes.progress import ProgressBoard
-from d2lhelpers.processes.shipping import worker_call
 from d2lhelpers.processes.worker_memory import WORKER_BYTES, worker_memory_bytes
 
 GRACE_S = 0.3  # MWMS ignores SIGTERM: SIGKILL follows soon
@@ -131,7 +131,7 @@ def run_job(
     deadline = time.monotonic() + timeout_s
     began = time.monotonic()
     args = {**args, "timeout_s": args.get("timeout_s", mwms.COLLECTIVE_TIMEOUT_S)}
-    target, sources = worker_call(worker, mwms.__name__)
+    target, code = worker_code(worker)
 
     def heard(index, info):
         board.heard(index, info)
@@ -147,7 +147,7 @@ def run_job(
             ready_timeout=timeout_s,
             grace_s=GRACE_S,
             watch=board.watch,
-            sources=sources,
+            code=code,
             **group_options,
         ) as group:
             started = time.monotonic() - began
@@ -155,6 +155,15 @@ def run_job(
     except WorkerError as error:
         raise one_sentence(error) from error
     return results, started, time.monotonic() - began
+
+
+def worker_code(worker) -> tuple[str, dict | None]:
+    """(target, code) for a `WorkerGroup` running `worker`: the package's own function by name,
+    any other (the notebook's) sent as source with what it uses (`function_source`)."""
+    target = f"{mwms.__name__}:{getattr(worker, '__name__', '?')}"
+    if getattr(worker, "__module__", None) == mwms.__name__:
+        return target, None
+    return target, function_source(worker=worker)
 
 
 def one_sentence(error: WorkerError) -> WorkerError:
