@@ -392,7 +392,8 @@ def compute_copy_across(hosts: Hosts) -> dict:
     try:
         time.sleep(5)  # its TensorFlow import
         driver = subprocess.run(
-            [*hosts.launch(0), sys.executable, "-c", _COMPUTE_COPY, address],
+            [*hosts.launch(0), sys.executable, "-c", _COMPUTE_COPY, address]
+            + [str(COPY_SIZE), str(COPY_MATMULS)],
             capture_output=True,
             text=True,
             timeout=300,
@@ -400,16 +401,22 @@ def compute_copy_across(hosts: Hosts) -> dict:
         )
         if driver.returncode != 0:
             return {"failed": driver.stderr.strip().splitlines()[-1:]}
-        return json.loads(driver.stdout.strip().splitlines()[-1])
+        found = json.loads(driver.stdout.strip().splitlines()[-1])
+        return {"size": COPY_SIZE, "n_matmuls": COPY_MATMULS, **found}
     finally:
         os.killpg(server.pid, signal.SIGKILL)
         server.wait()
 
 
+# Matmuls large enough that the run is a sizeable share of the copy across the slow link (at
+# 200 Mbit/s a 2048 x 2048 float32 result takes ~0.7 s to cross, its matmul ~0.3 s); two rounds
+# of three timed runs keep the step to a minute or two.
+COPY_SIZE, COPY_MATMULS = 2048, 2
 _COMPUTE_COPY = """
 import json, sys
 from d2lhelpers.lessons.l02_compute_copy.experiment import run_compute_copy
-r = run_compute_copy(512, 10, overlap=True, worker_address=sys.argv[1])
+size, n_matmuls = int(sys.argv[2]), int(sys.argv[3])
+r = run_compute_copy(size, n_matmuls, True, worker_address=sys.argv[1], rounds=2, min_runs=3)
 print(json.dumps({"run_s": r.run.median, "copy_s": r.copy.median,
                   "overlapped_s": r.overlapped.median, "hidden_fraction": r.hidden_fraction,
                   "hidden_ceiling": getattr(r, "hidden_ceiling", None), "verdict": r.verdict}))
