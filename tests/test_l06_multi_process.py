@@ -540,6 +540,7 @@ def test_the_committed_two_host_run_stands_beside_this_one(tmp_path):
     assert copy.rows[3:] == [
         ("hidden by overlap", "83%"),
         ("hidden by overlap, at most (one launch paid)", "97%"),
+        ("notebook 02's verdict on that run", "within the noise"),
     ]
     missing = l06.hosts_reference(job, None, tmp_path / "none.json")
     assert "no committed two-host results" in str(missing)

@@ -105,6 +105,8 @@ class HostsReferenceResult(Reported):
             ]
             if ceiling is not None:
                 rows.append(("hidden by overlap, at most (one launch paid)", f"{ceiling:.0%}"))
+            if "verdict" in copy:  # whether that share stood out of the run's noise
+                rows.append(("notebook 02's verdict on that run", copy["verdict"]))
             note = (
                 "the copy waits on the link, not on the cores the matmuls use, as a GPU's copy "
                 "engine runs beside its compute: the reference for what overlap looks like when "
