@@ -516,6 +516,7 @@ def _hosts_file():
             "overlapped_s": 0.045,
             "hidden_fraction": 0.83,
             "hidden_ceiling": 0.97,
+            "verdict": "within the noise",
         },
     }
 
