@@ -436,10 +436,11 @@ def multi_process_rows() -> list[Row]:
             began = time.perf_counter()
             panel.run()
             took = time.perf_counter() - began
-            label = f"06 {panel.title[:24]} ({panel.describe(panel.values())})"
+            name = "cluster panel" if panel is cluster else "failure panel"
+            label = f"06 {name} {'default' if not values else values}"
         rows.append(
             Row(
-                f"{label[:52]}: off by",
+                f"{label}: run / estimate, or its inverse",
                 max(took / expected, expected / took),
                 "<= 1.5",
                 f"ran {took:.1f} s, estimate {expected:.1f} s"
