@@ -125,6 +125,6 @@ classroom: $(READY)
 	$(PY) -m tests.classroom
 
 # Notebook 06 across two network namespaces joined by a rate-limited link (root only; minutes):
-# writes results/hosts/two-namespaces.json, which the notebook shows beside the learner's loopback run.
+# writes d2lhelpers/results/hosts/two-namespaces.json, shown in the notebook beside its own run.
 hosts: $(READY)
 	$(PY) benchmarks/hosts.py

@@ -16,7 +16,7 @@ address:
 5. notebook 02's compute and copy with its TF worker in the other namespace, when notebook 02's
    experiment takes a worker address (`run_compute_copy(worker_address=...)`).
 
-The results go to results/hosts/two-namespaces.json, labelled by machine, link rate and
+The results go to d2lhelpers/results/hosts/two-namespaces.json, labelled by machine, link rate and
 TensorFlow version; notebook 06 shows them beside the learner's own loopback run. Everything made
 here is removed on exit, on an interrupt and on failure, and checked: no namespace, link or
 process left.
@@ -57,7 +57,7 @@ HELD_OUT_SIZES = [128 * 1024, 2 << 20, 8 << 20]
 GOAL = 0.15  # the goal: beta within 15% of the set rate, predictions within +-15%
 TCP_PROBE_BYTES = 16 << 20
 COMMAND_TIMEOUT_S = 30
-RESULTS_FILE = ROOT / "results" / "hosts" / "two-namespaces.json"
+RESULTS_FILE = ROOT / "d2lhelpers" / "results" / "hosts" / "two-namespaces.json"
 
 
 class HostsError(RuntimeError):

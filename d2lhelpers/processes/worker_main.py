@@ -25,7 +25,6 @@ import importlib
 import importlib.util
 import json
 import os
-import resource
 import signal
 import sys
 import threading
@@ -78,20 +77,27 @@ class WorkerContext:
             self._protocol.flush()
 
     def memory(self) -> dict:
-        """This process's peak resident set, and its PSS now (shared library pages split)."""
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
-        pss = 0
-        try:
-            with open("/proc/self/smaps_rollup") as rollup:
-                pss = next(int(line.split()[1]) * 1024 for line in rollup if line[:4] == "Pss:")
-        except OSError:
-            pass
-        return {"peak_rss_bytes": peak, "pss_bytes": pss}
+        """This process's memory (`memory_now`), for a target's result."""
+        return memory_now()
 
     def wait_until_ended(self) -> None:
         """Block until the parent ends this worker (for servers that have nothing else to do)."""
         while True:
             time.sleep(WATCHDOG_PERIOD_S)
+
+
+def memory_now() -> dict:
+    """This process's peak resident set, and its PSS now (shared library pages split)."""
+    import resource  # Linux only, as worker groups are (`require_linux`): not at import time
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
+    pss = 0
+    try:
+        with open("/proc/self/smaps_rollup") as rollup:
+            pss = next(int(line.split()[1]) * 1024 for line in rollup if line[:4] == "Pss:")
+    except OSError:
+        pass
+    return {"peak_rss_bytes": peak, "pss_bytes": pss}
 
 
 def load_target(target: str, code: dict | None = None):

@@ -25,7 +25,7 @@ class HostsReferenceResult(Reported):
 
     job: AllReduceJobResult
     sweep: TrainingSweepResult | None
-    hosts: dict | None  # results/hosts/two-namespaces.json, or None when there is none
+    hosts: dict | None  # the committed file, or None when there is none
 
     def tables(self) -> list[Table]:
         fit = self.job.fitted
@@ -133,7 +133,7 @@ def _size(nbytes: float) -> str:
 
 
 def load_hosts(path: Path = HOSTS_FILE) -> dict | None:
-    return json.loads(path.read_text()) if path.exists() else None
+    return json.loads(path.read_text()) if path.is_file() else None
 
 
 def hosts_reference(

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
-import resource
 import time
 from collections.abc import Callable
 
@@ -27,6 +26,7 @@ from d2lhelpers.processes.failures import WorkerError, cause_sentence
 from d2lhelpers.processes.function_source import function_source
 from d2lhelpers.processes.group import WorkerGroup
 from d2lhelpers.processes.progress import ProgressBoard
+from d2lhelpers.processes.worker_main import memory_now
 from d2lhelpers.processes.worker_memory import WORKER_BYTES, worker_memory_bytes
 
 GRACE_S = 0.3  # MWMS ignores SIGTERM: SIGKILL follows soon
@@ -184,7 +184,7 @@ def memory_table(workers: list[dict]) -> Table:
         (f"worker {i}", format_bytes(w["peak_rss_bytes"]), format_bytes(w["pss_bytes"]))
         for i, w in enumerate(workers)
     ]
-    this = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * KiB
+    this = memory_now()["peak_rss_bytes"]
     peak = sum(w["peak_rss_bytes"] for w in workers)
     rows.append(("this kernel", format_bytes(this), ""))
     return Table(
