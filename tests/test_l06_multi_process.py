@@ -508,7 +508,11 @@ def _hosts_file():
             {**fast, "beta_over_rate": 0.24, "held_out": held},
             {**slow, "beta_over_rate": 0.96, "held_out": held},
         ],
-        "training": {"two_vs_one": "2 workers: fewer samples/s than one worker (3.1x)"},
+        "training": {
+            "two_vs_one": "2 workers: fewer samples/s than one worker (3.1x)",
+            "step_s": [1e-3, 5e-3],
+            "predicted_s": [1e-3, 4e-3],
+        },
         "failure": {"group, link down": {"verdict": "the job failed as a whole"}},
         "compute_copy": {
             "run_s": 0.03,
@@ -535,7 +539,11 @@ def test_the_committed_two_host_run_stands_beside_this_one(tmp_path):
     ]
     assert links.rows[0][3] == "585.9 KiB"  # alpha x beta: 2 ms x 300 MB/s
     assert links.rows[2][3:6] == ("46.9 KiB", "0.96", "+11%")  # 2 ms x 24 MB/s
-    assert links.rows[2][6].startswith("2 workers: fewer") and links.rows[1][6] == ""
+    assert links.rows[2][6] == (
+        "2 workers: fewer samples/s than one worker (3.1x); a step took 5.00 ms, the model says "
+        "4.00 ms"
+    )
+    assert links.rows[1][6] == ""  # trained across the slow link only
     assert links.title.count("x86_64") == 1  # the machine is named once, in the title
     assert failures.rows == [("group, link down", "the job failed as a whole")]
     assert copy.rows[3:] == [

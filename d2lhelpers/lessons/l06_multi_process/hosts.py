@@ -67,7 +67,7 @@ class HostsReferenceResult(Reported):
                     _size(break_even_bytes(found["alpha_s"], found["beta_bytes_per_s"])),
                     f"{found['beta_over_rate']:.2f}",
                     held,
-                    self.hosts["training"]["two_vs_one"] if slowest else "",
+                    _training_words(self.hosts["training"]) if slowest else "",
                 )
             )
         machine = self.hosts["machine"]
@@ -121,6 +121,15 @@ class HostsReferenceResult(Reported):
                 )
             )
         return tables
+
+
+def _training_words(training: dict) -> str:
+    """The two-host training's verdict, and its 2-worker step beside the cost model's."""
+    measured, predicted = training["step_s"][-1], training["predicted_s"][-1]
+    return (
+        f"{training['two_vs_one']}; a step took {format_seconds(measured)}, the model says "
+        f"{format_seconds(predicted)}"
+    )
 
 
 def break_even_bytes(alpha_s: float, beta_bytes_per_s: float) -> float:
