@@ -35,7 +35,7 @@ ifeq ($(shell uname -sm),Linux x86_64)
 OTHER_TF := $(if $(filter cuda,$(TF)),tensorflow-cpu,tensorflow)
 endif
 
-.PHONY: lab work reset-work test bench book lint lib clean screenshots mutate one-core classroom lock FORCE
+.PHONY: lab work reset-work test bench book lint lib clean screenshots mutate one-core classroom hosts lock FORCE
 
 # The learner's install; the file records which TensorFlow build it holds. Another TF than the
 # recorded one installs again (the other build is removed first).
@@ -123,3 +123,8 @@ one-core: $(READY)
 # A class on one server: two copies each of notebooks 02 and 06 at once (a minute or two).
 classroom: $(READY)
 	$(PY) -m tests.classroom
+
+# Notebook 06 across two network namespaces joined by a rate-limited link (root only; minutes):
+# writes d2lhelpers/results/hosts/two-namespaces.json, shown in the notebook beside its own run.
+hosts: $(READY)
+	$(PY) benchmarks/hosts.py

@@ -415,6 +415,53 @@ def compute_copy_rows() -> list[Row]:
     ]
 
 
+def multi_process_rows() -> list[Row]:
+    """Notebook 06: each panel's run against its estimate, at default and extreme sliders
+    (goal: neither more than 1.5x the other); then the failure panel's default run measures
+    both layouts."""
+    cluster, failure = d2l.cluster_panel(), d2l.failure_panel()
+    cases = [(cluster, {}), (failure, {})]
+    top = cluster.sliders["largest_kib"]
+    cases += [
+        (cluster, {"n_workers": 2, "largest_kib": top.min, "width": 32}),
+        (
+            cluster,
+            {"n_workers": cluster.sliders["n_workers"].max, "largest_kib": top.max, "width": 1024},
+        ),
+        (failure, {"n_workers": failure.sliders["n_workers"].max}),
+    ]
+    rows = []
+    for panel, values in cases:
+        with panel.values_set(**values):
+            expected = panel.estimate(**panel.values())
+            began = time.perf_counter()
+            panel.run()
+            took = time.perf_counter() - began
+            name = "cluster panel" if panel is cluster else "failure panel"
+            label = f"06 {name} {'default' if not values else values}"
+        rows.append(
+            Row(
+                f"{label}: run / estimate, or its inverse",
+                max(took / expected, expected / took),
+                "<= 1.5",
+                f"ran {took:.1f} s, estimate {expected:.1f} s"
+                + ("" if panel.error is None else f"; failed: {panel.error}"),
+            )
+        )
+        if panel is failure and not values and panel.result is not None:
+            both = panel.result
+            measured = both.replicas.measured_after and both.group.measured_before
+            rows.append(
+                Row(
+                    "06 failure demo, default: both layouts measured",
+                    float(measured),
+                    ">= 1",
+                    both.verdict[:120],
+                )
+            )
+    return rows
+
+
 def serving_rows(devices) -> list[Row]:
     """Notebook 07: steady-state saturation / measured capacity per layout, replicas' capacity
     after a failure / ((n - 1) / n x before), and the panel's estimate against its run."""
@@ -555,6 +602,7 @@ def main() -> None:
         lambda: allreduce_rows(devices),
         compute_copy_rows,
         lambda: serving_rows(devices),
+        multi_process_rows,
     ]
     if args.notebooks:
         steps.append(notebook_rows)

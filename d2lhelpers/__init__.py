@@ -150,20 +150,17 @@ from d2lhelpers.lessons.l06_multi_process import (
     break_even,
     cluster_panel,
     failure_panel,
+    hosts_reference,
     machine_defaults,
     plot_allreduce_job,
-    plot_failure,
     plot_training_sweep,
     run_allreduce_job,
-    run_failure,
-    run_training,
     run_training_sweep,
 )
 from d2lhelpers.processes.group import (
-    WorkerError,
-    WorkerGroup,
+    tf_config,
 )
-from d2lhelpers.processes.mwms import (
+from d2lhelpers.processes.real_cluster import (
     real_cluster_tf_config,
 )
 
@@ -271,17 +268,14 @@ __all__ = [
     "break_even",
     "cluster_panel",
     "failure_panel",
+    "hosts_reference",
     "machine_defaults",
     "plot_allreduce_job",
-    "plot_failure",
     "plot_training_sweep",
     "real_cluster_tf_config",
     "run_allreduce_job",
-    "run_failure",
-    "run_training",
     "run_training_sweep",
-    "WorkerError",
-    "WorkerGroup",
+    "tf_config",
     # notebook 07: serving
     "ServingCode",
     "check_layout_tokens",

@@ -6,6 +6,7 @@ per module and several tests read each. After every test the process table must 
 that a worker group of this process started.
 """
 
+import json
 import math
 import time
 
@@ -17,7 +18,8 @@ from d2lhelpers.collectives.algorithms import allreduce_time_s
 from d2lhelpers.collectives.costs import AlphaBeta
 from d2lhelpers.core.units import GiB, KiB, MiB
 from d2lhelpers.lessons import l06_multi_process as l06
-from d2lhelpers.lessons.l06_multi_process import allreduce, failure, jobs, panels, training
+from d2lhelpers.lessons.l06_multi_process import allreduce, failure, hosts, jobs, panels, training
+from d2lhelpers.processes.failures import WorkerError
 from tests.conftest import started_by_this_process, wait_until_gone
 
 SIZES = (4 * KiB, 256 * KiB, 4 * MiB)
@@ -113,27 +115,42 @@ def test_two_workers_train_in_sync_and_the_loss_falls(sweep):
     assert "check against this run: 2 workers" in str(answer)
 
 
-def test_group_failure_fails_as_a_whole_and_is_measured():
-    demo = l06.run_failure("group", n_workers=2, collective_timeout_s=5)
-    assert demo.killed_at_step == 50 and not any(demo.finished)  # a quarter of 200, exactly
-    assert len(demo.errors) == 2
-    assert demo.errors[0].startswith("worker 1 of 2") and "killed by SIGKILL" in demo.errors[0]
-    assert demo.errors[1].startswith("worker 0 of 2")  # its peer fails too, never hangs
-    assert demo.error_after_s[0] < 3 and demo.error_after_s[1] < 5 + 3
-    assert demo.rate_before > 0 and demo.rate_after == 0 and demo.lost_share == 1.0
-    assert demo.verdict.startswith("the job failed as a whole: all 2 workers stopped")
-
-
-def test_replica_failure_loses_only_that_replica():
+def test_both_layouts_are_measured_before_and_after_the_kill():
     calls = []
-    demo = l06.run_failure("replicas", n_workers=2, steps=200, progress=lambda *c: calls.append(c))
-    assert demo.errors[0].startswith("worker 0 of 1") and "killed by SIGKILL" in demo.errors[0]
-    assert demo.finished == [False, True] and not demo.failed_as_whole
-    assert [r["step"] for r in demo.reports[1]] == list(range(1, 201))  # every step, counted
-    assert demo.killed_at_step == 50 and demo.rate_after > 0
-    assert demo.verdict.startswith("1 of 2 workers finished every step")
+    both = l06.run_replicas_vs_group(2, progress=lambda *c: calls.append(c), collective_timeout_s=5)
+    replicas, group = both.replicas, both.group
+    assert (
+        replicas.errors[0].startswith("worker 0 of 1") and "killed by SIGKILL" in replicas.errors[0]
+    )
+    assert replicas.finished == [False, True] and not replicas.failed_as_whole
+    assert replicas.measured_before and replicas.measured_after  # both sides of the kill
+    assert replicas.rate_before > 0 and replicas.rate_after > 0
+    assert replicas.verdict.startswith("1 of 2 workers finished their run: lost ")
+    assert len(group.errors) == 2 and not any(group.finished)
+    assert group.errors[0].startswith("worker 1 of 2") and "killed by SIGKILL" in group.errors[0]
+    assert group.errors[1].startswith("worker 0 of 2")  # its peer fails too, never hangs
+    assert all(e.endswith(".") and "{{node" not in e and "[Op:" not in e for e in group.errors)
+    assert group.error_after_s[0] < 3 and group.error_after_s[1] < 5 + 3
+    assert group.measured_before and group.rate_after == 0 and group.lost_share == 1.0
+    assert group.verdict.startswith("the job failed as a whole: all 2 workers stopped")
+    assert both.verdict == f"replicas: {replicas.verdict}; one group: {group.verdict}"
     assert any("worker 1: replicas demo (2 workers) step" in c[2] for c in calls)
-    assert calls[-1][0] == calls[-1][1] == 200 + 50  # the survivor's steps and the victim's
+    assert any("worker 0: group demo (2 workers) step" in c[2] for c in calls)
+    assert calls[-1][0] == calls[-1][1] == 2 * 2 * 100  # both stages' hundredths, all done
+
+
+def test_a_failed_run_is_one_sentence_naming_the_worker_and_the_cause():
+    panel = l06.cluster_panel(allreduce_worker=_broken_worker)
+    panel.sliders["largest_kib"].value = panel.sliders["largest_kib"].min
+    panel.run()
+    message = str(panel.error)
+    assert isinstance(panel.error, WorkerError) and "\n" not in message
+    assert message.startswith("worker 0 of 2") or message.startswith("worker 1 of 2")
+    assert message.endswith("RuntimeError: the edited cell broke it.")
+
+
+def _broken_worker(context):  # a learner's edit that fails: shipped to the workers
+    raise RuntimeError("the edited cell broke it")
 
 
 def test_stop_button_mid_job_ends_every_worker_at_once():
@@ -177,7 +194,9 @@ def no_worker_may_start(monkeypatch):
         (lambda: l06.run_training_sweep((1, 64)), ValueError, "at most"),
         (lambda: l06.run_failure("ring"), ValueError, "layout"),
         (lambda: l06.run_failure("group", n_workers=1), ValueError, "at least 2"),
-        (lambda: l06.run_failure("group", steps=5), ValueError, "steps"),
+        (lambda: l06.run_failure("group", window_s=0), ValueError, "window_s"),
+        (lambda: l06.run_failure("group", kill_after_s=3, window_s=2), ValueError, "less than"),
+        (lambda: l06.run_failure(cut_link=print), ValueError, "replicas do not use the link"),
     ],
 )
 def test_bad_values_are_refused_at_once_naming_the_limit(call, error, words, no_worker_may_start):
@@ -205,10 +224,10 @@ def test_memory_for_no_worker_at_all_says_how_many_fit(monkeypatch, no_worker_ma
 # --- no processes: the numbers, the models and the sentences --------------------------------------
 
 
-def _fake_allreduce(times_per_worker, sizes) -> l06.AllReduceJob:
+def _fake_allreduce(times_per_worker, sizes) -> l06.AllReduceJobResult:
     memory = {"peak_rss_bytes": 700 * MiB, "pss_bytes": 400 * MiB}
     workers = [{"medians_s": t, "sums_correct": True, **memory} for t in times_per_worker]
-    return l06.AllReduceJob(
+    return l06.AllReduceJobResult(
         len(workers), list(sizes), times_per_worker, [True] * len(workers), workers, 4.0, 9.0
     )
 
@@ -242,7 +261,7 @@ def test_two_point_model_of_flat_times_is_all_latency():
     assert "unbounded" in str(job)
 
 
-def _fake_training(n_workers, step_s, spread=0.0) -> l06.TrainingJob:
+def _fake_training(n_workers, step_s, spread=0.0) -> l06.TrainingJobResult:
     worker = {
         "step_s": [step_s * (1 - spread), step_s, step_s * (1 + spread)],
         "losses": [4.0, 1.0],
@@ -251,12 +270,14 @@ def _fake_training(n_workers, step_s, spread=0.0) -> l06.TrainingJob:
         "peak_rss_bytes": 700 * MiB,
         "pss_bytes": 400 * MiB,
     }
-    return l06.TrainingJob(n_workers, 8, 100, [worker] * n_workers, 3.0, 4.0)
+    return l06.TrainingJobResult(n_workers, 8, 100, [worker] * n_workers, 3.0, 4.0)
 
 
 def test_sweep_verdicts_follow_the_numbers_and_their_noise():
     link = AlphaBeta(1e-3, 1e9)
-    slower = l06.TrainingSweep([_fake_training(1, 1e-3), _fake_training(2, 3.004e-3)], link, 2)
+    slower = l06.TrainingSweepResult(
+        [_fake_training(1, 1e-3), _fake_training(2, 3.004e-3)], link, 2
+    )
     assert (
         slower.verdict == "2 workers: fewer samples/s than one worker (1.50x the time per sample)"
     )
@@ -264,13 +285,13 @@ def test_sweep_verdicts_follow_the_numbers_and_their_noise():
     assert "2 workers: the model puts the all-reduce at 2.00 ms per step" in text
     (table,) = slower.tables()
     assert table.rows[1][2:4] == ("3.00 ms", "+0%")  # 1 ms + 2 alpha + 2 * 2000 B / beta
-    faster = l06.TrainingSweep([_fake_training(1, 1e-3), _fake_training(2, 1.1e-3)], None, 2)
+    faster = l06.TrainingSweepResult([_fake_training(1, 1e-3), _fake_training(2, 1.1e-3)], None, 2)
     assert faster.verdict == "2 workers: 1.82x the samples/s of one worker (ideal 2x)"
-    noisy = l06.TrainingSweep(
+    noisy = l06.TrainingSweepResult(
         [_fake_training(1, 1e-3, 0.5), _fake_training(2, 1.9e-3, 0.5)], None, 2
     )
     assert "no measurable difference" in noisy.verdict
-    four = l06.TrainingSweep([_fake_training(1, 1e-3), _fake_training(4, 6e-3)], link, 2)
+    four = l06.TrainingSweepResult([_fake_training(1, 1e-3), _fake_training(4, 6e-3)], link, 2)
     assert "4 workers on 2 usable CPU cores: they take turns" in str(four)
 
 
@@ -287,7 +308,7 @@ def test_break_even_is_never_on_one_core():
     assert l06.break_even_step_s(2, 3e-3, cores=2) == pytest.approx(3e-3)  # t1 > T_ring
     assert l06.break_even_step_s(4, 3e-3, cores=2) == pytest.approx(3e-3 / 2)  # 4 - 4/2
     assert l06.break_even_step_s(2, 3e-3, cores=1) is None
-    sweep = l06.TrainingSweep(
+    sweep = l06.TrainingSweepResult(
         [_fake_training(1, 1e-3), _fake_training(2, 4e-3)], AlphaBeta(1e-3, 1e9), cores=1
     )
     answer = l06.break_even(sweep)
@@ -295,7 +316,7 @@ def test_break_even_is_never_on_one_core():
     assert ("compute per step needed to win", "never") in answer.tables()[0].rows
     assert "the model agrees" in str(answer)  # it said never; the run was slower
     two_cores = l06.break_even(
-        l06.TrainingSweep(
+        l06.TrainingSweepResult(
             [_fake_training(1, 1e-3), _fake_training(2, 0.8e-3)], AlphaBeta(1e-3, 1e9), cores=2
         )
     )
@@ -305,45 +326,66 @@ def test_break_even_is_never_on_one_core():
 
 def _reports(step_s, start, count, first=1):
     return [
-        {"step": first + i, "of": 999, "loss": 1.0, "step_s": step_s, "at": start + i * step_s}
+        {
+            "step": first + i,
+            "elapsed_s": 0.0,
+            "window_s": 9,
+            "loss": 1.0,
+            "step_s": step_s,
+            "at": start + i * step_s,
+        }
         for i in range(count)
     ]
 
 
+def _failure(layout, reports, finished, errors=("x",), cores=2):
+    after = [0.1] * len(errors)
+    return l06.WorkerLossResult(layout, 2, 0.1, list(errors), after, reports, finished, 5.0, cores)
+
+
 def test_failure_demo_measures_the_loss_from_the_steps():
     # Two replicas at 1 ms a step; replica 0 dies at t = 0.1 s, replica 1 keeps its pace.
-    reports = [_reports(1e-3, 0.0, 100), _reports(1e-3, 0.0, 300)]
-    demo = l06.FailureDemo(
-        "replicas", 2, 100, 0.1, ["worker 0 killed"], [0.1], reports, [False, True], 5.0, cores=2
-    )
+    demo = _failure("replicas", [_reports(1e-3, 0.0, 101), _reports(1e-3, 0.0, 300)], [False, True])
     assert demo.rate_before == pytest.approx(2000) and demo.rate_after == pytest.approx(1000)
     assert demo.lost_share == pytest.approx(0.5) and demo.model_lost == 0.5
+    assert demo.killed_at_step == 101 and demo.victim == 0
     assert (
         demo.verdict
-        == "1 of 2 workers finished every step: lost 50% of the steps per second (model: 50%)"
+        == "1 of 2 workers finished their run: lost 50% of the steps per second (model: 50%)"
     )
     # The survivor runs twice as fast once it has the core to itself: less is lost, and why.
-    sped = [_reports(1e-3, 0.0, 100), _reports(1e-3, 0.0, 100) + _reports(0.5e-3, 0.1, 400, 101)]
-    demo = l06.FailureDemo("replicas", 2, 100, 0.1, ["x"], [0.1], sped, [False, True], 5.0, 1)
-    assert demo.lost_share == pytest.approx(0.0, abs=1e-9)
-    assert "the survivors' steps took 1.00 ms before the kill and 500.0 µs after" in str(demo)
-    # A survivor that finished before the kill leaves nothing to compare: said, not guessed.
-    early = [_reports(1e-3, 0.0, 100), _reports(1e-3, 0.0, 80)]
-    demo = l06.FailureDemo("replicas", 2, 100, 0.1, ["x"], [0.1], early, [False, True], 5.0, 2)
-    assert not demo.measured_after and "lost not measured: a survivor had finished" in demo.verdict
+    sped = [_reports(1e-3, 0.0, 101), _reports(1e-3, 0.0, 101) + _reports(0.5e-3, 0.1005, 400, 102)]
+    demo = _failure("replicas", sped, [False, True], cores=1)
+    assert demo.lost_share == pytest.approx(0.0, abs=0.01)
+    assert "the survivors' steps took 1.00 ms before the loss and 500.0 µs after" in str(demo)
+    # A survivor with no steps after the kill, or a worker with none before it: said, not guessed.
+    early = [_reports(1e-3, 0.0, 101), _reports(1e-3, 0.0, 80)]
+    demo = _failure("replicas", early, [False, True])
+    assert not demo.measured_after and "lost not measured: a survivor had no steps after" in str(
+        demo
+    )
+    late = [_reports(1e-3, 0.0, 101), _reports(1e-3, 0.2, 80)]
+    demo = _failure("replicas", late, [False, True])
+    assert not demo.measured_before and "a worker had no steps before the loss" in demo.verdict
 
 
 def test_group_failure_is_called_whole_only_when_every_worker_stopped():
     reports = [_reports(1e-3, 0.0, 100), _reports(1e-3, 0.0, 100)]
-    demo = l06.FailureDemo(
-        "group", 2, 100, 0.1, ["a", "b"], [0.1, 2.0], reports, [False, False], 5.0, cores=2
-    )
+    demo = _failure("group", reports, [False, False], ["a", "b"])
     assert demo.failed_as_whole and demo.rate_after == 0 and demo.lost_share == 1.0
+    assert demo.victim == 1
     assert demo.verdict.startswith("the job failed as a whole: all 2 workers stopped")
     kept = [_reports(1e-3, 0.0, 100), _reports(1e-3, 0.0, 300)]
-    demo = l06.FailureDemo("group", 2, 100, 0.1, ["a"], [0.1], kept, [False, True], 5.0, cores=2)
+    demo = _failure("group", kept, [False, True], ["a"])
     assert not demo.failed_as_whole and "failed as a whole" not in demo.verdict
     assert "the group did not fail as a whole in this run" in str(demo)
+    none = _failure("group", kept, [True, True], [])
+    assert none.verdict.startswith("no worker failed after one was killed (SIGKILL)")
+    both = l06.ReplicasVsGroupResult(_failure("replicas", kept, [False, True]), demo)
+    summary, errors = both.tables()
+    assert [row[0] for row in summary.rows] == ["2 replicas", "one group of 2"]
+    assert [row[0] for row in errors.rows] == ["replicas", "group"]
+    assert both.verdict not in str(both)  # the panel prints it once, above the tables
 
 
 def test_small_machine_gets_smaller_defaults_that_fit_two_gib():
@@ -367,7 +409,8 @@ def test_panels_cap_their_sliders_and_estimate_before_running(monkeypatch):
     assert panel.estimate(**bigger) > seconds
     kill = l06.failure_panel()
     assert kill.sliders["n_workers"].max == 2 and kill.estimate(**kill.values()) > 0
-    assert training.TrainingSweep is l06.TrainingSweep
+    assert set(kill.sliders) == {"n_workers"}  # one run measures both layouts
+    assert training.TrainingSweepResult is l06.TrainingSweepResult
 
 
 # --- random bad values: always a clear refusal, at once, before any process -----------------------
@@ -381,6 +424,7 @@ _BAD = {
     "batch_per_worker": st.one_of(st.integers(max_value=0), _not_a_count),
     "warmup": st.one_of(st.integers(max_value=-1), _not_a_count),
     "timeout_s": st.one_of(st.floats(max_value=0), st.text(max_size=3), st.booleans()),
+    "window_s": st.one_of(st.floats(max_value=0), st.text(max_size=3), st.booleans()),
 }
 _ENTRIES = {
     "run_allreduce_job": (l06.run_allreduce_job, ("n_workers", "repeats", "warmup", "timeout_s")),
@@ -392,7 +436,7 @@ _ENTRIES = {
         l06.run_training_sweep,
         ("steps", "width", "batch_per_worker", "warmup", "timeout_s"),
     ),
-    "run_failure": (l06.run_failure, ("n_workers", "steps", "width", "batch_per_worker")),
+    "run_failure": (l06.run_failure, ("n_workers", "window_s", "width", "batch_per_worker")),
 }
 
 
@@ -424,3 +468,110 @@ def test_a_panel_refusal_names_the_slider_and_starts_nothing(monkeypatch, no_wor
     assert isinstance(panel.error, ValueError)
     assert "largest message that fits" in str(panel.error)
     assert "move the 'largest message (KiB)'" in str(panel.error)
+
+
+# --- the notebook's cells are what the workers run ------------------------------------------------
+
+
+def test_an_edited_worker_cell_changes_what_the_panel_runs():
+    from tests.notebook_runs import run_edited
+
+    job = "job = d2l.run_allreduce_job(n_workers=2, worker=allreduce_worker"
+    panel = "panel = d2l.cluster_panel(allreduce_worker, training_worker)\n"
+    step = "    n, batch = strategy.num_replicas_in_sync,"
+    edits = {
+        # the learner's edit: the training worker now fails at once, in every worker
+        step: f'    raise RuntimeError("edited in the notebook")\n{step}',
+        # small sizes, and no training before the panel: the test stays short
+        f"{job})": f"{job}, sizes=[4096, 8192])",
+        "d2l.plot_allreduce_job(job)\njob": "print(job.verdict)",
+        "sweep = d2l.run_training_sweep((1, 2), link=job.link, worker=training_worker)": "pass",
+        "d2l.plot_training_sweep(sweep)\nsweep": "",
+        "d2l.hosts_reference(job, sweep)": "d2l.hosts_reference(job)",
+        f"{panel}panel": f"{panel}panel.sliders['largest_kib'].value = 64\npanel.run()\n"
+        "print('PANEL:', panel.error)",
+    }
+    outputs = run_edited("06_multi_process", edits, until="panel = d2l.cluster_panel")
+    assert "the sums were exact on every worker" in "".join(outputs)  # the unedited worker ran
+    (panel,) = [text for text in outputs if "PANEL:" in text]
+    assert "worker 0 of 1" in panel and "RuntimeError: edited in the notebook." in panel
+
+
+def _hosts_file():
+    held = [{"bytes": 2 << 20, "measured_s": 0.1, "predicted_s": 0.09, "residual": 0.11}]
+    slow = {"rate_bit_s": 200e6, "alpha_s": 2e-3, "beta_bytes_per_s": 2.4e7}
+    fast = {"rate_bit_s": 1e9, "alpha_s": 2e-3, "beta_bytes_per_s": 3e7}
+    return {
+        "machine": {"processor": "x86_64", "cpu_cores": 2, "tensorflow": "2.21.0", "date": "d"},
+        "link": {"burst_bytes": 65536, "mtu": 1500, "payload_share": 0.956},
+        "allreduce": [
+            {**fast, "beta_over_rate": 0.24, "held_out": held},
+            {**slow, "beta_over_rate": 0.96, "held_out": held},
+        ],
+        "training": {
+            "two_vs_one": "2 workers: fewer samples/s than one worker (3.1x)",
+            "step_s": [1e-3, 5e-3],
+            "predicted_s": [1e-3, 4e-3],
+        },
+        "failure": {"group, link down": {"verdict": "the job failed as a whole"}},
+        "compute_copy": {
+            "run_s": 0.03,
+            "copy_s": 0.04,
+            "overlapped_s": 0.045,
+            "hidden_fraction": 0.83,
+            "hidden_ceiling": 0.97,
+            "verdict": "within the noise",
+        },
+    }
+
+
+def test_the_committed_two_host_run_stands_beside_this_one(tmp_path):
+    exact = [2e-3 + s / 3e8 for s in SIZES]
+    job = _fake_allreduce([exact, exact], SIZES)
+    path = tmp_path / "hosts.json"
+    path.write_text(json.dumps(_hosts_file()))
+    result = l06.hosts_reference(job, None, path)
+    links, failures, copy = result.tables()
+    assert [row[0] for row in links.rows] == [
+        "loopback, this run",
+        "two hosts, 1000 Mbit/s link",
+        "two hosts, 200 Mbit/s link",
+    ]
+    assert links.rows[0][3] == "585.9 KiB"  # alpha x beta: 2 ms x 300 MB/s
+    assert links.rows[2][3:6] == ("46.9 KiB", "0.96", "+11%")  # 2 ms x 24 MB/s
+    assert links.rows[2][6] == (
+        "2 workers: fewer samples/s than one worker (3.1x); a step took 5.00 ms, the model says "
+        "4.00 ms"
+    )
+    assert links.rows[1][6] == ""  # trained across the slow link only
+    assert links.title.count("x86_64") == 1  # the machine is named once, in the title
+    assert failures.rows == [("group, link down", "the job failed as a whole")]
+    assert copy.rows[3:] == [
+        ("hidden by overlap", "83%"),
+        ("hidden by overlap, at most (one launch paid)", "97%"),
+        ("notebook 02's verdict on that run", "within the noise"),
+    ]
+    missing = l06.hosts_reference(job, None, tmp_path / "none.json")
+    assert "no committed two-host results" in str(missing)
+    assert hosts.break_even_bytes(2e-3, 1e8) == pytest.approx(2e5)
+
+
+def test_the_cluster_panels_verdict_is_not_repeated_in_its_tables():
+    exact = [2e-3 + s / 3e8 for s in SIZES]
+    job = _fake_allreduce([exact, exact], SIZES)
+    sweep = l06.TrainingSweepResult([_fake_training(1, 1e-3), _fake_training(2, 3.004e-3)], None, 2)
+    both = l06.ClusterResult(job, sweep)
+    assert both.verdict == f"{job.verdict}. {sweep.verdict}"
+    lines = [v for table in both.tables() for v in table.verdicts]
+    assert sweep.verdict in str(sweep) and sweep.verdict not in lines
+
+
+def test_the_packages_worker_is_named_and_any_other_is_sent():
+    from d2lhelpers.processes import mwms
+
+    assert jobs.worker_code(mwms.training_worker) == (
+        "d2lhelpers.processes.mwms:training_worker",
+        None,
+    )
+    target, code = jobs.worker_code(_broken_worker)
+    assert target.endswith(":_broken_worker") and "def _broken_worker(context)" in code["code"]

@@ -13,7 +13,7 @@ from d2lhelpers.processes.failures import (
     CAUSE_WINDOW_S,
     WorkerError,
     WorkerState,
-    error_line,
+    cause_sentence,
     failure_to_report,
     how_it_ended,
     timeout_error,
@@ -80,20 +80,28 @@ def test_how_it_ended_reads_signals_and_codes():
     assert how_it_ended(None) == "reported an error (still running)"
 
 
-def test_error_line_keeps_the_exception_and_tfs_reason():
+def test_the_cause_is_one_sentence_with_tfs_reason_and_no_node_names():
     error = WorkerError(
         "worker 0 of 2 (pid 7, port 9) exited with code 1 before sending its result\n"
         "Its error:\n    Traceback (most recent call last):\n"
         "    tensorflow.python.framework.errors_impl.UnavailableError: Graph execution error:\n"
-        "    Collective ops is aborted by: Collective ops is aborted by: Socket closed\n"
+        "    Collective ops is aborted by: Collective ops is aborted by: Socket closed "
+        "[[{{node CollectiveReduceV2}}]] [Op:__inference_train_step_1234] name: \n"
         "Last lines of its stderr:\n    I0000 something"
     )
-    assert error_line(error) == (
+    assert cause_sentence(error) == (
         "worker 0 of 2 (pid 7, port 9) exited with code 1 before sending its result: "
-        "UnavailableError: Collective ops is aborted by: Socket closed"
+        "UnavailableError: Collective ops is aborted by: Socket closed."
     )
     killed = WorkerError(f"worker 1 of 2 was killed by {signal.SIGKILL.name}\nLast lines: x")
-    assert error_line(killed) == "worker 1 of 2 was killed by SIGKILL"
+    assert cause_sentence(killed) == "worker 1 of 2 was killed by SIGKILL."
+    raised = WorkerError(
+        "worker 0 of 2 reported an error\nIts error:\n    Traceback (most recent call last):\n"
+        "    File \"<shipped>\", line 3\n    KeyError: 'sizes'\n"
+    )
+    assert cause_sentence(raised) == "worker 0 of 2 reported an error: KeyError: 'sizes'."
+    long = WorkerError("worker 0 failed\n    ValueError: " + "x" * 500)
+    assert cause_sentence(long).endswith("x...") and len(cause_sentence(long)) < 250
 
 
 def test_a_real_process_that_died_is_diagnosed_from_its_exit_code():

@@ -53,13 +53,28 @@ def test_an_unchanged_status_is_sent_again_only_after_the_heartbeat():
 
 
 def test_no_callback_is_allowed():
-    ProgressBoard(None, 4).heard(0, {"step": 1, "of": 4})
+    board = ProgressBoard(None, 4)
+    board.stage("x", 1, 4)
+    board.heard(0, {"step": 1, "of": 4})  # counted, though nobody listens
+    assert board.done == {0: 1} and board.status() == "worker 0: x (1 worker) step 1/4"
 
 
-def test_finish_fills_the_bar_and_keeps_the_status():
+def test_end_stage_fills_the_stages_share_and_keeps_the_status():
     calls = []
-    board = ProgressBoard(lambda *a: calls.append(a), total=10, clock=lambda: 0.0)
+    board = ProgressBoard(lambda *a: calls.append(a), total=20, clock=lambda: 0.0)
     board.stage("demo", 1, 10)
     board.heard(0, {"step": 3, "of": 10})
-    board.finish()
-    assert calls[-1] == (10, 10, "worker 0: demo (1 worker) step 3/10")
+    board.end_stage()
+    assert calls[-1] == (10, 20, "worker 0: demo (1 worker) step 3/10")
+    board.stage("next", 1, 10)
+    assert calls[-1][0] == 10  # the next stage starts where the last one ended
+
+
+def test_a_time_window_reports_hundredths_of_it():
+    assert units_of({"step": 40, "elapsed_s": 1.5, "window_s": 3.0}) == (
+        50,
+        100,
+        "step 40, 50% of its time",
+    )
+    assert units_of({"step": 2, "elapsed_s": 0.0, "window_s": 3.0, "warm": True})[0] == 0
+    assert units_of({"step": 99, "elapsed_s": 3.2, "window_s": 3.0})[0] == 100

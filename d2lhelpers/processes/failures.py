@@ -140,17 +140,32 @@ def how_it_ended(code: int | None) -> str:
     return f"exited with code {code}"
 
 
-def error_line(error: WorkerError) -> str:
-    """A WorkerError's first line, plus its exception's name and TF's reason where it has them."""
+# An exception's line in a traceback: its name, and its message.
+_EXCEPTION_LINE = re.compile(r"\s+(?:\w+\.)*(\w+(?:Error|Exception|Interrupt|Exit)): ?(.*)")
+# TensorFlow's annotations of where in its graph an error came from: not a cause a learner can use.
+_TF_LOCATIONS = re.compile(r"\[\[\{\{node [^}]*\}\}\]\]|\[Op:[^\]]*\]( name:\s*\S*)?")
+REASON_CHARS = 200  # a longer message is cut: the sentence stays readable
+_REASONS = ("aborted by", "timed out", "Deadline")
+
+
+def cause_sentence(error: WorkerError) -> str:
+    """One sentence: which worker failed and how (the message's first line), then the last
+    exception's name and TensorFlow's reason (or the exception's own message), without TF's node
+    names, operation names or repeated prefixes."""
     lines = str(error).splitlines()
-    names = [m.group(1) for m in map(_EXCEPTION_LINE.match, lines) if m]
-    reasons = [line.strip() for line in lines if "aborted by" in line or "timed out" in line]
-    # Each peer that passes the abort on prefixes it again: keep one.
-    reasons = [re.sub(r"(Collective ops is aborted by: )+", r"\1", line) for line in reasons]
-    return ": ".join(lines[:1] + names[-1:] + reasons[:1])
-
-
-_EXCEPTION_LINE = re.compile(r"\s+(?:\w+\.)*(\w+(?:Error|Exception)): ")
+    found = [m for m in map(_EXCEPTION_LINE.match, lines[1:]) if m]
+    parts = lines[:1]
+    if found:
+        name, message = found[-1].groups()
+        reasons = [line.strip() for line in lines if any(r in line for r in _REASONS)]
+        parts.append(f"{name}: {reasons[0] if reasons else message}")
+    text = " ".join(_TF_LOCATIONS.sub(" ", ": ".join(parts)).split())
+    # Each peer that passes an abort on prefixes it again: keep one.
+    text = re.sub(r"(Collective ops is aborted by: )+", r"\1", text)
+    text = re.sub(r"(Graph execution error: ?)", "", text).rstrip(" :.;")
+    if len(text) > len(lines[0]) + REASON_CHARS:
+        return text[: len(lines[0]) + REASON_CHARS].rstrip() + "..."
+    return f"{text}."
 
 
 def _indent(text: str) -> str:

@@ -2,7 +2,9 @@
 
 `function_source(name=function, ...)` collects each function's source and what it uses from its
 module: other functions there (sent too, so an edited helper travels with its callers), the
-modules it names (sent as `import` lines) and plain numbers and strings (sent as values). The
+modules it names (sent as `import` lines), classes and functions it took from a package module
+(sent as `from MODULE import NAME` lines: the other process imports the same ones) and plain
+numbers and strings (sent as values). The
 result is JSON; `load_functions(sent)` runs it in a fresh namespace in the other process and
 returns the functions by the same names.
 
@@ -52,6 +54,9 @@ def function_source(**functions: Callable) -> dict:
             if isinstance(value, types.ModuleType):
                 line = f"import {value.__name__} as {name}"
                 imports += [line] if line not in imports else []
+            elif _importable(value, function):
+                line = f"from {value.__module__} import {value.__qualname__} as {name}"
+                imports += [line] if line not in imports else []
             elif _plain_or_none(value) is not None:
                 pending.append(value)
             elif isinstance(value, PLAIN):
@@ -75,6 +80,16 @@ def load_functions(sent: dict, label: str = "notebook") -> dict[str, Callable]:
     namespace = {"__name__": "__sent__"}
     exec(compile(code, filename, "exec"), namespace)
     return {argument: namespace[name] for argument, name in sent["names"].items()}
+
+
+def _importable(value, function) -> bool:
+    """A class, or a function of another module than `function`'s, that an import can reach."""
+    if not isinstance(value, (type, types.FunctionType)):
+        return False
+    module = getattr(value, "__module__", None)
+    if isinstance(value, types.FunctionType) and module == function.__module__:
+        return False  # a helper beside it (a notebook cell's, say): its source is sent
+    return bool(module) and module not in ("__main__", "builtins") and "<" not in value.__qualname__
 
 
 def _plain_or_none(value):

@@ -15,6 +15,11 @@ children too: SIGTERM to the group, SIGKILL after a grace period. Two last resor
 it when its parent process dies. A worker that fails raises `WorkerError` naming it (index, pid,
 exit code, its traceback, the last lines of its stderr) as soon as the failure is seen.
 
+Other hosts: `hosts` gives each worker its address (in `TF_CONFIG` and `addresses`) and `launch`
+the command that starts it there, e.g. `["ip", "netns", "exec", "ns1"]` for a network namespace
+(`benchmarks/hosts.py`). `code` sends the workers a notebook's function to run instead of the
+target's (`function_source.function_source(worker=...)`; `worker_main.load_target`).
+
 `tf_servers` builds notebook 02's TensorFlow servers on top of this; `worker_messages` holds the
 group's message loop and `worker_failures` the diagnosis of a failed worker.
 """
@@ -84,10 +89,14 @@ def free_ports(count: int) -> list[int]:
             probe.close()
 
 
-def tf_config(ports: Sequence[int], index: int, job: str = TF_SERVER_JOB) -> dict:
-    """The TF_CONFIG of task `index` in a one-job cluster of workers on 127.0.0.1:`ports`."""
+def tf_config(
+    ports: Sequence[int], index: int, job: str = TF_SERVER_JOB, hosts: Sequence[str] | None = None
+) -> dict:
+    """The TF_CONFIG of task `index` in a one-job cluster of workers on `hosts` (127.0.0.1 for
+    each by default) at `ports`."""
+    hosts = hosts or [LOOPBACK] * len(ports)
     return {
-        "cluster": {job: [f"{LOOPBACK}:{port}" for port in ports]},
+        "cluster": {job: [f"{host}:{port}" for host, port in zip(hosts, ports, strict=True)]},
         "task": {"type": job, "index": index},
     }
 
@@ -125,9 +134,15 @@ class WorkerGroup(WorkerMessages):
         port_attempts: int = 3,
         pick_ports: Callable[[int], list[int]] = free_ports,
         watch: Callable[[WorkerGroup], None] | None = None,
+        code: dict | None = None,
+        hosts: Sequence[str] | None = None,
+        launch: Callable[[int], list[str]] | None = None,
     ):
         if count < 1:
             raise ValueError(f"count must be at least 1, got {count}")
+        if hosts is not None and len(hosts) != count:
+            raise ValueError(f"hosts must name one address per worker ({count}), got {hosts}")
+        self.code, self.hosts, self.launch = code, hosts, launch
         self.target, self.count, self.args = target, count, dict(args or {})
         self.env, self.tf_config_job = dict(env or {}), tf_config_job
         self.threads = (intra_op_threads, inter_op_threads)
@@ -190,8 +205,9 @@ class WorkerGroup(WorkerMessages):
         # Nothing from an earlier try may leak into this one.
         self._events, self._unheard_progress = queue.Queue(), collections.deque()
         for index in range(self.count):
+            prefix = self.launch(index) if self.launch else []
             process = subprocess.Popen(
-                [sys.executable, WORKER_MAIN_PATH, self.target],
+                [*prefix, sys.executable, WORKER_MAIN_PATH, self.target],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -222,8 +238,11 @@ class WorkerGroup(WorkerMessages):
         environment[worker_main.PORTS_VAR] = json.dumps(self.ports)
         environment[worker_main.ARGS_VAR] = json.dumps(self.args)
         environment[worker_main.PARENT_VAR] = str(os.getpid())
+        if self.code:
+            environment[worker_main.CODE_VAR] = json.dumps(self.code)
         if self.tf_config_job:
-            environment["TF_CONFIG"] = json.dumps(tf_config(self.ports, index, self.tf_config_job))
+            config = tf_config(self.ports, index, self.tf_config_job, self.hosts)
+            environment["TF_CONFIG"] = json.dumps(config)
         environment.update(self.env)
         return environment
 
@@ -249,8 +268,9 @@ class WorkerGroup(WorkerMessages):
 
     @property
     def addresses(self) -> list[str]:
-        """'127.0.0.1:PORT' of every worker, in index order."""
-        return [f"{LOOPBACK}:{port}" for port in self.ports]
+        """'HOST:PORT' of every worker (127.0.0.1 unless `hosts` says), in index order."""
+        hosts = self.hosts or [LOOPBACK] * len(self.ports)
+        return [f"{host}:{port}" for host, port in zip(hosts, self.ports, strict=True)]
 
     @property
     def pids(self) -> list[int]:

@@ -18,7 +18,11 @@ from d2lhelpers.core.progress import HEARTBEAT_S, Progress
 
 
 def units_of(info) -> tuple[int, int, str]:
-    """(done, of, words) from a worker's progress report: sizes or steps done so far."""
+    """(done, of, words) from a worker's progress report: sizes or steps done so far, or, in a
+    time window (the failure demo), hundredths of the window."""
+    if "window_s" in info:
+        share = min(1.0, max(0.0, info["elapsed_s"] / info["window_s"]))
+        return round(100 * share), 100, f"step {info['step']}, {share:.0%} of its time"
     if "step" in info:
         return info["step"], info["of"], f"step {info['step']}/{info['of']}"
     return info["done"], info["of"], f"size {info['done']}/{info['of']}"
@@ -46,9 +50,9 @@ class ProgressBoard:
         self.done = dict.fromkeys(range(n_workers), 0)
         self._emit()
 
-    def finish(self) -> None:
-        """Everything is done (a run that ends early on purpose, as a failure demo does)."""
-        self.finished, self.done = self.total, {}
+    def end_stage(self) -> None:
+        """This stage is done, whatever its workers reported (a failure demo's stops early)."""
+        self.done = dict.fromkeys(self.done, self.units)
         self._emit()
 
     def heard(self, index: int, info) -> None:

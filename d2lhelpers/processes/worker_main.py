@@ -10,9 +10,12 @@ Protocol: one JSON object per line on the process's original stdout, each with o
 `{"error": {"text": traceback, "port_in_use": bool}}`. Everything else the target (or
 TensorFlow's C++ code) prints goes to stderr, so stray prints cannot corrupt the protocol.
 
-Environment set by the parent: the worker's index, every worker's port, JSON args, and the
-parent's pid. A watchdog thread ends the worker (and its own children) if that parent dies, so
-that even a hard kill of the notebook's kernel leaves no orphan behind.
+Environment set by the parent: the worker's index, every worker's port, JSON args, the
+parent's pid, and optionally code: a notebook's functions as `function_source` sent them (the one
+under "worker" is then the target, so that the worker runs the code the learner's kernel holds,
+not the package's copy of it; only then is the package imported here). A watchdog thread ends the
+worker (and its own children) if that parent dies, so that even a hard kill of the notebook's
+kernel leaves no orphan behind.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ INDEX_VAR = "D2L_WORKER_INDEX"
 PORTS_VAR = "D2L_WORKER_PORTS"
 ARGS_VAR = "D2L_WORKER_ARGS"
 PARENT_VAR = "D2L_WORKER_PARENT_PID"
+CODE_VAR = "D2L_WORKER_CODE"
 LOOPBACK = "127.0.0.1"
 WATCHDOG_PERIOD_S = 0.5
 # What a failed bind looks like: Python's OSError, or TensorFlow's gRPC server refusing to start.
@@ -72,14 +76,37 @@ class WorkerContext:
             self._protocol.write(line)
             self._protocol.flush()
 
+    def memory(self) -> dict:
+        """This process's memory (`memory_now`), for a target's result."""
+        return memory_now()
+
     def wait_until_ended(self) -> None:
         """Block until the parent ends this worker (for servers that have nothing else to do)."""
         while True:
             time.sleep(WATCHDOG_PERIOD_S)
 
 
-def load_target(target: str):
-    """'package.module:function' or '/path/to/file.py:function' -> the function."""
+def memory_now() -> dict:
+    """This process's peak resident set, and its PSS now (shared library pages split)."""
+    import resource  # Linux only, as worker groups are (`require_linux`): not at import time
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
+    pss = 0
+    try:
+        with open("/proc/self/smaps_rollup") as rollup:
+            pss = next(int(line.split()[1]) * 1024 for line in rollup if line[:4] == "Pss:")
+    except OSError:
+        pass
+    return {"peak_rss_bytes": peak, "pss_bytes": pss}
+
+
+def load_target(target: str, code: dict | None = None):
+    """'package.module:function' or '/path/to/file.py:function' -> the function; with `code` (a
+    `function_source` answer), its function "worker" instead, defined afresh from its source."""
+    if code:
+        from d2lhelpers.processes.function_source import load_functions
+
+        return load_functions(code, label="notebook")["worker"]
     location, _, name = target.rpartition(":")
     if not location or not name:
         raise ValueError(f"target must be 'module:function' or 'file.py:function', got {target!r}")
@@ -122,7 +149,8 @@ def main(target: str) -> int:
         protocol,
     )
     try:
-        result = load_target(target)(context)
+        code = json.loads(os.environ.get(CODE_VAR, "null"))
+        result = load_target(target, code)(context)
         json.dumps(result)  # a result that cannot be sent is reported as this worker's error
     except BaseException as error:  # SystemExit and KeyboardInterrupt are reported too
         report = {"text": traceback.format_exc(), "port_in_use": is_port_in_use(error)}

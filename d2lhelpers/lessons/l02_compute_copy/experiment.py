@@ -34,7 +34,7 @@ from d2lhelpers.core.units import BYTES_PER_FLOAT, MiB
 from d2lhelpers.devices import Device, check_fits
 from d2lhelpers.lessons.l02_compute_copy.result import ComputeCopyResult
 from d2lhelpers.processes import compute_copy
-from d2lhelpers.processes.failures import error_line
+from d2lhelpers.processes.failures import cause_sentence
 from d2lhelpers.processes.function_source import function_source, load_functions
 from d2lhelpers.processes.group import WorkerError, WorkerGroup, WorkerTimeout
 from d2lhelpers.processes.tf_servers import (
@@ -152,7 +152,9 @@ def run_compute_copy(
             "it and its worker were ended"
         ) from error
     except WorkerError as error:
-        raise RuntimeError(f"notebook 02's driver process failed: {error_line(error)}") from error
+        raise RuntimeError(
+            f"notebook 02's driver process failed: {cause_sentence(error)}"
+        ) from error
     if "failed" in raw:
         raise RuntimeError(f"notebook 02's experiment failed in its driver: {raw['failed']}")
     return result_from_json(raw)

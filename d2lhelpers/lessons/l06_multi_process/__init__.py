@@ -1,28 +1,40 @@
 """Notebook 06, multi-process: worker processes, MultiWorkerMirroredStrategy, failures.
 
-In notebook order, one module each: `jobs` (admission, the machine's defaults, one job on
-loopback), `allreduce` (the all-reduce sweep, its fit and plot), `training` (data-parallel
-training and its cost model), `break_even` (the Try-it answer), `failure` (killing a worker of
-replicas or of a group), `panels` (the two panels). The code that runs inside each worker is
-`d2lhelpers.processes.mwms`.
+In notebook order, one module each: `jobs` (admission, the machine's defaults, one job running
+the notebook's worker function), `allreduce` (the all-reduce sweep, its fit and plot), `training`
+(data-parallel training and its cost model), `break_even` (the Try-it answer), `failure` (losing
+a worker of replicas or of a group), `replicas_vs_group` (both in one run), `panels` (the two
+panels), `hosts` (the committed results of `make hosts` beside the learner's loopback run). The
+code that runs inside each worker is the notebook's: `d2lhelpers.processes.mwms`, saved from its
+cells.
 """
 
 from d2lhelpers.lessons.l06_multi_process.allreduce import (
-    AllReduceJob,
+    AllReduceJobResult,
     plot_allreduce_job,
     run_allreduce_job,
 )
 from d2lhelpers.lessons.l06_multi_process.break_even import (
-    BreakEven,
+    BreakEvenResult,
     break_even,
     break_even_step_s,
 )
-from d2lhelpers.lessons.l06_multi_process.failure import FailureDemo, plot_failure, run_failure
+from d2lhelpers.lessons.l06_multi_process.failure import (
+    WorkerLossResult,
+    plot_failure,
+    run_failure,
+)
+from d2lhelpers.lessons.l06_multi_process.hosts import HostsReferenceResult, hosts_reference
 from d2lhelpers.lessons.l06_multi_process.jobs import MachineDefaults, machine_defaults
-from d2lhelpers.lessons.l06_multi_process.panels import ClusterRun, cluster_panel, failure_panel
+from d2lhelpers.lessons.l06_multi_process.panels import ClusterResult, cluster_panel, failure_panel
+from d2lhelpers.lessons.l06_multi_process.replicas_vs_group import (
+    ReplicasVsGroupResult,
+    plot_replicas_vs_group,
+    run_replicas_vs_group,
+)
 from d2lhelpers.lessons.l06_multi_process.training import (
-    TrainingJob,
-    TrainingSweep,
+    TrainingJobResult,
+    TrainingSweepResult,
     plot_training_sweep,
     predict_step_s,
     run_training,
@@ -30,24 +42,29 @@ from d2lhelpers.lessons.l06_multi_process.training import (
 )
 
 __all__ = [
-    "AllReduceJob",
-    "BreakEven",
-    "ClusterRun",
-    "FailureDemo",
+    "AllReduceJobResult",
+    "BreakEvenResult",
+    "ClusterResult",
+    "HostsReferenceResult",
     "MachineDefaults",
-    "TrainingJob",
-    "TrainingSweep",
+    "ReplicasVsGroupResult",
+    "TrainingJobResult",
+    "TrainingSweepResult",
+    "WorkerLossResult",
     "break_even",
     "break_even_step_s",
     "cluster_panel",
     "failure_panel",
+    "hosts_reference",
     "machine_defaults",
     "plot_allreduce_job",
     "plot_failure",
+    "plot_replicas_vs_group",
     "plot_training_sweep",
     "predict_step_s",
     "run_allreduce_job",
     "run_failure",
+    "run_replicas_vs_group",
     "run_training",
     "run_training_sweep",
 ]

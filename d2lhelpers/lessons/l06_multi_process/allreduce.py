@@ -23,17 +23,13 @@ from d2lhelpers.lessons.l06_multi_process.jobs import (
     require_workers_memory,
     run_job,
 )
-from d2lhelpers.processes.mwms import (
-    ALLREDUCE_TARGET,
-    RING_COPIES,
-    WORKER_BYTES,
-    worker_memory_bytes,
-)
+from d2lhelpers.processes import mwms
 from d2lhelpers.processes.progress import ProgressBoard
+from d2lhelpers.processes.worker_memory import RING_COPIES, WORKER_BYTES, worker_memory_bytes
 
 
 @dataclasses.dataclass
-class AllReduceJob(Reported):
+class AllReduceJobResult(Reported):
     """All-reduce times per size on `n_workers` MWMS workers, and the alpha-beta fit."""
 
     n_workers: int
@@ -43,6 +39,7 @@ class AllReduceJob(Reported):
     workers: list[dict]  # each worker's whole result (memory included)
     start_s: float
     wall_s: float
+    where: str = "loopback"  # what joins the workers: loopback, or the link of `tools/hosts.py`
 
     @property
     def times(self) -> list[float]:
@@ -107,8 +104,12 @@ class AllReduceJob(Reported):
             link = self.link
             verdicts.append(
                 f"per link (ring of {self.n_workers}): alpha_link = "
-                f"{format_seconds(link.alpha_s)}, beta_link = {_rate(link.beta_bytes_per_s)}; on "
-                "loopback a 'link' is gRPC through the kernel, on the cores that compute"
+                f"{format_seconds(link.alpha_s)}, beta_link = {_rate(link.beta_bytes_per_s)}"
+                + (
+                    "; on loopback a 'link' is gRPC through the kernel, on the cores that compute"
+                    if self.where == "loopback"
+                    else ""
+                )
             )
         flags = []
         if not all(self.sums_correct):
@@ -117,7 +118,7 @@ class AllReduceJob(Reported):
             verdicts.append("the sums were exact on every worker (each checked what it got)")
         title = (
             f"MultiWorkerMirroredStrategy all-reduce (RING), {self.n_workers} worker processes "
-            "on loopback, 1 op thread each"
+            f"on {self.where}, 1 op thread each"
         )
         return [Table(title, columns, rows, verdicts, flags), memory_table(self.workers)]
 
@@ -157,8 +158,14 @@ def run_allreduce_job(
     progress=None,
     warmup: int = 2,
     board: ProgressBoard | None = None,
-) -> AllReduceJob:
+    worker=mwms.allreduce_worker,
+    where: str = "loopback",
+    **group_options,
+) -> AllReduceJobResult:
     """One job of `n_workers` MWMS workers timing an all-reduce of each size (bytes per worker).
+
+    `worker` is the function each worker runs (the notebook passes its own `allreduce_worker`);
+    `group_options` (`hosts`, `launch`) place the workers elsewhere than loopback (`where`).
 
     `sizes` and `repeats` default to `machine_defaults()`. Refused (ValueError/TypeError) before
     any process starts if a value is out of range or the workers would not fit in memory.
@@ -173,13 +180,13 @@ def run_allreduce_job(
         board = ProgressBoard(progress, n_workers * len(sizes))
     board.stage("all-reduce", n_workers, len(sizes))
     args = {"sizes": sizes, "repeats": repeats, "warmup": warmup}
-    results, start, wall = run_job(ALLREDUCE_TARGET, n_workers, args, timeout_s, board)
+    results, start, wall = run_job(worker, n_workers, args, timeout_s, board, **group_options)
     medians = [r["medians_s"] for r in results]
     correct = [r["sums_correct"] for r in results]
-    return AllReduceJob(n_workers, sizes, medians, correct, results, start, wall)
+    return AllReduceJobResult(n_workers, sizes, medians, correct, results, start, wall, where)
 
 
-def plot_allreduce_job(job: AllReduceJob, ax=None):
+def plot_allreduce_job(job: AllReduceJobResult, ax=None):
     """Log-log: each worker's medians, the all-reduce time, the two alpha-beta models."""
     if ax is None:
         _, ax = plt.subplots(figsize=(7, 4.2))
@@ -194,7 +201,7 @@ def plot_allreduce_job(job: AllReduceJob, ax=None):
         ax.plot(job.sizes, medians, "x", ms=5, label=f"worker {k}")
     ax.plot(job.sizes, job.times, "o", c="black", mfc="none", label="measured (slowest worker)")
     ax.set(xscale="log", yscale="log", xlabel="bytes per worker", ylabel="time (s)")
-    ax.set_title(f"MWMS ring all-reduce, {job.n_workers} processes on loopback")
+    ax.set_title(f"MWMS ring all-reduce, {job.n_workers} processes on {job.where}")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, loc="upper left")
     ax.figure.tight_layout()

@@ -16,7 +16,7 @@ from d2lhelpers.collectives.algorithms import allreduce_time_s
 from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import cores_phrase, format_seconds
 from d2lhelpers.lessons.l06_multi_process.training import (
-    TrainingSweep,
+    TrainingSweepResult,
     scaling_outcome,
     scaling_sentence,
 )
@@ -31,7 +31,7 @@ def break_even_step_s(n_workers: int, ring_s: float, cores: int) -> float | None
 
 
 @dataclasses.dataclass
-class BreakEven(Reported):
+class BreakEvenResult(Reported):
     """Try it: how much compute per step two (or K) workers need before they beat one."""
 
     n_workers: int
@@ -91,7 +91,7 @@ class BreakEven(Reported):
         return [Table("when do more workers win?", ("", "value"), rows, [self.verdict, check])]
 
 
-def break_even(sweep: TrainingSweep, n_workers: int = 2) -> BreakEven:
+def break_even(sweep: TrainingSweepResult, n_workers: int = 2) -> BreakEvenResult:
     """The Try-it answer from a sweep holding 1 and `n_workers` workers and an all-reduce fit."""
     one = sweep.one
     job = next((j for j in sweep.jobs if j.n_workers == n_workers), None)
@@ -101,4 +101,4 @@ def break_even(sweep: TrainingSweep, n_workers: int = 2) -> BreakEven:
         "ring", n_workers, job.gradient_bytes, sweep.link.alpha_s, sweep.link.beta_bytes_per_s
     )
     measured, outcome = scaling_sentence(job, one), scaling_outcome(job, one)
-    return BreakEven(n_workers, one.step_s, ring, sweep.cores, measured, outcome)
+    return BreakEvenResult(n_workers, one.step_s, ring, sweep.cores, measured, outcome)

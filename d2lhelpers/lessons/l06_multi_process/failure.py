@@ -1,6 +1,11 @@
-"""Notebook 06, part 3 (seed 004, "Try it" 3): kill one worker of a replica set, or of one big
+"""Notebook 06, part 3 (seed 004, "Try it" 3): kill one worker of a replica set, and of one big
 group, and measure what is lost: the steps per second all workers completed before the kill
 against those after it, beside the model's share (`costs.replicas_vs_one_group`).
+
+Every worker trains for the same `window_s` seconds from a common start (`schedule.StepSchedule`)
+and reports every step with the time it ended; one worker dies `kill_after_s` after the start. A
+time window, not a step count, so the kill lands inside every worker's run and both sides of it
+are measured, however fast a step is. The link can be cut instead (`cut_link`, other hosts only).
 """
 
 from __future__ import annotations
@@ -11,27 +16,32 @@ import dataclasses
 import os
 import statistics
 import tempfile
+import threading
 import time
+from collections.abc import Callable
 
 import matplotlib.pyplot as plt
 
 from d2lhelpers.collectives.costs import replicas_vs_one_group
-from d2lhelpers.core.checks import require_count
 from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import cores_phrase, format_seconds, usable_cores
 from d2lhelpers.core.verdicts import compare
-from d2lhelpers.lessons.l06_multi_process.jobs import require_seconds
-from d2lhelpers.lessons.l06_multi_process.training import MAX_STEPS, check_training
-from d2lhelpers.processes.failures import WorkerError, error_line
+from d2lhelpers.lessons.l06_multi_process.jobs import GRACE_S, require_seconds, worker_code
+from d2lhelpers.lessons.l06_multi_process.training import check_training
+from d2lhelpers.processes import mwms
+from d2lhelpers.processes.failures import WorkerError, cause_sentence
 from d2lhelpers.processes.group import WorkerGroup
-from d2lhelpers.processes.mwms import GRACE_S, TRAINING_ARGS, TRAINING_TARGET
 from d2lhelpers.processes.progress import ProgressBoard
+from d2lhelpers.processes.real_cluster import TRAINING_ARGS
 from d2lhelpers.timing.benchmark import Measurement
 
 LAYOUTS = ("replicas", "group")
-# Steps of ~10-30 ms on one op thread: long enough that the kill lands mid-run even when this
-# process is slow to hear a report (a busy machine), short enough for a demo of a few seconds.
-DEMO_STEPS, DEMO_WIDTH, DEMO_BATCH = 200, 1024, 256
+# Steps of a few ms on one op thread: hundreds in the window, each reported to this process.
+DEMO_WIDTH, DEMO_BATCH = 1024, 1024
+WINDOW_S, KILL_AFTER_S = 3.0, 1.0  # each worker trains this long; one dies this far in
+WARMUP = 2  # untimed steps before the common start (the first traces the tf.function)
+START_MARGIN_S = 0.2  # the start time is set this far ahead, so every worker sees it in time
+UNITS = 100  # a worker's progress: hundredths of its window
 
 
 def steps_per_s(reports: list[dict]) -> float:
@@ -49,27 +59,35 @@ def intervals(reports: list[dict]) -> list[float]:
 
 
 @dataclasses.dataclass
-class FailureDemo(Reported):
-    """One worker killed mid-run, in a set of independent replicas or in one big group, and the
-    steps every worker completed, each with the monotonic time it ended (`reports`)."""
+class WorkerLossResult(Reported):
+    """One worker lost mid-run (killed, or its link cut), in a set of independent replicas or in
+    one big group, and the steps every worker completed, each with the monotonic time it ended."""
 
     layout: str  # "replicas" or "group"
     n_workers: int
-    killed_at_step: int
     killed_at: float  # the monotonic clock at the kill (one clock for every process here)
-    errors: list[str]  # one line per WorkerError, the killed worker's first
+    errors: list[str]  # one sentence per failed worker, the lost worker's first
     error_after_s: list[float]  # from the kill to each error
     reports: list[list[dict]]  # [worker][step]: step, step_s, at
-    finished: list[bool]  # [worker]: sent its result (all its steps)
+    finished: list[bool]  # [worker]: sent its result (its whole window)
     wall_s: float
     cores: int = dataclasses.field(default_factory=usable_cores)
+    how: str = "killed (SIGKILL)"  # or "its link cut"
 
     def _split(self, worker: int) -> tuple[list[dict], list[dict]]:
-        # The first steps trace the tf.function and warm up: not the pace of a running job.
-        steps = self.reports[worker][max(1, self.killed_at_step // 5) :]
+        steps = self.reports[worker]
         return [r for r in steps if r["at"] <= self.killed_at], [
             r for r in steps if r["at"] > self.killed_at
         ]
+
+    @property
+    def killed_at_step(self) -> int:
+        """How many steps the lost worker had completed when it was lost."""
+        return len(self._split(self.victim)[0])
+
+    @property
+    def victim(self) -> int:
+        return 0 if self.layout == "replicas" else self.n_workers - 1
 
     @property
     def rate_before(self) -> float:
@@ -102,6 +120,16 @@ class FailureDemo(Reported):
         return not any(self.finished)
 
     @property
+    def measured_before(self) -> bool:
+        """Every worker completed two steps or more before the kill: a rate to compare with."""
+        return all(len(self._split(k)[0]) >= 2 for k in range(self.n_workers))
+
+    @property
+    def measured_after(self) -> bool:
+        """Every worker that finished was still stepping after the kill (two steps or more)."""
+        return all(len(self._split(k)[1]) >= 2 for k in range(self.n_workers) if self.finished[k])
+
+    @property
     def survivors_sped_up(self) -> tuple[Measurement, Measurement] | None:
         """The survivors' times between step ends before and after the kill, if measurably
         shorter after (blocks of ten steps are the runs: their spread is the medians' noise)."""
@@ -116,72 +144,65 @@ class FailureDemo(Reported):
         pair = Measurement("before", befores), Measurement("after", afters)
         return pair if compare(pair[1], pair[0]).a_faster else None
 
-    @property
-    def measured_after(self) -> bool:
-        """Whether every worker that finished was still stepping after the kill (two steps or
-        more): else the window after the kill is empty for it, and nothing can be compared."""
-        return all(len(self._split(k)[1]) >= 2 for k in range(self.n_workers) if self.finished[k])
-
-    def _lost_words(self) -> str:
+    def lost_words(self) -> str:
+        if not self.measured_before:
+            return "not measured: a worker had no steps before the loss (a longer window helps)"
         if not self.measured_after:
-            return "not measured: a survivor had finished before the kill (choose more steps)"
+            return "not measured: a survivor had no steps after the loss (a longer window helps)"
         if self.lost_share < 0:
             return "nothing: the survivors made more steps per second than all workers before"
         return f"{self.lost_share:.0%} of the steps per second"
 
     @property
     def verdict(self) -> str:
-        survivors = sum(self.finished)
+        lost = f"lost {self.lost_words()} (model: {self.model_lost:.0%})"
         if not self.errors:
-            return (
-                "the killed worker had finished all its steps before the kill reached it: "
-                "nothing was lost, nothing measured (choose more steps)"
-            )
-        lost = f"lost {self._lost_words()}"
+            return f"no worker failed after one was {self.how}: every worker finished; {lost}"
         if self.failed_as_whole:
             return (
                 f"the job failed as a whole: all {self.n_workers} workers stopped with an error "
-                f"within {max(self.error_after_s):.1f} s of the kill, {lost} "
-                f"(model: {self.model_lost:.0%})"
+                f"within {max(self.error_after_s):.1f} s; {lost}"
             )
-        return (
-            f"{survivors} of {self.n_workers} workers finished every step: {lost} "
-            f"(model: {self.model_lost:.0%})"
-        )
+        return f"{sum(self.finished)} of {self.n_workers} workers finished their run: {lost}"
 
-    def tables(self) -> list[Table]:
-        rows = [
-            ("killed", f"one worker (SIGKILL) at step {self.killed_at_step}"),
-            ("steps/s before the kill, all workers", f"{self.rate_before:.0f}"),
-            ("steps/s after the kill, all workers", f"{self.rate_after:.0f}"),
-            ("steps completed after the kill", self.steps_after_kill),
-            ("lost (measured)", self._lost_words()),
-            ("lost (model)", f"{self.model_lost:.0%}"),
-        ]
-        rows += [
-            (f"error {i + 1}, {t:.2f} s after the kill", e)
-            for i, (e, t) in enumerate(zip(self.errors, self.error_after_s, strict=True))
-        ]
-        verdicts = [self.verdict]
+    def notes(self) -> list[str]:
+        """What else this run shows: survivors that sped up, a group that did not fail whole."""
+        notes = []
         sped = self.survivors_sped_up
         if sped is not None:
             before, after = sped
-            verdicts.append(
-                f"the survivors' steps took {format_seconds(before.median)} before the kill and "
-                f"{format_seconds(after.median)} after: they ran faster once the killed worker "
-                f"stopped, so less was lost than the model's {self.model_lost:.0%}, which gives "
-                f"every worker one fixed speed (a hypothesis for why: {self.n_workers} workers "
-                f"and any other program shared {cores_phrase(self.cores)})"
+            notes.append(
+                f"{self.layout}: the survivors' steps took {format_seconds(before.median)} before "
+                f"the loss and {format_seconds(after.median)} after: they ran faster once one "
+                f"worker stopped, so less was lost than the model's {self.model_lost:.0%}, which "
+                f"gives every worker one fixed speed (a hypothesis for why: {self.n_workers} "
+                f"workers and any other program shared {cores_phrase(self.cores)})"
             )
         if not self.failed_as_whole and self.layout == "group":
-            verdicts.append("the group did not fail as a whole in this run")
-        verdicts.append(f"the demo took {self.wall_s:.1f} s; every process has ended")
+            notes.append("the group did not fail as a whole in this run")
+        return notes
+
+    def rows(self) -> list[tuple]:
+        return [
+            ("lost", f"one worker {self.how} after {self.killed_at_step} of its steps"),
+            ("steps/s before the loss, all workers", f"{self.rate_before:.0f}"),
+            ("steps/s after the loss, all workers", f"{self.rate_after:.0f}"),
+            ("steps completed after the loss", self.steps_after_kill),
+            ("lost (measured)", self.lost_words()),
+            ("lost (model)", f"{self.model_lost:.0%}"),
+        ] + [
+            (f"error {i + 1}, {t:.2f} s after the loss", e)
+            for i, (e, t) in enumerate(zip(self.errors, self.error_after_s, strict=True))
+        ]
+
+    def tables(self) -> list[Table]:
         title = (
             f"{self.n_workers} replicas of one worker each"
             if self.layout == "replicas"
             else f"one group of {self.n_workers} workers"
         )
-        return [Table(title, ("", "value"), rows, verdicts)]
+        verdicts = [self.verdict, *self.notes(), f"the demo took {self.wall_s:.1f} s"]
+        return [Table(title, ("", "value"), self.rows(), verdicts)]
 
 
 def _blocks(times: list[float], size: int = 10) -> list[float]:
@@ -191,123 +212,188 @@ def _blocks(times: list[float], size: int = 10) -> list[float]:
     return [statistics.median(times[i : i + size]) for i in range(0, len(times) - size + 1, size)]
 
 
-def check_failure(layout, n_workers, steps, width, batch_per_worker, timeout_s, collective_s):
+def check_failure(layout, n_workers, window_s, kill_after_s, width, batch, timeout_s, collective_s):
+    """Admission for `run_failure`: every value, and the workers' memory and count."""
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be 'replicas' or 'group', got {layout!r}")
-    # a quarter of the steps come before the kill: a window to measure
-    require_count("steps", steps, 20, MAX_STEPS)
+    window = require_seconds("window_s", window_s)
+    kill = require_seconds("kill_after_s", kill_after_s)
+    if not kill < window:
+        raise ValueError(f"kill_after_s ({kill:g}) must be less than window_s ({window:g})")
     require_seconds("collective_timeout_s", collective_s)
-    check_training(n_workers, width, batch_per_worker, steps, 0, timeout_s, low=2)
+    check_training(n_workers, width, batch, 1, WARMUP, timeout_s, low=2)
 
 
 def run_failure(
     layout: str = "replicas",
     n_workers: int = 2,
-    steps: int = DEMO_STEPS,
+    window_s: float = WINDOW_S,
+    kill_after_s: float = KILL_AFTER_S,
     width: int = DEMO_WIDTH,
     batch_per_worker: int = DEMO_BATCH,
     timeout_s: float = 30.0,
     collective_timeout_s: float = 5.0,
     progress=None,
-) -> FailureDemo:
-    """Kill one worker right after a quarter of its `steps`; measure what is lost.
+    worker=mwms.training_worker,
+    board: ProgressBoard | None = None,
+    cut_link: Callable[[int], None] | None = None,
+    **group_options,
+) -> WorkerLossResult:
+    """Lose one worker `kill_after_s` into a `window_s` run of every worker; measure what is lost.
 
-    'replicas': `n_workers` independent one-worker jobs (a start file lets them begin together);
-    replica 0 dies. 'group': one job of `n_workers`; its last worker dies. The worker SIGKILLs
-    itself right after reporting that step (`mwms.training_worker`'s `die_at_step`), so the kill
-    lands at that step however short a step is. Every worker reports every step, so the steps
-    per second before and after the kill are counted, not assumed. `progress(done, total,
-    status)` with a status per worker.
+    'replicas': `n_workers` independent one-worker jobs; replica 0 dies. 'group': one job of
+    `n_workers`; its last worker dies. The worker SIGKILLs itself right after its first step that
+    ends past the kill time (`schedule.StepSchedule`), or, with `cut_link(index)` (a group on other
+    hosts, `group_options`), this process cuts that worker's link at the kill time. `worker` is
+    the training function each worker runs (the notebook's own, in the notebook).
+    `progress(done, total, status)` with a status per worker.
     """
     check_failure(
-        layout, n_workers, steps, width, batch_per_worker, timeout_s, collective_timeout_s
+        layout,
+        n_workers,
+        window_s,
+        kill_after_s,
+        width,
+        batch_per_worker,
+        timeout_s,
+        collective_timeout_s,
     )
-    began = time.monotonic()
+    if cut_link is not None and layout != "group":
+        raise ValueError("a cut link stops only a group: replicas do not use the link")
+    if board is None:
+        board = ProgressBoard(progress, n_workers * UNITS)
+    board.stage(f"{layout} demo", n_workers, UNITS)
+    target, code = worker_code(worker)
+    sizes = [1] * n_workers if layout == "replicas" else [n_workers]
+    offsets = [sum(sizes[:g]) for g in range(len(sizes))]
+    killed = sizes[0] - 1  # in the victim's job: replica 0, or the group's last worker
     args = {
         **TRAINING_ARGS,
         "width": width,
         "batch": batch_per_worker,
-        "steps": steps,
-        "warmup": 0,
+        "warmup": WARMUP,
+        "window_s": window_s,
         "timeout_s": collective_timeout_s,
-        "report_every": 1,
-        "start_timeout_s": timeout_s * n_workers,  # the groups start one after another
+        "start_timeout_s": timeout_s * len(sizes),  # the jobs start one after another
     }
-    sizes = [1] * n_workers if layout == "replicas" else [n_workers]
-    offsets = [sum(sizes[:g]) for g in range(len(sizes))]
-    kill_step = max(2, steps // 4)
-    # Replicas: the survivors do every step; a group: every worker stops at the kill.
-    total = (n_workers - 1) * steps + kill_step if layout == "replicas" else n_workers * kill_step
-    board = ProgressBoard(progress, total)
-    board.stage(f"{layout} demo", n_workers, steps)
     reports = collections.defaultdict(list)
+    groups: list[WorkerGroup] = []
 
     def heard(g):
         def record(index, info):
-            reports[offsets[g] + index].append(info)
+            if not info.get("warm"):  # the report that it is warm precedes the window
+                reports[offsets[g] + index].append(info)
             board.heard(offsets[g] + index, info)
 
         return record
 
-    def watch(_group):  # every group's workers, whichever group is waiting
-        board.set_states(
-            {
-                offsets[g] + i: s
-                for g, group in enumerate(groups)
-                for i, s in enumerate(group.states)
-            }
-        )
+    def watch(_group):  # every job's workers, whichever job is waiting
+        states = {
+            offsets[g] + i: s for g, job in enumerate(groups) for i, s in enumerate(job.states)
+        }
+        board.set_states(states)
 
-    groups: list[WorkerGroup] = []
-    killed = sizes[0] - 1
+    began = time.monotonic()
     with tempfile.TemporaryDirectory() as folder, contextlib.ExitStack() as stack:
         args["start_file"] = os.path.join(folder, "start")
         for g, size in enumerate(sizes):
-            # The victim's job: its worker `killed` SIGKILLs itself right after `kill_step`.
-            dies = {"die_at_step": kill_step, "die_index": killed} if g == 0 else {}
+            dies = {"kill_index": killed, "kill_after_s": kill_after_s}
+            options = {**group_options}
+            if "hosts" in group_options:  # each job's workers on their own hosts
+                options["hosts"] = group_options["hosts"][offsets[g] : offsets[g] + size]
+            if "launch" in group_options:
+                options["launch"] = _shifted(group_options["launch"], offsets[g])
             group = WorkerGroup(
-                TRAINING_TARGET,
+                target,
                 size,
-                args={**args, **dies},
+                args={**args, **(dies if g == 0 and cut_link is None else {})},
                 tf_config_job="worker",
                 ready_timeout=timeout_s,
                 grace_s=GRACE_S,
                 watch=watch,
+                code=code,
+                **options,
             )
             groups.append(stack.enter_context(group))
-        open(args["start_file"], "w").close()
-        victim, errors, seen_at = groups[0], [], []
+        for g, group in enumerate(groups):  # the window starts once every worker is warm
+            group.wait_for_progress(timeout_s, heard(g), until=lambda _, info: "window_s" in info)
+        start = _write_start(args["start_file"])
+        cut = _cut_at(cut_link, killed, start + kill_after_s) if cut_link else None
+        errors, seen_at, finished = [], [], [False] * sizes[0]
         for _ in range(sizes[0]):  # each worker of the victim's job fails, none hangs
             try:
-                victim.results(timeout=timeout_s + collective_timeout_s, on_progress=heard(0))
+                groups[0].results(timeout_s + window_s + collective_timeout_s, heard(0))
+                finished = [True] * sizes[0]
+                break
             except WorkerError as error:
-                errors.append(error_line(error))
+                errors.append(cause_sentence(error))
                 seen_at.append(time.monotonic())
-        finished = [False] * sizes[0]
         for g, group in enumerate(groups[1:], start=1):
-            group.results(timeout_s, on_progress=heard(g))
+            group.results(timeout_s + window_s, on_progress=heard(g))
             finished.append(True)
-    board.finish()
-    killed_at = reports[killed][-1]["at"]  # its last report: the kill came right after it
-    killed_at_step = reports[killed][-1]["step"]
-    after = [t - killed_at for t in seen_at]
-    wall = time.monotonic() - began
-    ordered = [reports[k] for k in range(n_workers)]
-    return FailureDemo(
-        layout, n_workers, killed_at_step, killed_at, errors, after, ordered, finished, wall
+    board.end_stage()
+    if cut is not None:
+        cut.join()
+        killed_at = cut.at
+    else:  # its last report: it killed itself right after it
+        killed_at = reports[killed][-1]["at"] if reports[killed] else start + kill_after_s
+    how = "killed (SIGKILL)" if cut_link is None else "cut off (its link down)"
+    return WorkerLossResult(
+        layout,
+        n_workers,
+        killed_at,
+        errors,
+        [t - killed_at for t in seen_at],
+        [reports[k] for k in range(n_workers)],
+        finished,
+        time.monotonic() - began,
+        how=how,
     )
 
 
-def plot_failure(demo: FailureDemo, ax=None):
-    """Steps per second of all workers before and after the kill, and the model's after."""
+def _shifted(launch, offset: int):
+    """A job's `launch` by its workers' index among all the demo's workers."""
+    return lambda index: launch(offset + index)
+
+
+class _Cut(threading.Thread):
+    """Cuts a worker's link at a given time on the monotonic clock; `at` is when it was done."""
+
+    def __init__(self, cut_link, index, when):
+        super().__init__(daemon=True)
+        self.cut_link, self.index, self.when, self.at = cut_link, index, when, when
+
+    def run(self):
+        time.sleep(max(0.0, self.when - time.monotonic()))
+        self.cut_link(self.index)
+        self.at = time.monotonic()
+
+
+def _cut_at(cut_link, index, when) -> _Cut:
+    cut = _Cut(cut_link, index, when)
+    cut.start()
+    return cut
+
+
+def _write_start(path: str) -> float:
+    """Write the common start time (monotonic clock) atomically; return it."""
+    start = time.monotonic() + START_MARGIN_S
+    with open(path + ".tmp", "w") as file:
+        file.write(repr(start))
+    os.replace(path + ".tmp", path)
+    return start
+
+
+def plot_failure(demo: WorkerLossResult, ax=None):
+    """Steps per second of all workers before and after the loss, and the model's after."""
     if ax is None:
         _, ax = plt.subplots(figsize=(6, 2.6))
     expected = demo.rate_before * (1 - demo.model_lost)
-    labels = ["before the kill", "after (measured)", "after (model)"]
+    labels = ["before the loss", "after (measured)", "after (model)"]
     values = [demo.rate_before, demo.rate_after, expected]
     ax.barh(labels, values, color=["tab:blue", "tab:red", "lightgray"])
     ax.invert_yaxis()
     ax.set(xlabel=f"steps per second, all {demo.n_workers} workers", xlim=(0, None))
-    ax.set_title(f"{demo.layout}: one worker killed at step {demo.killed_at_step}")
+    ax.set_title(f"{demo.layout}: one worker {demo.how} after {demo.killed_at_step} steps")
     ax.figure.tight_layout()
     return ax.figure

@@ -1,5 +1,6 @@
 """What every notebook-06 job shares: admission before any process starts, the machine's
-defaults (smaller on a small machine), one MWMS job on loopback, and the workers' memory.
+defaults (smaller on a small machine, `devices.small_machine`), one MWMS job running the
+notebook's worker function (its source shipped to the workers), and the workers' memory.
 """
 
 from __future__ import annotations
@@ -18,18 +19,17 @@ from d2lhelpers.core.checks import (
     require_processes,
 )
 from d2lhelpers.core.report import Table
-from d2lhelpers.core.units import GiB, KiB, MiB, cores_phrase, format_bytes, usable_cores
+from d2lhelpers.core.units import KiB, MiB, cores_phrase, format_bytes, usable_cores
+from d2lhelpers.devices import small_machine
+from d2lhelpers.processes import mwms
+from d2lhelpers.processes.failures import WorkerError, cause_sentence
+from d2lhelpers.processes.function_source import function_source
 from d2lhelpers.processes.group import WorkerGroup
-from d2lhelpers.processes.mwms import (
-    COLLECTIVE_TIMEOUT_S,
-    GRACE_S,
-    WORKER_BYTES,
-    memory_now,
-    worker_memory_bytes,
-)
 from d2lhelpers.processes.progress import ProgressBoard
+from d2lhelpers.processes.worker_main import memory_now
+from d2lhelpers.processes.worker_memory import WORKER_BYTES, worker_memory_bytes
 
-SMALL_MEMORY = 3 * GiB  # below this much available memory, a machine is small
+GRACE_S = 0.3  # MWMS ignores SIGTERM: SIGKILL follows soon
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,11 +64,10 @@ class MachineDefaults:
 
 
 def machine_defaults(cores: int | None = None, available: int | None = None) -> MachineDefaults:
-    """Full defaults, or smaller ones on one usable core or under `SMALL_MEMORY` available."""
+    """Full defaults, or smaller ones on a small machine (`devices.small_machine`)."""
     cores = usable_cores() if cores is None else cores
     available = available_memory_bytes() if available is None else available
-    small = cores == 1 or available < SMALL_MEMORY
-    if small:
+    if small_machine(cores, available):
         return MachineDefaults(cores, available, True, 4 * MiB, 5, 40)
     return MachineDefaults(cores, available, False, 16 * MiB, 10, 100)
 
@@ -115,37 +114,63 @@ def require_workers_memory(
 
 
 def run_job(
-    target: str,
+    worker,
     n_workers: int,
     args: dict,
     timeout_s: float,
     board: ProgressBoard,
     on_progress=None,
+    **group_options,
 ):
-    """One MWMS job on loopback: (per-worker results, seconds to start, seconds in all).
+    """One MWMS job running `worker` (a function of `processes.mwms`, or the notebook's own
+    version of it) in `n_workers` processes: (per-worker results, seconds to start, in all).
 
-    Every process has ended when this returns or raises (`WorkerError` names the worker)."""
+    `group_options` go to the `WorkerGroup` (other hosts: `hosts`, `launch`). Every process has
+    ended when this returns or raises; a failed worker raises `WorkerError` whose message is one
+    sentence naming the worker and the cause (the details stay in its `__cause__`)."""
     deadline = time.monotonic() + timeout_s
     began = time.monotonic()
-    args = {**args, "timeout_s": args.get("timeout_s", COLLECTIVE_TIMEOUT_S)}
+    args = {**args, "timeout_s": args.get("timeout_s", mwms.COLLECTIVE_TIMEOUT_S)}
+    target, code = worker_code(worker)
 
     def heard(index, info):
         board.heard(index, info)
         if on_progress is not None:
             on_progress(index, info)
 
-    with WorkerGroup(
-        target,
-        n_workers,
-        args=args,
-        tf_config_job="worker",
-        ready_timeout=timeout_s,
-        grace_s=GRACE_S,
-        watch=board.watch,
-    ) as group:
-        started = time.monotonic() - began
-        results = group.results(max(1.0, deadline - time.monotonic()), on_progress=heard)
+    try:
+        with WorkerGroup(
+            target,
+            n_workers,
+            args=args,
+            tf_config_job="worker",
+            ready_timeout=timeout_s,
+            grace_s=GRACE_S,
+            watch=board.watch,
+            code=code,
+            **group_options,
+        ) as group:
+            started = time.monotonic() - began
+            results = group.results(max(1.0, deadline - time.monotonic()), on_progress=heard)
+    except WorkerError as error:
+        raise one_sentence(error) from error
     return results, started, time.monotonic() - began
+
+
+def worker_code(worker) -> tuple[str, dict | None]:
+    """(target, code) for a `WorkerGroup` running `worker`: the package's own function by name,
+    any other (the notebook's) sent as source with what it uses (`function_source`)."""
+    target = f"{mwms.__name__}:{getattr(worker, '__name__', '?')}"
+    if getattr(worker, "__module__", None) == mwms.__name__:
+        return target, None
+    return target, function_source(worker=worker)
+
+
+def one_sentence(error: WorkerError) -> WorkerError:
+    """The same error, its message cut to one sentence that names the worker and the cause."""
+    return type(error)(
+        cause_sentence(error), error.index, error.pid, error.exit_code, error.port_in_use
+    )
 
 
 def max_workers() -> int:

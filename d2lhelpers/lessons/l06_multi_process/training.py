@@ -36,8 +36,9 @@ from d2lhelpers.lessons.l06_multi_process.jobs import (
     require_workers_memory,
     run_job,
 )
-from d2lhelpers.processes.mwms import TRAINING_TARGET, training_memory_bytes
+from d2lhelpers.processes import mwms
 from d2lhelpers.processes.progress import ProgressBoard
+from d2lhelpers.processes.worker_memory import training_memory_bytes
 from d2lhelpers.timing.benchmark import Measurement
 
 BLOCKS = 10  # the step times are judged as this many blocks of consecutive steps
@@ -45,7 +46,7 @@ MAX_STEPS = 100_000  # a job of more steps would outlast any lesson: refused bef
 
 
 @dataclasses.dataclass
-class TrainingJob(Reported):
+class TrainingJobResult(Reported):
     """One data-parallel training job: each worker's step times, losses, final weights' hash."""
 
     n_workers: int
@@ -137,8 +138,13 @@ def run_training(
     learning_rate: float = 0.02,
     seed: int = 0,
     board: ProgressBoard | None = None,
-) -> TrainingJob:
+    worker=mwms.training_worker,
+    **group_options,
+) -> TrainingJobResult:
     """Data-parallel SGD of Dense(width)-relu-Dense(1) on `n_workers` MWMS workers.
+
+    `worker` is the function each worker runs (the notebook passes its own `training_worker`);
+    `group_options` (`hosts`, `launch`) place the workers elsewhere than loopback.
 
     Every worker trains on its own `batch_per_worker` samples per step (synthetic, made from
     `seed` and its index). `steps` defaults to `machine_defaults()`. Refused before any process
@@ -161,8 +167,8 @@ def run_training(
         seed=seed,
         learning_rate=learning_rate,
     )
-    results, start, wall = run_job(TRAINING_TARGET, n_workers, args, timeout_s, board)
-    return TrainingJob(n_workers, width, batch_per_worker, results, start, wall)
+    results, start, wall = run_job(worker, n_workers, args, timeout_s, board, **group_options)
+    return TrainingJobResult(n_workers, width, batch_per_worker, results, start, wall)
 
 
 def predict_step_s(
@@ -187,13 +193,13 @@ def predict_step_s(
     return compute + ring
 
 
-def scaling_outcome(job: TrainingJob, one: TrainingJob) -> str:
+def scaling_outcome(job: TrainingJobResult, one: TrainingJobResult) -> str:
     """'win', 'lose' or 'tie': K workers against one in samples/s, beyond the noise or not."""
     c = compare(job.per_sample, one.per_sample)
     return "win" if c.a_faster else "lose" if c.a_slower else "tie"
 
 
-def scaling_sentence(job: TrainingJob, one: TrainingJob) -> str:
+def scaling_sentence(job: TrainingJobResult, one: TrainingJobResult) -> str:
     """K workers against one, in samples/s, from this run's step times and their noise."""
     c = compare(job.per_sample, one.per_sample)
     k = job.n_workers
@@ -205,18 +211,18 @@ def scaling_sentence(job: TrainingJob, one: TrainingJob) -> str:
 
 
 @dataclasses.dataclass
-class TrainingSweep(Reported):
+class TrainingSweepResult(Reported):
     """Training jobs on 1, 2, ... workers beside the cost model's step times (if `link`)."""
 
-    jobs: list[TrainingJob]
+    jobs: list[TrainingJobResult]
     link: AlphaBeta | None
     cores: int = dataclasses.field(default_factory=usable_cores)
 
     @property
-    def one(self) -> TrainingJob | None:
+    def one(self) -> TrainingJobResult | None:
         return next((j for j in self.jobs if j.n_workers == 1), None)
 
-    def predicted_s(self, job: TrainingJob) -> float | None:
+    def predicted_s(self, job: TrainingJobResult) -> float | None:
         if self.link is None or self.one is None:
             return None
         return predict_step_s(
@@ -305,7 +311,7 @@ def run_training_sweep(
     timeout_s: float = 60.0,
     board: ProgressBoard | None = None,
     **options,
-) -> TrainingSweep:
+) -> TrainingSweepResult:
     """One `run_training` per worker count, one after another (never two clusters at once),
     all admitted before the first starts. `progress(done, total, status)` over the whole sweep."""
     steps = machine_defaults().steps if steps is None else steps
@@ -325,10 +331,10 @@ def run_training_sweep(
         )
         for n in counts
     ]
-    return TrainingSweep(jobs, link)
+    return TrainingSweepResult(jobs, link)
 
 
-def plot_training_sweep(sweep: TrainingSweep, ax=None):
+def plot_training_sweep(sweep: TrainingSweepResult, ax=None):
     """Samples per second against workers: measured, the cost model, and the ideal K * one."""
     if ax is None:
         _, ax = plt.subplots(figsize=(6, 3.8))

@@ -1,0 +1,152 @@
+"""Notebook 06 beside `make hosts`: the learner's loopback run next to the committed run of the
+same worker code across two network namespaces joined by a tbf-shaped link of known rate
+(`benchmarks/hosts.py`, results/hosts/two-namespaces.json). Reading the file needs no root.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from pathlib import Path
+
+from d2lhelpers.core.report import Reported, Table
+from d2lhelpers.core.units import format_bytes, format_rate, format_seconds
+from d2lhelpers.lessons.l06_multi_process.allreduce import AllReduceJobResult
+from d2lhelpers.lessons.l06_multi_process.training import TrainingSweepResult, scaling_sentence
+from d2lhelpers.references import RESULTS_DIR
+
+HOSTS_FILE = RESULTS_DIR / "hosts" / "two-namespaces.json"
+
+
+@dataclasses.dataclass
+class HostsReferenceResult(Reported):
+    """This run's loopback all-reduce and training beside the committed two-host run."""
+
+    job: AllReduceJobResult
+    sweep: TrainingSweepResult | None
+    hosts: dict | None  # the committed file, or None when there is none
+
+    def tables(self) -> list[Table]:
+        fit = self.job.fitted
+        here = [
+            "loopback, this run",
+            format_seconds(fit.alpha_s),
+            "unbounded"
+            if math.isinf(fit.beta_bytes_per_s)
+            else format_rate(fit.beta_bytes_per_s, "B/s"),
+            _size(break_even_bytes(fit.alpha_s, fit.beta_bytes_per_s)),
+            "",
+            "",
+        ]
+        if self.sweep is not None and self.sweep.one is not None and len(self.sweep.jobs) > 1:
+            here.append(scaling_sentence(self.sweep.jobs[1], self.sweep.one))
+        else:
+            here.append("")
+        columns = (
+            "link",
+            "alpha",
+            "beta (fitted)",
+            "break-even size (alpha x beta)",
+            "beta / set rate",
+            "held-out residuals",
+            "2 workers vs 1 (training)",
+        )
+        if self.hosts is None:
+            note = f"no committed two-host results ({HOSTS_FILE.name}): `make hosts` makes them"
+            return [Table("all-reduce and training: loopback", columns, [tuple(here)], [note])]
+        rows = [tuple(here)]
+        for found in sorted(self.hosts["allreduce"], key=lambda f: -f["rate_bit_s"]):
+            held = ", ".join(f"{h['residual']:+.0%}" for h in found["held_out"])
+            slowest = found["rate_bit_s"] == min(f["rate_bit_s"] for f in self.hosts["allreduce"])
+            rows.append(
+                (
+                    f"two hosts, {found['rate_bit_s'] / 1e6:.0f} Mbit/s link",
+                    format_seconds(found["alpha_s"]),
+                    format_rate(found["beta_bytes_per_s"], "B/s"),
+                    _size(break_even_bytes(found["alpha_s"], found["beta_bytes_per_s"])),
+                    f"{found['beta_over_rate']:.2f}",
+                    held,
+                    _training_words(self.hosts["training"]) if slowest else "",
+                )
+            )
+        machine = self.hosts["machine"]
+        link = self.hosts["link"]
+        title = (
+            f"all-reduce and training: loopback here, two network namespaces in the committed "
+            f"run · {machine['processor']}, {machine['cpu_cores']} cores, TensorFlow "
+            f"{machine['tensorflow']}, {machine['date']}"
+        )
+        notes = [
+            f"the two-host rows are the committed `make hosts` run (not this machine's): one veth "
+            f"pair shaped by tbf on both ends (burst {format_bytes(link['burst_bytes'])}), MTU "
+            f"{link['mtu']}; tbf counts whole frames, of which TCP payload is at most "
+            f"{link['payload_share']:.1%}",
+            "below the break-even size an all-reduce costs mostly its latency alpha, above it "
+            "mostly bytes / beta",
+        ]
+        for found in self.hosts["allreduce"]:  # why the check holds or not, from the measurements
+            rate = f"{found['rate_bit_s'] / 1e6:.0f} Mbit/s"
+            notes += [f"{rate}: {why}" for why in found.get("why", [])]
+        failures = [
+            (name, found["verdict"]) for name, found in self.hosts.get("failure", {}).items()
+        ]
+        tables = [Table(title, columns, rows, notes)]
+        if failures:
+            tables.append(Table("the failure demo across the two hosts", ("", ""), failures))
+        copy = self.hosts.get("compute_copy", {})
+        if "hidden_fraction" in copy:
+            ceiling = copy.get("hidden_ceiling")
+            rows = [
+                ("run (in the other namespace)", format_seconds(copy["run_s"])),
+                ("copy (across the slow link)", format_seconds(copy["copy_s"])),
+                ("overlapped", format_seconds(copy["overlapped_s"])),
+                ("hidden by overlap", f"{copy['hidden_fraction']:.0%}"),
+            ]
+            if ceiling is not None:
+                rows.append(("hidden by overlap, at most (one launch paid)", f"{ceiling:.0%}"))
+            if "verdict" in copy:  # whether that share stood out of the run's noise
+                rows.append(("notebook 02's verdict on that run", copy["verdict"]))
+            note = (
+                "the copy waits on the link, not on the cores the matmuls use, as a GPU's copy "
+                "engine runs beside its compute: the reference for what overlap looks like when "
+                "the copy has its own engine (notebook 02)"
+            )
+            tables.append(
+                Table(
+                    "notebook 02's compute and copy across the slow link (committed run)",
+                    ("", "value"),
+                    rows,
+                    [note],
+                )
+            )
+        return tables
+
+
+def _training_words(training: dict) -> str:
+    """The two-host training's verdict, and its 2-worker step beside the cost model's."""
+    measured, predicted = training["step_s"][-1], training["predicted_s"][-1]
+    return (
+        f"{training['two_vs_one']}; a step took {format_seconds(measured)}, the model says "
+        f"{format_seconds(predicted)}"
+    )
+
+
+def break_even_bytes(alpha_s: float, beta_bytes_per_s: float) -> float:
+    """The message size whose transfer time S / beta equals the latency alpha."""
+    return alpha_s * beta_bytes_per_s
+
+
+def _size(nbytes: float) -> str:
+    return "unbounded" if math.isinf(nbytes) else format_bytes(nbytes)
+
+
+def load_hosts(path: Path = HOSTS_FILE) -> dict | None:
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def hosts_reference(
+    job: AllReduceJobResult, sweep: TrainingSweepResult | None = None, path: Path = HOSTS_FILE
+) -> HostsReferenceResult:
+    """This run's loopback numbers beside the committed `make hosts` run (if there is one)."""
+    return HostsReferenceResult(job, sweep, load_hosts(path))

@@ -1,0 +1,84 @@
+"""`make hosts`: refused in one sentence without root or iproute2; the namespaces it makes are
+joined only to each other, shaped by tbf, and removed on exit and on failure."""
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import hosts  # noqa: E402
+
+as_root = pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("tc") is None, reason="needs root and iproute2"
+)
+
+
+def test_without_root_it_refuses_in_one_sentence(monkeypatch, capsys):
+    monkeypatch.setattr(hosts.os, "geteuid", lambda: 1000)
+    assert hosts.main([]) == 2
+    message = capsys.readouterr().err.strip()
+    assert message == (
+        "make hosts needs root: it creates network namespaces and links (run it as root)"
+    )
+
+
+def test_without_tc_it_names_the_package(monkeypatch, capsys):
+    monkeypatch.setattr(hosts.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(hosts.shutil, "which", lambda tool: None if tool == "tc" else "/bin/ip")
+    assert hosts.main([]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "make hosts needs tc from iproute2: apt-get install iproute2"
+    )
+
+
+def test_the_payload_share_counts_every_header_of_a_full_frame():
+    # 1500-byte IP packets: 20 IP + 32 TCP (with timestamps) bytes of headers, 14 of Ethernet.
+    assert hosts.payload_share() == pytest.approx(1448 / 1514)
+
+
+def _in(namespace, *command):
+    return subprocess.run(
+        ["ip", "netns", "exec", namespace, *command], capture_output=True, text=True, timeout=10
+    )
+
+
+@as_root
+def test_two_hosts_reach_each_other_and_nothing_else_and_are_removed():
+    made = hosts.Hosts(200e6)
+    with made:
+        a, b = made.names
+        routes = _in(a, "ip", "route").stdout
+        assert routes.split()[0] == "192.0.2.0/24" and "default" not in routes  # nowhere else
+        shaped = _in(b, "tc", "qdisc", "show", "dev", "veth1").stdout
+        assert "tbf" in shaped and "rate 200Mbit" in shaped
+        ping = [
+            sys.executable,
+            "-c",
+            "import socket; socket.create_connection(('192.0.2.2', 9), 2)",
+        ]
+        refused = _in(a, *ping)
+        assert "ConnectionRefusedError" in refused.stderr  # host 1 answered: reached, nobody there
+        made.cut(0)
+        assert (
+            "Network is unreachable" in _in(a, *ping).stderr or "timed out" in _in(a, *ping).stderr
+        )
+        made.mend(0)
+        made.set_rate(1e9)
+        assert "rate 1Gbit" in _in(a, "tc", "qdisc", "show", "dev", "veth0").stdout
+        sleeper = subprocess.Popen([*made.launch(1), "sleep", "60"])
+    sleeper.wait(timeout=5)  # ended with its namespace
+    assert hosts.left_behind(made) == [] and hosts.our_namespaces(os.getpid()) == []
+
+
+@as_root
+def test_a_failure_while_making_them_removes_what_was_made(monkeypatch):
+    made = hosts.Hosts(200e6)
+    monkeypatch.setattr(made, "set_rate", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("x")))
+    with pytest.raises(RuntimeError):
+        made.__enter__()
+    assert hosts.our_namespaces(os.getpid()) == []
