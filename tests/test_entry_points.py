@@ -8,7 +8,7 @@ run in one fresh Python with an address-space limit, a per-call alarm and `subpr
 taking the machine down.
 
 ENTRY_POINTS is the table to keep up to date when entry points are added or renamed: the name in
-`d2lhelpers`, tiny valid keyword arguments, the arguments that are counts, and those that are
+`d2lhelpers` (or "module:name" for one the front door does not export), tiny valid keyword arguments, the arguments that are counts, and those that are
 sweeps (lists of counts). KNOWN_FAILING lists those that do not refuse yet (xfail, not strict:
 remove a name once its entry point validates with `d2lhelpers.core.checks`).
 """
@@ -23,7 +23,7 @@ ENTRY_POINTS = {
     # name: (valid kwargs, count arguments, sweep arguments)
     "setup_devices": ({"count": 2}, ["count"], []),
     "select_devices": ({"count": 1}, ["count"], []),
-    "run_concurrency": (
+    "d2lhelpers.lessons.l01_two_devices:run_concurrency": (
         {"size": 64, "n_matmuls": 2, "max_devices": 2},
         ["size", "n_matmuls", "max_devices"],
         [],
@@ -101,7 +101,7 @@ ENTRY_POINTS = {
 KNOWN_FAILING: set[str] = set()  # every entry point refuses bad input at once
 
 _CHILD = r"""
-import inspect, json, multiprocessing, resource, signal, subprocess, sys, time
+import importlib, inspect, json, multiprocessing, resource, signal, subprocess, sys, time
 import d2lhelpers as d2l
 from d2lhelpers.core.checks import available_memory_bytes
 from hypothesis import HealthCheck, Phase, assume, given, settings, strategies as st
@@ -143,7 +143,8 @@ BAD_SWEEPS = st.one_of(
 )
 
 def check(name, valid, counts, sweeps):
-    entry = getattr(d2l, name, None)
+    module, _, attribute = name.rpartition(":")  # "module:name" for one the front door omits
+    entry = getattr(importlib.import_module(module) if module else d2l, attribute, None)
     if entry is None:
         return f"d2lhelpers has no {name}: update ENTRY_POINTS"
     defaults = {k: p.default for k, p in inspect.signature(entry).parameters.items()}
