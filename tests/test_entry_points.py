@@ -8,9 +8,10 @@ run in one fresh Python with an address-space limit, a per-call alarm and `subpr
 taking the machine down.
 
 ENTRY_POINTS is the table to keep up to date when entry points are added or renamed: the name in
-`d2lhelpers` (or "module:name" for one the front door does not export), tiny valid keyword arguments, the arguments that are counts, and those that are
-sweeps (lists of counts). KNOWN_FAILING lists those that do not refuse yet (xfail, not strict:
-remove a name once its entry point validates with `d2lhelpers.core.checks`).
+`d2lhelpers` (or "module:name" for one the front door does not export), tiny valid keyword
+arguments, the arguments that are counts, and those that are sweeps (lists of counts).
+KNOWN_FAILING lists those that do not refuse yet (xfail, not strict: remove a name once its entry
+point validates with `d2lhelpers.core.checks`).
 """
 
 import json

@@ -12,7 +12,7 @@ from d2lhelpers.lessons import l01_two_devices as l01
 from d2lhelpers.lessons.l01_two_devices import ConcurrencyResult, MergeProbeResult, merging
 from d2lhelpers.timing.benchmark import Measurement
 from d2lhelpers.timing.estimate import CALL_S, measure_seconds, trace_seconds
-from d2lhelpers.tracing.optimizer_probe import ProbeRun
+from d2lhelpers.tracing.optimizer_probe import SWITCHES, ProbeRun
 from d2lhelpers.workloads import chains_in_one_graph
 from tests.conftest import ROOT
 
@@ -218,15 +218,16 @@ def test_run_merge_probe_runs_each_switch_and_reports_progress(monkeypatch):
     # The fresh processes themselves are tested in test_optimizer_probe; here, the assembly.
     ran = []
 
-    def fake_probe(switch, n, size):
-        ran.append(switch)
-        return ProbeRun(switch, n, n if switch.startswith("both") else 1, 0.01)
+    def fake_probe(switches, n, size):
+        ran.append(switches)
+        return [ProbeRun(s, n, n if s.startswith("both") else 1, 0.01) for s in switches]
 
     monkeypatch.setattr(merging, "probe", fake_probe)
     calls = []
     result = l01.run_merge_probe(4, 32, progress=lambda *a: calls.append(a))
-    assert ran == ["none", "arithmetic", "classic_cse", "both_control", "both"]
-    assert calls[1] == (1, 5, "fresh process 2 of 5: arithmetic off") and calls[-1][0] == 5
+    assert ran == [["none", "arithmetic"], ["classic_cse", "both"], ["both_control"]]
+    assert calls[1] == (1, 3, "fresh process 2 of 3: classic_cse, both off") and calls[-1][0] == 3
+    assert [r.switch for r in result.runs] == list(SWITCHES)  # rows in the table's order
     assert [r.switch for r in result.culprits] == []  # every control ran all n: nothing shown
 
 

@@ -22,10 +22,21 @@ def test_each_control_differs_from_its_switch_in_exactly_one_setting():
         assert SWITCHES[part].options.items() <= SWITCHES["both"].options.items()
 
 
+def test_sets_that_need_different_classic_settings_are_refused_in_one_process():
+    with pytest.raises(ValueError, match="different classic settings"):
+        optimizer_probe.probe(["none", "both"], 3, 32)
+
+
 def test_identical_matmuls_all_run_only_with_both_optimisers_off_not_in_the_control():
-    # Three fresh TensorFlow processes (tiny matrices): what executed, counted from a trace.
-    runs = {s: optimizer_probe.probe(s, 3, 32) for s in ("none", "both_control", "both")}
-    assert {s: r.executed for s, r in runs.items()} == {"none": 1, "both_control": 1, "both": 3}
+    # Two fresh TensorFlow processes (tiny matrices): what executed, counted from a trace. The
+    # first runs two sets (default, then Grappler's arithmetic optimizer off, both merged), so a
+    # Grappler switch set between two functions of one process takes effect on the second.
+    runs = {r.switch: r for r in optimizer_probe.probe(["none", "arithmetic"], 3, 32)}
+    runs |= {r.switch: r for r in optimizer_probe.probe(["both_control"], 3, 32)}
+    runs |= {r.switch: r for r in optimizer_probe.probe("both", 3, 32)}
+    assert runs["arithmetic"].executed == 1  # the classic CSE, still on, merges them alone
+    executed = {s: r.executed for s, r in runs.items()}
+    assert executed == {"none": 1, "arithmetic": 1, "both_control": 1, "both": 3}
     assert all(r.seconds > 0 for r in runs.values())
     assert runs["none"].merged and not runs["both"].merged
     assert "CSE" in runs["both"].what and "do_common_subexpression_elimination False" in (

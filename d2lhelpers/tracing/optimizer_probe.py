@@ -1,9 +1,11 @@
 """Which graph optimisation merges identical ops: run them with switches off, in fresh processes.
 
-TensorFlow reads its optimiser settings once per runtime, so every set of switches gets its own
-Python process. Each one runs `n` identical `matmul(x, x)` in a `tf.function` and counts the MatMul
-ops that executed in one call, from a profiler trace (distinct op names, so an op that launches
-several kernels counts once). Every process runs on the CPU.
+TensorFlow reads the classic optimiser's settings once per runtime, so every classic setting gets
+its own Python process; Grappler's switches apply to each `tf.function` built after they are set,
+so the sets of switches that share a classic setting share a process (3 processes for the 5
+sets). Each set runs `n` identical `matmul(x, x)` in a new `tf.function` and counts the MatMul ops
+that executed in one call, from a profiler trace (distinct op names, so an op that launches several
+kernels counts once). Every process runs on the CPU.
 
 Two optimisers run on a `tf.function`'s graph. Grappler's switches are in `tf.config.optimizer`.
 The classic graph optimiser (`OptimizerOptions`: common-subexpression elimination, CSE) has none
@@ -25,6 +27,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 
 from d2lhelpers.tracing.xspace import events_from_xspace, read_xspace
 
@@ -69,32 +72,43 @@ SWITCHES = {
 }
 
 _SCRIPT = r"""
-import json, statistics, sys, time
-n, size, logdir, options = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], json.loads(sys.argv[4])
+import json, os, statistics, sys, time
+n, size, logdir = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+sets = json.loads(sys.argv[4])  # every set shares one classic setting (level_0, cse)
 import tensorflow as tf
 
-if options.get("level_0"):
+if sets[0].get("level_0"):
     config = tf.compat.v1.ConfigProto()
     config.graph_options.optimizer_options.opt_level = tf.compat.v1.OptimizerOptions.L0
-    config.graph_options.optimizer_options.do_common_subexpression_elimination = options["cse"]
+    config.graph_options.optimizer_options.do_common_subexpression_elimination = sets[0]["cse"]
     tf.compat.v1.disable_eager_execution()
     tf.compat.v1.enable_eager_execution(config=config)
-if "arithmetic" in options:
-    tf.config.optimizer.set_experimental_options({"arithmetic_optimization": options["arithmetic"]})
 x = tf.random.stateless_normal((size, size), seed=(0, 0))
-run = tf.function(lambda x: [tf.linalg.matmul(x, x) for _ in range(n)])
-run(x)[-1].numpy()
-times = []
-for _ in range(5):
-    start = time.perf_counter()
+seconds = []
+for i, options in enumerate(sets):
+    tf.config.optimizer.set_experimental_options(
+        {"arithmetic_optimization": options.get("arithmetic", True)}
+    )
+    run = tf.function(lambda x: [tf.linalg.matmul(x, x) for _ in range(n)])  # built after
     run(x)[-1].numpy()
-    times.append(time.perf_counter() - start)
-profiler = tf.profiler.experimental
-profiler.start(logdir, options=profiler.ProfilerOptions(host_tracer_level=2, python_tracer_level=0))
-run(x)[-1].numpy()
-profiler.stop()
-print(json.dumps({"seconds": statistics.median(times)}))
+    times = []
+    for _ in range(5):
+        start = time.perf_counter()
+        run(x)[-1].numpy()
+        times.append(time.perf_counter() - start)
+    seconds.append(statistics.median(times))
+    profiler = tf.profiler.experimental
+    profiler.start(os.path.join(logdir, str(i)))
+    run(x)[-1].numpy()
+    profiler.stop()
+print(json.dumps({"seconds": seconds}))
 """
+
+
+def classic_setting(switch: str) -> tuple:
+    """What a fresh process must fix before its runtime starts: the classic optimiser's setting."""
+    options = SWITCHES[switch].options
+    return options.get("level_0", False), options.get("cse", True)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,26 +133,34 @@ class ProbeRun:
         return self.executed < self.n
 
 
-def probe(switch: str, n: int, size: int, timeout: float = 120) -> ProbeRun:
-    """Run `n` identical size x size matmuls in a fresh Python with `switch` off; count them."""
-    if switch not in SWITCHES:
-        raise ValueError(f"unknown switch {switch!r}: choose one of {', '.join(SWITCHES)}")
+def probe(switches: str | Sequence[str], n: int, size: int, timeout: float = 120) -> list[ProbeRun]:
+    """Run `n` identical size x size matmuls with each set of `switches` off, in one fresh Python
+    (they must share a classic setting); count the MatMuls each ran."""
+    switches = [switches] if isinstance(switches, str) else list(switches)
+    unknown = [s for s in switches if s not in SWITCHES]
+    if unknown:
+        raise ValueError(f"unknown switch {unknown[0]!r}: choose one of {', '.join(SWITCHES)}")
+    if len({classic_setting(s) for s in switches}) != 1:
+        raise ValueError(f"{switches} need different classic settings: one process each")
     # Every process on the CPU, so the rows compare like with like (and start without CUDA).
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": "-1"}
     env.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
-    options = json.dumps(SWITCHES[switch].options)
+    sets = json.dumps([SWITCHES[s].options for s in switches])
     with tempfile.TemporaryDirectory() as logdir:
         out = subprocess.run(
-            [sys.executable, "-c", _SCRIPT, str(n), str(size), logdir, options],
+            [sys.executable, "-c", _SCRIPT, str(n), str(size), logdir, sets],
             capture_output=True,
             text=True,
             timeout=timeout,
             env=env,
         )
         if out.returncode != 0:
-            raise RuntimeError(f"the probe with {switch!r} off failed:\n{out.stderr[-2000:]}")
+            raise RuntimeError(f"the probe with {switches} off failed:\n{out.stderr[-2000:]}")
         seconds = json.loads(out.stdout.strip().splitlines()[-1])["seconds"]
-        spaces = [read_xspace(p) for p in glob.glob(f"{logdir}/plugins/profile/*/*.xplane.pb")]
-        rows = events_from_xspace(spaces, {})
-    executed = len({row.op for row in rows if row.kind == "matmul"})
-    return ProbeRun(switch, n, executed, seconds)
+        runs = []
+        for i, switch in enumerate(switches):
+            paths = glob.glob(f"{logdir}/{i}/plugins/profile/*/*.xplane.pb")
+            rows = events_from_xspace([read_xspace(p) for p in paths], {})
+            executed = len({row.op for row in rows if row.kind == "matmul"})
+            runs.append(ProbeRun(switch, n, executed, seconds[i]))
+    return runs

@@ -16,7 +16,7 @@ from d2lhelpers.core.units import BYTES_PER_FLOAT, MiB, format_rate, format_seco
 from d2lhelpers.core.verdicts import impossible
 from d2lhelpers.lessons.l01_two_devices.concurrency import MAX_MATMULS
 from d2lhelpers.timing.benchmark import Measurement
-from d2lhelpers.tracing.optimizer_probe import SWITCHES, ProbeRun, probe
+from d2lhelpers.tracing.optimizer_probe import SWITCHES, ProbeRun, classic_setting, probe
 
 
 def rates_verdict(identical: Measurement, chain: Measurement) -> str:
@@ -110,7 +110,7 @@ class MergeProbeResult(Reported):
             [r.what, r.how, f"{r.executed} of {r.n}", format_seconds(r.seconds)] for r in self.runs
         ]
         title = f"{plural(self.n, 'identical matmul')} of {self.size}x{self.size} in a "
-        title += "tf.function, a fresh process per row"
+        title += "tf.function, a fresh function per row, a fresh process per classic setting"
         columns = ["switched off", "how", "MatMuls executed", "time per call (median of 5)"]
         return [Table(title, columns, rows, [self.verdict])]
 
@@ -120,8 +120,9 @@ def run_merge_probe(
 ) -> MergeProbeResult:
     """Count the MatMuls that ran of `n` identical ones, with each set of switches off.
 
-    Each set runs in a fresh Python process (`optimizer_probe.probe`): TensorFlow reads its
-    optimiser settings once per runtime. About 3 s per process on 2 cores at the defaults.
+    The sets that share a classic optimiser setting run in one fresh Python process
+    (`optimizer_probe.probe`): TensorFlow reads that setting once per runtime. About 5 s per
+    process (3 processes) on 2 cores at the defaults.
     """
     n = require_count("n (identical matmuls)", n, 1, MAX_MATMULS)
     size = require_count("size (matrix size)", size, 1, 8192)
@@ -129,9 +130,12 @@ def run_merge_probe(
     # A fresh TensorFlow process holds about 600 MiB before its (n + 2) matrices.
     require_memory("the merge probe", 600 * MiB + (n + 2) * size * size * BYTES_PER_FLOAT)
     report = progress or (lambda done, total, status="": None)
-    runs = []
-    for i, switch in enumerate(switches):
-        report(i, len(switches), f"fresh process {i + 1} of {len(switches)}: {switch} off")
-        runs.append(probe(switch, n, size))
-    report(len(switches), len(switches), "done")
-    return MergeProbeResult(n, size, runs)
+    groups: dict[tuple, list[str]] = {}  # one fresh process per classic setting
+    for switch in switches:
+        groups.setdefault(classic_setting(switch), []).append(switch)
+    found = {}
+    for i, group in enumerate(groups.values()):
+        report(i, len(groups), f"fresh process {i + 1} of {len(groups)}: {', '.join(group)} off")
+        found.update({run.switch: run for run in probe(group, n, size)})
+    report(len(groups), len(groups), "done")
+    return MergeProbeResult(n, size, [found[s] for s in switches])
