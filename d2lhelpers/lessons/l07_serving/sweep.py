@@ -36,7 +36,7 @@ from d2lhelpers.serving.steady import Spread
 from d2lhelpers.timing.benchmark import Measurement, measure
 from d2lhelpers.timing.peaks import device_peak_rate
 
-DEFAULT_LOADS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5)  # fractions of the measured capacity
+DEFAULT_LOADS = (0.4, 0.8, 1.2, 1.6)  # fractions of the measured capacity
 MAX_LOAD = 4.0
 EXTEND = 1.5  # the next load past the given ones, while fewer than two points saturated
 
