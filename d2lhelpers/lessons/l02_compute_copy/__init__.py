@@ -13,12 +13,12 @@ from d2lhelpers.lessons.l02_compute_copy.experiment import (
 from d2lhelpers.lessons.l02_compute_copy.local_copy import LocalCopyResult, local_copy_cost
 from d2lhelpers.lessons.l02_compute_copy.panel import compute_copy_panel, plot_compute_copy
 from d2lhelpers.lessons.l02_compute_copy.result import ComputeCopyResult
-from d2lhelpers.lessons.l02_compute_copy.seed import SeedReading, seed_reading
+from d2lhelpers.lessons.l02_compute_copy.seed import SeedReadingResult, seed_reading
 
 __all__ = [
     "ComputeCopyResult",
     "LocalCopyResult",
-    "SeedReading",
+    "SeedReadingResult",
     "check_compute_copy_fits",
     "compute_copy_panel",
     "estimate_compute_copy_s",

@@ -41,7 +41,7 @@ CAUSES_OF_A_TOO_HIGH_RATE = (
 )
 
 
-class SeedReading(Reported):
+class SeedReadingResult(Reported):
     """The seed's three timings, with the `.numpy()` copy inside 'Run on GPU1' taken off."""
 
     copy_rate = seed_copy_rate()
@@ -119,6 +119,6 @@ class SeedReading(Reported):
         return [Table("The seed's numbers, read carefully", columns, rows, verdicts, flags)]
 
 
-def seed_reading() -> SeedReading:
+def seed_reading() -> SeedReadingResult:
     """The seed's compute-and-copy timings and what they allow us to infer (no measurement)."""
-    return SeedReading()
+    return SeedReadingResult()
