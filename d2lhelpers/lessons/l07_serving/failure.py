@@ -13,19 +13,19 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from d2lhelpers.core import checks
 from d2lhelpers.core.progress import Steps
 from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import format_rate, format_seconds, usable_cores
 from d2lhelpers.core.verdicts import compare, higher_or_lower
-from d2lhelpers.devices import on_gpu, select_devices
+from d2lhelpers.devices import on_gpu
 from d2lhelpers.lessons.l07_serving.points import (
     Window,
     measure_capacity,
     ready_engines,
     run_point,
+    setup_run,
 )
-from d2lhelpers.serving.config import SPLIT_LAYOUTS, decoder_config
+from d2lhelpers.serving.config import SPLIT_LAYOUTS
 from d2lhelpers.serving.engines import ServingCode
 from d2lhelpers.serving.load import LoadLog
 from d2lhelpers.serving.steady import Spread, rate_in_window
@@ -149,9 +149,9 @@ def run_serving_failure(
     progress: Callable | None = None,
 ) -> FailureResult:
     """Each layout at `OVERLOAD` x its capacity; the last device lost after the first window."""
-    config = decoder_config(width, layers, prompt_len, n_out)
-    devices = select_devices(checks.require_count("devices", n_devices, 2))
-    window, code = window or Window(), code or ServingCode()
+    config, devices, window, code = setup_run(
+        n_devices, width, layers, prompt_len, n_out, window, code
+    )
     steps = Steps(progress, len(list(layouts)))
     runs = []
     for name in layouts:

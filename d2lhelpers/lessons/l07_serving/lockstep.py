@@ -16,7 +16,6 @@ from d2lhelpers.core.progress import Steps
 from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import format_rate
 from d2lhelpers.core.verdicts import higher_or_lower
-from d2lhelpers.devices import select_devices
 from d2lhelpers.lessons.l07_serving.points import (
     Capacity,
     LoadPoint,
@@ -24,8 +23,8 @@ from d2lhelpers.lessons.l07_serving.points import (
     measure_capacity,
     ready_engines,
     run_point,
+    setup_run,
 )
-from d2lhelpers.serving.config import decoder_config
 from d2lhelpers.serving.engines import ServingCode
 from d2lhelpers.serving.steady import Percentile
 
@@ -108,9 +107,9 @@ def run_lockstep_comparison(
     progress: Callable | None = None,
 ) -> LockstepResult:
     """Both modes at `load` x the independent replicas' measured capacity."""
-    config = decoder_config(width, layers, prompt_len, n_out)
-    devices = select_devices(checks.require_count("devices", n_devices, 2))
-    window, code = window or Window(), code or ServingCode()
+    config, devices, window, code = setup_run(
+        n_devices, width, layers, prompt_len, n_out, window, code
+    )
     checks.require_rate("load", load, allow_none=False)
     steps = Steps(progress, 2)
     capacities, points, rate = [], [], None

@@ -10,7 +10,6 @@ from d2lhelpers.core.progress import no_progress
 from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import format_rate
 from d2lhelpers.core.verdicts import higher_or_lower
-from d2lhelpers.devices import select_devices
 from d2lhelpers.lessons.l07_serving.points import (
     POINT_COLUMNS,
     Capacity,
@@ -20,8 +19,9 @@ from d2lhelpers.lessons.l07_serving.points import (
     measure_capacity,
     ready_engines,
     run_point,
+    setup_run,
 )
-from d2lhelpers.serving.config import LAYOUTS, decoder_config
+from d2lhelpers.serving.config import LAYOUTS
 from d2lhelpers.serving.engines import ServingCode
 
 
@@ -68,10 +68,10 @@ def run_serving(
     """`layout` at `load` x its measured capacity, Poisson arrivals, read in its window."""
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
-    config = decoder_config(width, layers, prompt_len, n_out)
-    devices = select_devices(checks.require_count("devices", n_devices, 1))
+    config, devices, window, code = setup_run(
+        n_devices, width, layers, prompt_len, n_out, window, code, least=1
+    )
     checks.require_rate("load", load, allow_none=False)
-    window, code = window or Window(), code or ServingCode()
     engines = ready_engines(layout, config, devices, slots_per_device, code, prompt_len)
     capacity = measure_capacity(engines, prompt_len, n_out)
     rate = load * capacity.requests_per_s

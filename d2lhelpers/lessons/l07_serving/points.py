@@ -17,8 +17,8 @@ import numpy as np
 from d2lhelpers.core import checks
 from d2lhelpers.core.units import format_rate, format_seconds
 from d2lhelpers.core.verdicts import compare
-from d2lhelpers.devices import check_fits
-from d2lhelpers.serving.config import ModelConfig, bytes_per_device
+from d2lhelpers.devices import check_fits, select_devices
+from d2lhelpers.serving.config import ModelConfig, bytes_per_device, decoder_config
 from d2lhelpers.serving.engines import Engine, ServingCode, build_engines
 from d2lhelpers.serving.load import LoadLog, serve_load
 from d2lhelpers.serving.requests import make_requests
@@ -44,6 +44,14 @@ class Window:
     @property
     def end_s(self) -> float:
         return self.warmup_s + self.measure_s
+
+
+def setup_run(n_devices, width, layers, prompt_len, n_out, window=None, code=None, least=2):
+    """What every serving experiment starts with: the model's config, `n_devices` devices (at
+    least `least`), its window, and its code (the saved modules', unless the notebook gave its)."""
+    config = decoder_config(width, layers, prompt_len, n_out)
+    devices = select_devices(checks.require_count("devices", n_devices, least))
+    return config, devices, window or Window(), code or ServingCode()
 
 
 def check_layout_fits(layout: str, config: ModelConfig, devices, slots: int) -> None:

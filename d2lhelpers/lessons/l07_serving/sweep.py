@@ -14,12 +14,11 @@ from collections.abc import Callable
 
 import tensorflow as tf
 
-from d2lhelpers.core import checks
 from d2lhelpers.core.progress import Steps
 from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import device_names, format_rate, format_seconds, usable_cores
 from d2lhelpers.core.verdicts import beats_ideal, compare, higher_or_lower, impossible
-from d2lhelpers.devices import on_gpu, select_devices
+from d2lhelpers.devices import on_gpu
 from d2lhelpers.lessons.l07_serving.points import (
     POINT_COLUMNS,
     Capacity,
@@ -28,9 +27,10 @@ from d2lhelpers.lessons.l07_serving.points import (
     measure_capacity,
     ready_engines,
     run_point,
+    setup_run,
 )
 from d2lhelpers.parallel.tensor_parallel import allreduce_sum
-from d2lhelpers.serving.config import LAYOUTS, SPLIT_LAYOUTS, decoder_config
+from d2lhelpers.serving.config import LAYOUTS, SPLIT_LAYOUTS
 from d2lhelpers.serving.engines import ServingCode
 from d2lhelpers.serving.steady import Spread
 from d2lhelpers.timing.benchmark import Measurement, measure
@@ -268,9 +268,10 @@ def run_load_sweep(
     progress: Callable | None = None,
 ) -> LoadSweepResult:
     """Each layout at rising offered loads (fractions of its measured capacity), in steady state."""
-    config = decoder_config(width, layers, prompt_len, n_out)
-    devices = select_devices(checks.require_count("devices", n_devices, 2))
-    names, window, code = device_names(devices), window or Window(), code or ServingCode()
+    config, devices, window, code = setup_run(
+        n_devices, width, layers, prompt_len, n_out, window, code
+    )
+    names = device_names(devices)
     loads = [float(x) for x in loads]
     if not loads or any(not 0 < x <= MAX_LOAD for x in loads):
         raise ValueError(f"offered loads must be fractions of capacity in (0, {MAX_LOAD:g}]")
