@@ -189,6 +189,7 @@ def test_an_edited_notebook_cell_changes_what_the_panel_runs():
     """A learner edits the server loop's cell; the panel (built from `code`) runs the edit."""
     heavy = {
         'run = d2l.run_serving("replicas", n_devices=2, load=0.7, width=width, code=code)': (
+            "from d2lhelpers.lessons.l07_serving.points import Window\n"
             'run = d2l.run_serving("replicas", 2, 0.5, width=16, n_out=3, '
             "window=Window(0.05, 0.1, 0.1), code=code)"
         ),
