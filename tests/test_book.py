@@ -255,7 +255,8 @@ def test_a_panel_shows_its_default_run_in_the_cell_and_runs_again_only_for_new_v
     out = done.stdout
     assert "RUNS [2]" in out  # displaying the panel ran it once, at the default value
     assert "TEXT 'the verdict\\n'" in out  # printed into the cell, not into a widget
-    assert "OUT ['image/png', 'text/plain'] Figure: run with n=2, x: devices" in out
+    # the figure as PNG, as an <img> whose alt holds its words (JupyterLab), and as those words
+    assert "OUT ['image/png', 'text/html', 'text/plain'] Figure: run with n=2, x: devices" in out
     assert "OUT ['text/html', 'text/plain']" in out and "My panel" in out
     assert "n = 2 (slider from 1 to 4)" in out and "<code>make lab</code>" in out
     assert "AGAIN [2] 2" in out  # run() at the same values: the shown run, not a second one

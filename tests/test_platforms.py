@@ -37,6 +37,7 @@ import importlib, json, pkgutil, tempfile
 from pathlib import Path
 import d2lhelpers as d2l
 from d2lhelpers.core import cache, checks, system
+from d2lhelpers.processes.group import WorkerGroup
 
 modules = [m.name for m in pkgutil.walk_packages(d2l.__path__, "d2lhelpers.")]
 for name in modules:
@@ -45,7 +46,7 @@ folder = Path(tempfile.mkdtemp())
 value = cache.cached_measurement(folder / "b.json", lambda: {"x": 1.0}, version=1, keys=["x"])
 again = cache.cached_measurement(folder / "b.json", lambda: {"x": 2.0}, version=1, keys=["x"])
 try:
-    d2l.WorkerGroup("d2lhelpers.processes.mwms:allreduce_worker", 1).start()
+    WorkerGroup("d2lhelpers.processes.mwms:allreduce_worker", 1).start()
     refused = ""
 except RuntimeError as error:
     refused = str(error)
