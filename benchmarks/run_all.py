@@ -220,7 +220,8 @@ def trace_and_copy_rows(devices, size: int, n: int) -> list[Row]:
 
 def split_model_rows(devices) -> list[Row]:
     """Notebooks 03-04: split runs / one device, next to what the cost models predict."""
-    from d2lhelpers.collectives.tf_allreduce import allreduce_in_one_graph, allreduce_inputs
+    from d2lhelpers.collectives.tf_allreduce import allreduce_inputs
+    from d2lhelpers.collectives.tf_collective import allreduce_in_one_graph
 
     n = min(2, len(devices))
     usable = min(n, usable_cores()) if devices[0].kind == "logical CPU" else n

@@ -122,11 +122,46 @@ def test_bad_input_is_refused(call):
 def test_alpha_beta_time_and_bound():
     assert alpha_beta_time_s(14, 7000, 1e-6, 1e9) == pytest.approx(14e-6 + 7e-6)
     assert bus_bandwidth_bound_s(8, 8e9, 1e9) == pytest.approx(14.0)
+    assert bus_bandwidth_bound_s(2, 8e9, 1e9) == pytest.approx(8.0)  # 2(n-1)/n = 1
     assert bus_bandwidth_bound_s(1, 8e9, 1e9) == 0
-    with pytest.raises(ValueError):
-        alpha_beta_time_s(1, 1, -1e-6, 1e9)
-    with pytest.raises(ValueError):
-        bus_bandwidth_bound_s(2, 1, 0)
+
+
+def test_alpha_beta_time_at_its_edges():
+    # Zero rounds, zero bytes and a zero alpha are all allowed; one below any of them is not.
+    assert alpha_beta_time_s(0, 7000, 1e-6, 1e9) == pytest.approx(7e-6)
+    assert alpha_beta_time_s(3, 0, 1e-6, 1e9) == pytest.approx(3e-6)
+    assert alpha_beta_time_s(3, 7000, 0.0, 1e9) == pytest.approx(7e-6)
+    assert alpha_beta_time_s(1, 1, 0.0, 0.5) == 2.0  # a beta below 1 byte/s is still a rate
+    for rounds, nbytes in [(-1, 7000), (3, -1), (-1, -1)]:
+        with pytest.raises(ValueError, match="need rounds >= 0 and bytes >= 0"):
+            alpha_beta_time_s(rounds, nbytes, 1e-6, 1e9)
+    for alpha, beta in [(-1e-9, 1e9), (1e-6, 0.0), (1e-6, -1.0), (math.nan, 1e9), (1e-6, math.nan)]:
+        with pytest.raises(ValueError, match="need alpha >= 0 s and beta > 0 bytes/s"):
+            alpha_beta_time_s(3, 7000, alpha, beta)
+
+
+def test_bus_bandwidth_bound_at_its_edges():
+    assert bus_bandwidth_bound_s(4, 0, 1e9) == 0  # no bytes, no time
+    assert bus_bandwidth_bound_s(4, 1, 0.5) == pytest.approx(2 * 3 / 4 * 1 / 0.5)
+    for nbytes, bandwidth in [(-1, 1e9), (1, 0.0), (1, -1.0), (1, math.nan)]:
+        with pytest.raises(ValueError, match="need bytes >= 0 and bandwidth > 0"):
+            bus_bandwidth_bound_s(4, nbytes, bandwidth)
+    for ranks in (0, -1):
+        with pytest.raises(ValueError, match="number of ranks must be a whole number >= 1"):
+            bus_bandwidth_bound_s(ranks, 1, 1e9)
+    with pytest.raises(ValueError, match="number of ranks"):
+        bus_bandwidth_bound_s(True, 1, 1e9)
+
+
+def test_a_whole_ring_all_reduce_gives_one_links_values():
+    # 4 ranks: 6 rounds share alpha; each link carries 6/4 of S, so B = beta * 1.5.
+    link = AlphaBeta(6e-3, 1e9).ring_link(4)
+    assert link == AlphaBeta(pytest.approx(1e-3), pytest.approx(1.5e9))
+    assert AlphaBeta(2e-3, 1e9).ring_link(2) == AlphaBeta(1e-3, 1e9)
+    with pytest.raises(ValueError, match="a ring of one rank has no link"):
+        AlphaBeta(1e-3, 1e9).ring_link(1)
+    with pytest.raises(ValueError, match="number of ranks"):
+        AlphaBeta(1e-3, 1e9).ring_link(0)
 
 
 def test_fit_recovers_alpha_beta_and_predicts_held_out_sizes():

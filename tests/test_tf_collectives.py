@@ -1,6 +1,6 @@
-"""TensorFlow's all-reduce graphs against the element-wise sum; sizes, memory, traces."""
+"""Around TensorFlow's all-reduce (`collectives/tf_allreduce.py`): the devices and sizes it is
+given, memory, inputs and its rows in a trace."""
 
-import math
 import time
 
 import numpy as np
@@ -11,65 +11,6 @@ from d2lhelpers.collectives import tf_allreduce as tc
 from d2lhelpers.core.units import MiB
 from d2lhelpers.tracing.timeline import OpEvent
 from d2lhelpers.workloads import chains_in_one_graph
-
-
-@pytest.mark.parametrize("n", [1, 2, 3, 4])
-def test_allreduce_is_the_elementwise_sum_on_every_device(devices, n):
-    xs = tc.allreduce_inputs(13 * 4, devices[:n], seed=n)  # 13: no even split into n chunks
-    run = tc.allreduce_in_one_graph(devices[:n])
-    assert run is tc.allreduce_in_one_graph(devices[:n])
-    expected = np.sum([x.numpy() for x in xs], axis=0)
-    sums = run(*xs)
-    assert len(sums) == n
-    for total in sums:
-        np.testing.assert_allclose(total.numpy(), expected, rtol=1e-6)
-    # One collective per device, each placed on its own device, nothing else computing.
-    graph = run.get_concrete_function(*xs).graph
-    ops = [op for op in graph.get_operations() if op.type == "CollectiveReduceV2"]
-    assert sorted(op.device.split("device:")[-1] for op in ops) == [f"CPU:{i}" for i in range(n)]
-    others = {op.type for op in graph.get_operations()} - {"CollectiveReduceV2"}
-    assert others <= {"Const", "Placeholder", "Identity", "NoOp"}  # keys, inputs, outputs
-
-
-def test_allreduce_traced_again_for_a_new_size_keeps_working(devices):
-    run = tc.allreduce_in_one_graph(devices[:2])
-    for nbytes in (8, 4096, 8):
-        xs = tc.allreduce_inputs(nbytes, devices[:2])
-        np.testing.assert_allclose(run(*xs)[1].numpy(), (xs[0] + xs[1]).numpy(), rtol=1e-6)
-
-
-def test_allreduce_and_compute_returns_the_sums_and_the_chains(devices):
-    grads = tc.allreduce_inputs(64, devices[:2])
-    xs = [np.eye(3, dtype=np.float32) * (i + 1) for i in range(2)]
-    for overlap in (True, False):
-        reduced, products = tc.allreduce_and_compute(devices[:2], 2, overlap)(grads, xs)
-        np.testing.assert_allclose(reduced[0].numpy(), (grads[0] + grads[1]).numpy(), rtol=1e-6)
-        np.testing.assert_allclose(products[1].numpy(), np.eye(3) * 8)  # x @ x @ x, x = 2I
-    with pytest.raises(ValueError, match="chain_length"):
-        tc.allreduce_and_compute(devices[:2], 0, True)
-
-
-def test_local_copy_and_add_compute_a_copy_and_a_sum(devices):
-    copy, add = tc.local_copy_and_add(4 * 10, devices[0])
-    copied, added = copy().numpy(), add().numpy()
-    assert copied.shape == added.shape == (10,)
-    assert not np.allclose(added, copied) and np.all(added > copied - 1e-6)  # a + b, b >= 0
-
-
-def test_alpha_beta_models_predict_exact_data():
-    alpha, beta = 1e-3, 2e9
-    sizes = [4096, 65536, 2**20, 2**24, 2**26]
-    times = [alpha + s / beta for s in sizes]
-    tiny = alpha + 4 / beta
-    model, fitted, fit_sizes = tc.alpha_beta_models(sizes, times, tiny_s=tiny)
-    assert model.alpha_s == tiny  # alpha is the tiny message's time, nothing fitted
-    assert model.beta_bytes_per_s == pytest.approx(beta, rel=1e-6)
-    assert fit_sizes == [4096, 2**20, 2**26]
-    assert fitted.alpha_s == pytest.approx(alpha, rel=1e-6)
-    assert fitted.beta_bytes_per_s == pytest.approx(beta, rel=1e-6)
-    # Too few sizes to hold any out; time that does not grow: all latency.
-    model, fitted, fit_sizes = tc.alpha_beta_models([4096, 8192], [2e-3, 2e-3], tiny_s=2e-3)
-    assert math.isinf(model.beta_bytes_per_s) and fitted is None and fit_sizes == []
 
 
 def test_sizes_up_to():
@@ -141,12 +82,19 @@ def test_a_trace_that_lost_an_allreduce_is_marked_incomplete(devices):
     assert tc.allreduce_timeline(rows).incomplete == rows.incomplete  # still marked, redrawn
 
 
-def test_allreduce_consumers_finds_data_and_control_users(devices):
-    grads = tc.allreduce_inputs(16, devices[:2])
-    xs = [np.eye(2, dtype=np.float32)] * 2
-    for overlap in (True, False):
-        fn = tc.allreduce_and_compute(devices[:2], 1, overlap)
-        consumers = tc.allreduce_consumers(fn.get_concrete_function(grads, xs).graph)
-        assert len(consumers) == 2
-        waiting = {op for users in consumers.values() for op in users if "MatMul" in op}
-        assert bool(waiting) is (not overlap)  # only the forced order makes matmuls wait
+def test_allreduce_inputs_hold_rank_plus_noise_on_each_device(devices):
+    xs = tc.allreduce_inputs(4 * 100, devices[:3], seed=7)
+    assert [x.shape for x in xs] == [(100,)] * 3
+    assert [x.device.split("device:")[-1] for x in xs] == ["CPU:0", "CPU:1", "CPU:2"]
+    for rank, x in enumerate(xs):
+        assert np.all((x.numpy() >= rank + 1) & (x.numpy() < rank + 2))
+
+
+def test_allreduce_devices_refuse_one_device_saying_why(devices, monkeypatch):
+    assert tc.allreduce_devices(None, "x") == devices
+    assert tc.allreduce_devices(2, "x") == devices[:2]
+    with pytest.raises(ValueError, match="moves nothing, so nothing runs: choose n_devices from 2"):
+        tc.allreduce_devices(1, "nothing runs")
+    monkeypatch.setattr(tc, "setup_devices", lambda: devices[:1])
+    with pytest.raises(ValueError, match=r"only 1 device is set up: run d2l.setup_devices\(2\)"):
+        tc.allreduce_devices(None, "x")
