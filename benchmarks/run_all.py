@@ -357,6 +357,21 @@ def allreduce_rows(devices) -> list[Row]:
     return rows
 
 
+def allreduce_panel_rows(devices) -> list[Row]:
+    """Notebook 05's panel: its estimate against its run at the default sliders, at both ends,
+    and at the largest run it measures (every set-up device, the largest size); the panel is
+    built as a learner's is, its link measured by a quick sweep."""
+    panel = d2l.allreduce_panel()
+    sliders = panel.sliders
+    cases = [
+        panel.values(),
+        {name: s.min for name, s in sliders.items()},
+        {name: s.max for name, s in sliders.items()},  # more ranks than devices: the model alone
+        {"ranks": min(len(devices), sliders["ranks"].max), "kib": sliders["kib"].max},
+    ]
+    return [estimate_row("05 all-reduce panel", panel, values) for values in cases]
+
+
 def compute_copy_rows() -> list[Row]:
     """Notebook 02, through its panel: compute in a worker process, copies to a driver over gRPC;
     the panel's estimate against the run it estimated, at default and at extreme sliders, in the
@@ -601,6 +616,7 @@ def main() -> None:
         lambda: split_model_rows(devices),
         split_model_estimate_rows,
         lambda: allreduce_rows(devices),
+        lambda: allreduce_panel_rows(devices),
         compute_copy_rows,
         lambda: serving_rows(devices),
         multi_process_rows,

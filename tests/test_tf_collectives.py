@@ -88,6 +88,9 @@ def test_allreduce_inputs_hold_rank_plus_noise_on_each_device(devices):
     assert [x.device.split("device:")[-1] for x in xs] == ["CPU:0", "CPU:1", "CPU:2"]
     for rank, x in enumerate(xs):
         assert np.all((x.numpy() >= rank + 1) & (x.numpy() < rank + 2))
+    assert len(set(xs[0].numpy())) == 100  # random, not a constant
+    long = tc.allreduce_inputs(4 * (tc.NOISE_BLOCK + 5), devices[:1])[0].numpy()
+    assert long.shape == (tc.NOISE_BLOCK + 5,) and np.all(long[-5:] == long[:5])  # repeated
 
 
 def test_allreduce_devices_refuse_one_device_saying_why(devices, monkeypatch):

@@ -20,12 +20,12 @@ from d2lhelpers.collectives.tf_allreduce import allreduce_inputs, require_messag
 from d2lhelpers.core.checks import require_count, require_measure_options
 from d2lhelpers.core.progress import Steps
 from d2lhelpers.core.report import Reported, Table
-from d2lhelpers.core.units import KiB, MiB, format_bytes, format_rate, format_seconds
+from d2lhelpers.core.units import KiB, format_bytes, format_rate, format_seconds, usable_cores
 from d2lhelpers.devices import select_devices, setup_devices
 from d2lhelpers.lessons.l05_collectives.plots import plot_allreduce_model
 from d2lhelpers.lessons.l05_collectives.sweep import run_allreduce_sweep
 from d2lhelpers.timing.benchmark import Measurement, measure
-from d2lhelpers.timing.estimate import measure_seconds, trace_seconds
+from d2lhelpers.timing.estimate import DRAW_S, TRACE_S, call_seconds, measure_seconds
 from d2lhelpers.ui.panel import Panel, slider
 
 PANEL_MEASURE = {"min_runs": 5, "max_runs": 30, "budget_s": 1.0}
@@ -178,21 +178,26 @@ def _check_values(ranks, kib, alpha_us, beta_gbps) -> tuple[int, int, int, int]:
     return ranks, kib, alpha_us, beta_gbps
 
 
-# The run's graph: a collective, an input and an output per rank (Placeholder, Identity).
-OPS_PER_RANK = 3
 QUICK_SWEEP = {"rounds": 1, "min_runs": 3, "max_runs": 5, "budget_s": 0.2}
+LARGEST_KIB = 16 * 1024  # the size slider's end: the quick sweep's beta comes from it
 
 
 def estimate_allreduce_model_s(ranks, kib, alpha_us, beta_gbps, link: AlphaBeta | None) -> float:
     """About how long one Run takes: the model is instant; TF's all-reduce is traced and measured
-    when `ranks` is no more than the set-up devices, each call as long as `link` (one link's
-    alpha and beta on this machine, e.g. `sweep.link`) predicts for a ring of `ranks`."""
+    when `ranks` is no more than the set-up devices, each call as long as the ring model predicts
+    with `link` (one link's alpha and beta on this machine, e.g. `sweep.link`). Logical CPU
+    devices share the usable cores: more ranks than cores share the bandwidth too."""
     ranks, kib, _, _ = _check_values(ranks, kib, alpha_us, beta_gbps)
-    if ranks > len(setup_devices()) or link is None:
-        return 0.0
-    call = allreduce_time_s("ring", ranks, kib * KiB, link.alpha_s, link.beta_bytes_per_s)
+    devices = setup_devices()
+    if ranks > len(devices) or link is None:
+        return DRAW_S
+    nbytes = kib * KiB
+    shared = max(1.0, ranks / usable_cores()) if devices[0].kind == "logical CPU" else 1.0
+    beta = link.beta_bytes_per_s / shared
+    call = allreduce_time_s("ring", ranks, nbytes, link.alpha_s, beta)
+    inputs = call_seconds(ranks * nbytes, link.beta_bytes_per_s)
     options = require_measure_options(PANEL_MEASURE, budget_s=1.0)
-    return trace_seconds(OPS_PER_RANK * ranks) + measure_seconds(call, **options)
+    return inputs + TRACE_S + measure_seconds(call, **options) + DRAW_S
 
 
 def run_allreduce_model(
@@ -226,11 +231,11 @@ def run_allreduce_model(
 
 
 def measured_link(allreduce_in_one_graph: Callable) -> AlphaBeta | None:
-    """One link's alpha and beta from a quick sweep on 2 devices (a 4-byte and a 1 MiB
-    all-reduce, under a second), or None with one device set up."""
+    """One link's alpha and beta from a quick sweep on 2 devices (a 4-byte and a 16 MiB
+    all-reduce, the size slider's end: about a second), or None with one device set up."""
     if len(setup_devices()) < 2:
         return None
-    sizes = (64 * KiB, 1 * MiB)
+    sizes = (64 * KiB, LARGEST_KIB * KiB)
     sweep = run_allreduce_sweep(
         2, sizes, allreduce_in_one_graph=allreduce_in_one_graph, **QUICK_SWEEP
     )
@@ -251,7 +256,7 @@ def allreduce_panel(
     link = link if link is not None else measured_link(allreduce_in_one_graph)
     sliders = {
         "ranks": slider("ranks (n)", max(2, min(4, count)), 2, 64),
-        "kib": slider("vector size per rank (KiB)", 1024, 4, 16 * 1024, 4),
+        "kib": slider("vector size per rank (KiB)", 1024, 4, LARGEST_KIB, 4),
         "alpha_us": slider("α: start-up per message (µs)", 10, 1, 1000),
         "beta_gbps": slider("β: link bandwidth (GB/s)", 25, 1, 900),
     }
