@@ -26,6 +26,7 @@ from d2lhelpers.lessons.l05_collectives import panel as panel_module
 from d2lhelpers.lessons.l05_collectives import sweep as sweep_module
 from d2lhelpers.lessons.l05_collectives.sweep import alpha_beta_models
 from d2lhelpers.timing.benchmark import Measurement
+from d2lhelpers.timing.estimate import DRAW_S
 from d2lhelpers.tracing.timeline import OpEvent, Trace
 from tests.conftest import ROOT
 
@@ -423,7 +424,7 @@ def test_panel_runs_with_the_model_alone_beyond_the_set_up_devices(devices):
     panel.sliders["kib"].value = 4
     result = panel.run()
     assert panel.error is None and isinstance(result, l05.AllreduceModelResult)
-    assert result.measured is None and panel.estimate(**panel.values()) == 0.0
+    assert result.measured is None and panel.estimate(**panel.values()) == DRAW_S  # a figure
     panel.sliders["ranks"].value = 2
     assert 0 < panel.estimate(**panel.values()) < 30
 
@@ -623,8 +624,13 @@ def test_the_panel_estimate_follows_the_measured_link(devices, monkeypatch):
         < l05.panel.estimate_allreduce_model_s(**values, link=fast)
         < (l05.panel.estimate_allreduce_model_s(**values, link=slow))
     )
-    # Beyond the set-up devices, or with no link measured, nothing runs: no time to wait.
-    assert l05.panel.estimate_allreduce_model_s(**{**values, "ranks": 64}, link=slow) == 0
-    assert l05.panel.estimate_allreduce_model_s(**values, link=None) == 0
+    # Beyond the set-up devices, or with no link measured, nothing runs: the figure alone.
+    assert l05.panel.estimate_allreduce_model_s(**{**values, "ranks": 64}, link=slow) == DRAW_S
+    assert l05.panel.estimate_allreduce_model_s(**values, link=None) == DRAW_S
+    # Four logical CPUs on 2 usable cores share them: the bandwidth term grows with the ranks.
+    monkeypatch.setattr(panel_module, "usable_cores", lambda: 2)
+    two = l05.panel.estimate_allreduce_model_s(**{**values, "kib": 16384}, link=slow)
+    four = l05.panel.estimate_allreduce_model_s(**{**values, "kib": 16384, "ranks": 4}, link=slow)
+    assert four > 1.5 * two
     monkeypatch.setattr(panel_module, "setup_devices", lambda: devices[:1])
     assert panel_module.measured_link(tf_collective.allreduce_in_one_graph) is None
