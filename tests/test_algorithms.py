@@ -80,19 +80,27 @@ def test_alpha_beta_prediction():
 @pytest.mark.parametrize(
     "call, error, match",
     [
-        (lambda: allreduce_costs("butterfly", 4, 8), ValueError, "algorithm"),
-        (lambda: allreduce_costs("ring", 0, 8), ValueError, "n_ranks must be at least 1"),
-        (lambda: allreduce_costs("ring", 2.5, 8), TypeError, "n_ranks"),
-        (lambda: allreduce_costs("ring", 4, True), TypeError, "n_elements"),
-        (lambda: allreduce_costs("ring", 4, 0), ValueError, "n_elements"),
-        (lambda: allreduce_costs("ring", 4, 8, 0), ValueError, "element_bytes"),
-        (lambda: allreduce_time_s("ring", 4, 0, 1e-6, 1e9), ValueError, "nbytes"),
-        (lambda: allreduce_time_s("ring", 4, 1.5, 1e-6, 1e9), TypeError, "nbytes"),
+        (lambda: allreduce_costs("butterfly", 4, 8), ValueError, "^algorithm must be one of"),
+        (lambda: allreduce_costs("ring", 0, 8), ValueError, "^n_ranks must be at least 1"),
+        (lambda: allreduce_costs("ring", 2.5, 8), TypeError, "^n_ranks must be a whole number"),
+        (lambda: allreduce_costs("ring", 4, True), TypeError, "^n_elements must be a whole"),
+        (lambda: allreduce_costs("ring", 4, 0), ValueError, "^n_elements must be at least 1"),
+        (lambda: allreduce_costs("ring", 4, 8, 0), ValueError, "^element_bytes must be at least"),
+        (
+            lambda: allreduce_time_s("ring", 4, 0, 1e-6, 1e9),
+            ValueError,
+            "^nbytes must be at least 1",
+        ),
+        (lambda: allreduce_time_s("ring", 4, 1.5, 1e-6, 1e9), TypeError, "^nbytes must be a whole"),
     ],
 )
 def test_types_and_ranges_are_checked_first(call, error, match):
     with pytest.raises(error, match=match):
         call()
+
+
+def test_the_smallest_message_is_one_byte():
+    assert allreduce_time_s("ring", 2, 1, 1e-6, 1e9) == pytest.approx(2e-6 + 2e-9)
 
 
 @pytest.mark.parametrize("module", ["algorithms", "costs", "transfers", "patterns", "schedules"])

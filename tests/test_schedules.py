@@ -60,6 +60,7 @@ def messages(run, step=None):
 def test_the_five_collectives():
     x = [[1, 2, 3], [10, 20, 30], [100, 200, 300]]
     assert broadcast(x, root=1) == [[10, 20, 30]] * 3
+    assert broadcast(x) == [[1, 2, 3]] * 3  # root 0 unless told
     assert reduce(x, root=2) == [[1, 2, 3], [10, 20, 30], [111, 222, 333]]
     assert reduce(x) == [[111, 222, 333], [10, 20, 30], [100, 200, 300]]
     assert reduce_scatter(x) == [[111], [222], [333]]
@@ -80,9 +81,9 @@ def test_the_root_is_one_of_the_ranks(collective):
     for root, expected in by_root[collective].items():  # the first rank and the last, n - 1
         assert collective(x, root=root) == expected
     for root in (3, -1):
-        with pytest.raises(ValueError, match="root"):
+        with pytest.raises(ValueError, match=r"^root \(a rank\) must be at least 0 and at most 2"):
             collective(x, root=root)
-    with pytest.raises(TypeError, match="root"):
+    with pytest.raises(TypeError, match=r"^root \(a rank\) must be a whole number"):
         collective(x, root=True)
 
 
@@ -90,7 +91,11 @@ def test_rank_vectors_copies_and_refuses():
     x = [(1, 2), [3, 4]]
     copied = rank_vectors(x, root=1)
     assert copied == [[1, 2], [3, 4]] and copied[1] is not x[1]
-    for bad, message in [([], "n >= 1"), ([[1], []], "non-empty"), ([[1, 2], [3]], "one length")]:
+    for bad, message in [
+        ([], r"^need at least one rank \(n >= 1\), got no vectors$"),
+        ([[1], []], "^every rank needs a non-empty vector$"),
+        ([[1, 2], [3]], r"^all ranks need vectors of one length, got lengths \[1, 2\]$"),
+    ]:
         with pytest.raises(ValueError, match=message):
             rank_vectors(bad)
 
@@ -100,11 +105,11 @@ def test_chunk_bounds_cover_uneven_lengths():
     assert chunk_bounds(2, 4) == [(0, 1), (1, 2), (2, 2), (2, 2)]
     assert chunk_bounds(5, 1) == [(0, 5)]
     assert chunk_bounds(0, 2) == [(0, 0), (0, 0)]
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"^n \(chunks\) must be at least 1"):
         chunk_bounds(10, 0)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="^length must be at least 0"):
         chunk_bounds(-1, 2)
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="^length must be a whole number"):
         chunk_bounds(10.0, 2)
 
 
@@ -136,7 +141,7 @@ def test_tree_of_three_by_hand():
         (2, "broadcast", 0, 2),
         (3, "broadcast", 0, 1),
     ]
-    assert all(t.chunk == 0 and t.n_elements == 2 for t in run.transfers)
+    assert all(t.chunk == 0 and t.n_elements == 2 for t in run.transfers)  # whole vectors
     assert run.vectors == [[111, 222]] * 3
 
 
@@ -149,6 +154,8 @@ def test_seed_schedule_of_three_and_four_by_hand():
         (3, 2, 1),
     ]
     assert three.vectors == [[7]] * 3
+    assert [t.phase for t in three.transfers] == ["reduce", "reduce", "broadcast", "broadcast"]
+    assert {(t.chunk, t.n_elements) for t in three.transfers} == {(0, 1)}  # whole vectors
     four = reduce_then_broadcast([[1.0, 2.0], [10.0, 20.0], [100.0, 200.0], [1000.0, 2000.0]])
     assert four.vectors == [[1111.0, 2222.0]] * 4
     assert four.costs.messages == 6  # the Go program's hop count
@@ -246,7 +253,13 @@ def test_costs_are_counted_from_the_messages():
 
 def test_the_table_lists_each_round():
     text = str(ring_allreduce([[1, 2], [3, 4]]))
-    assert text.splitlines()[0] == "ring all-reduce on 2 ranks: 2 rounds, 4 messages"
+    lines = text.splitlines()
+    assert lines[0] == "ring all-reduce on 2 ranks: 2 rounds, 4 messages"
+    assert lines[1].split() == ["round", "phase", "sender→receiver", "chunk"]
+    assert lines[-1] == (
+        "bytes through the busiest link 8, sent by the busiest rank 8, one round after another 8 "
+        "(2 elements of 4 bytes per rank)"
+    )
     assert "1      reduce-scatter  0→1 c0, 1→0 c1" in text
     assert "2      all-gather      0→1 c1, 1→0 c0" in text
     tree = str(tree_allreduce([[1], [2], [3], [4]]))

@@ -34,6 +34,9 @@ def test_seed_allreduce_refuses_what_go_would_panic_on(vectors):
     "value, printed",  # as go1.19.8's fmt.Println prints them
     [
         (1111.0, "1111"),
+        (1.0, "1"),
+        (120000.0, "120000"),
+        (1.2e6, "1.2e+06"),
         (0.5, "0.5"),
         (-2.25, "-2.25"),
         (999999.0, "999999"),
