@@ -143,6 +143,9 @@ from d2lhelpers.lessons.l05_collectives import (
     run_allreduce_overlap,
     run_allreduce_sweep,
 )
+from d2lhelpers.workloads import (
+    matmul_chain,  # notebook 01's, called by notebook 05's saved allreduce_and_compute
+)
 
 # --- notebook 06: multiple processes ---
 from d2lhelpers.lessons.l06_multi_process import (
@@ -259,6 +262,7 @@ __all__ = [
     "replicas_vs_one_group",
     "run_allreduce_overlap",
     "run_allreduce_sweep",
+    "matmul_chain",
     "seed_program_output",
     # notebook 06: multiple processes
     "break_even",
