@@ -15,8 +15,7 @@ from IPython.lib.pretty import pretty
 from nbclient import NotebookClient
 
 import d2lhelpers as d2l
-from d2lhelpers.collectives import tf_allreduce, tf_collective
-from d2lhelpers.collectives import tf_allreduce as tc
+from d2lhelpers.collectives import allreduce_trace, tf_allreduce, tf_collective
 from d2lhelpers.collectives.costs import AlphaBeta
 from d2lhelpers.collectives.schedules import reduce_then_broadcast, ring_allreduce, tree_allreduce
 from d2lhelpers.core.units import KiB, MiB
@@ -314,7 +313,7 @@ def _starts_after_the_allreduce(result) -> dict[str, bool]:
     """Per device: whether every matmul began once that device's all-reduce had ended."""
     found = {}
     for device in result.devices:
-        (reduce,) = l05.overlap.allreduce_rows(result.rows, device)
+        (reduce,) = allreduce_trace.allreduce_rows(result.rows, device)
         starts = [r.start_s for r in result.rows if r.device == device and r.kind == "matmul"]
         assert starts, f"no matmul traced on {device}"
         found[device] = min(starts) >= reduce.end_s
@@ -345,11 +344,11 @@ def test_overlap_runs_trace_every_device_in_their_dependency_order(devices):
     # One after the other, forced: no matmul starts before its device's all-reduce has ended.
     assert _starts_after_the_allreduce(apart) == dict.fromkeys(apart.devices, True)
     assert max(apart.traced_overlap().values()) == 0.0
-    grads = tc.allreduce_inputs(2 * MiB, devices[:2])
+    grads = tf_allreduce.allreduce_inputs(2 * MiB, devices[:2])
     xs = [d2l.random_matrix(256, d) for d in devices[:2]]
     for overlap, result in ((True, together), (False, apart)):
         fn = tf_collective.allreduce_and_compute(devices[:2], 20, overlap)
-        waits = tc.allreduce_consumers(fn.get_concrete_function(grads, xs).graph)
+        waits = allreduce_trace.allreduce_consumers(fn.get_concrete_function(grads, xs).graph)
         assert any("MatMul" in op for users in waits.values() for op in users) is not overlap
         assert result.ideal == (result.ideal_overlapped if overlap else result.ideal_sequential)
 

@@ -4,14 +4,12 @@ timed per size against the alpha-beta model, hidden behind compute, and the pane
 The experiments' code is the notebook's, saved into `collectives/` (`patterns`, `schedules`,
 `tf_collective`); every run here takes the notebook's functions. In notebook order: `plots`
 (the steps, rounds and bytes, the sweep, the panel's bars), `sweep` and `sweep_result` (TF's
-all-reduce against the alpha-beta model), `overlap` (all-reduce and matmuls in one function),
-`panel` (the learner's ranks, size, alpha and beta).
+all-reduce against the alpha-beta model), `overlap` and `overlap_result` (all-reduce and
+matmuls in one function), `panel` (the learner's ranks, size, alpha and beta).
 """
 
-from d2lhelpers.lessons.l05_collectives.overlap import (
-    AllreduceOverlapResult,
-    run_allreduce_overlap,
-)
+from d2lhelpers.lessons.l05_collectives.overlap import run_allreduce_overlap
+from d2lhelpers.lessons.l05_collectives.overlap_result import AllreduceOverlapResult
 from d2lhelpers.lessons.l05_collectives.panel import (
     AllreduceModelResult,
     allreduce_panel,

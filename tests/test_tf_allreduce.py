@@ -1,16 +1,13 @@
 """Around TensorFlow's all-reduce (`collectives/tf_allreduce.py`): the devices and sizes it is
-given, memory, inputs and its rows in a trace."""
+given, memory, and its inputs."""
 
 import time
 
 import numpy as np
 import pytest
 
-import d2lhelpers as d2l
 from d2lhelpers.collectives import tf_allreduce as tc
 from d2lhelpers.core.units import MiB
-from d2lhelpers.tracing.timeline import OpEvent
-from d2lhelpers.workloads import chains_in_one_graph
 
 
 def test_sizes_up_to():
@@ -57,29 +54,6 @@ def test_oversize_messages_are_refused_fast_naming_the_largest_that_fits(devices
         tc.require_message_fits(2 * largest, devices[:2], "twice as much")
     assert time.perf_counter() - start < 1.0
     assert "free" in str(refused.value)
-
-
-def test_allreduce_timeline_ends_rows_at_the_first_use_of_their_result():
-    rows = [
-        OpEvent("/device:CPU:0", "allreduce_0", "other", 0.0, 9.0),  # callback ran late
-        OpEvent("/device:CPU:1", "allreduce_1", "other", 0.0, 4.0),
-        OpEvent("/device:CPU:1", "allreduce_0", "copy", 5.0, 5.1, "copy from /device:CPU:0"),
-        OpEvent("/device:CPU:0", "MatMul", "matmul", 4.5, 6.0),
-    ]
-    consumers = {"allreduce_0": {"MatMul"}, "allreduce_1": {"MatMul"}}
-    fixed = tc.allreduce_timeline(rows, consumers)
-    assert [r.end_s for r in fixed] == [4.5, 4.0, 5.1, 6.0]
-    assert [r.lane for r in fixed] == ["all-reduce", "all-reduce", rows[2].lane, ""]
-    assert tc.allreduce_timeline(rows)[0].end_s == 5.0  # the copy alone bounds it
-    assert tc.allreduce_rows(fixed, "/device:CPU:1") == [fixed[1]]
-
-
-def test_a_trace_that_lost_an_allreduce_is_marked_incomplete(devices):
-    run = chains_in_one_graph(devices[:1], 1)  # a matmul, but no all-reduce to find
-    x = d2l.random_matrix(8, devices[0])
-    rows = tc.trace_with_allreduce(run, x, devices=[devices[0].name], tries=2)
-    assert "no all-reduce on CPU:0 in 2 tries" in rows.incomplete
-    assert tc.allreduce_timeline(rows).incomplete == rows.incomplete  # still marked, redrawn
 
 
 def test_allreduce_inputs_hold_rank_plus_noise_on_each_device(devices):
