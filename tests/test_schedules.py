@@ -264,4 +264,6 @@ def test_the_table_lists_each_round():
     assert "2      all-gather      0→1 c1, 1→0 c0" in text
     tree = str(tree_allreduce([[1], [2], [3], [4]]))
     assert "sender→receiver, whole vectors" in tree and "1→0, 3→2" in tree and " c0" not in tree
+    seed = str(reduce_then_broadcast([[1], [2], [3]]))
+    assert "sender→receiver, whole vectors" in seed and "0→1\n" in seed and " c0" not in seed
     assert "<table>" in ring_allreduce([[1], [2]])._repr_html_()
