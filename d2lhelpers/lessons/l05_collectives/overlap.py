@@ -28,6 +28,7 @@ from d2lhelpers.core.counts import chain_bytes, chain_flops
 from d2lhelpers.core.progress import Steps
 from d2lhelpers.core.units import MiB, device_names, format_bytes
 from d2lhelpers.lessons.l05_collectives.overlap_result import AllreduceOverlapResult
+from d2lhelpers.lessons.l05_collectives.sweep import finish_round
 from d2lhelpers.timing.interleaved import measure_interleaved, turn_options
 from d2lhelpers.workloads import chains_in_one_graph, random_matrix
 
@@ -101,7 +102,7 @@ def run_allreduce_overlap(
     measured = measure_interleaved(
         runs,
         rounds,
-        on_round=lambda: steps.finish(f"round {steps.done + 1} of {rounds}"),
+        on_round=lambda: finish_round(steps, rounds),
         on_repeat=lambda r, label, repeat: steps.say(
             f"measuring {label} (round {r} of {rounds}), repeat {repeat}"
         ),

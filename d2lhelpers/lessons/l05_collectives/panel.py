@@ -18,6 +18,7 @@ from d2lhelpers.collectives.algorithms import (
 from d2lhelpers.collectives.costs import AlphaBeta, bus_bandwidth_bound_s
 from d2lhelpers.collectives.tf_allreduce import allreduce_inputs, require_message_fits
 from d2lhelpers.core.checks import require_count, require_measure_options
+from d2lhelpers.core.heap import return_freed_memory
 from d2lhelpers.core.progress import Steps
 from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import KiB, format_bytes, format_rate, format_seconds, usable_cores
@@ -226,6 +227,7 @@ def run_allreduce_model(
         lambda: run(*xs), label, nbytes=nbytes, on_repeat=steps.start(label), **PANEL_MEASURE
     )
     result.kind = devices[0].kind
+    return_freed_memory()
     steps.finish(label)
     return result
 

@@ -26,6 +26,7 @@ from d2lhelpers.collectives.tf_allreduce import (
     require_message_fits,
 )
 from d2lhelpers.core.checks import require_count, require_measure_options
+from d2lhelpers.core.heap import return_freed_memory
 from d2lhelpers.core.progress import Progress, Steps
 from d2lhelpers.core.units import device_name, format_bytes
 from d2lhelpers.devices import Device
@@ -76,6 +77,13 @@ def alpha_beta_models(
     return model, fit_alpha_beta(fit_sizes, list(seconds[::2])), fit_sizes
 
 
+def finish_round(steps: Steps, rounds: int) -> None:
+    """A round of timed turns is done: say so, and give back what its all-reduces freed (the
+    next round's warm-up calls take the pages again, untimed)."""
+    return_freed_memory()
+    steps.finish(f"round {steps.done + 1} of {rounds}")
+
+
 def run_allreduce_sweep(
     n_devices: int | None = None,
     sizes: Sequence[int] = DEFAULT_SIZES,
@@ -120,7 +128,7 @@ def run_allreduce_sweep(
     tiny, *measurements, copied, added = measure_interleaved(
         runs,
         rounds,
-        on_round=lambda: steps.finish(f"round {steps.done + 1} of {rounds}"),
+        on_round=lambda: finish_round(steps, rounds),
         on_repeat=lambda r, label, repeat: steps.say(
             f"measuring {label} (round {r} of {rounds}), repeat {repeat}"
         ),
