@@ -26,7 +26,7 @@ from d2lhelpers.devices import select_devices, setup_devices
 from d2lhelpers.lessons.l05_collectives.plots import plot_allreduce_model
 from d2lhelpers.lessons.l05_collectives.sweep import run_allreduce_sweep
 from d2lhelpers.timing.benchmark import Measurement, measure
-from d2lhelpers.timing.estimate import DRAW_S, TRACE_S, call_seconds, measure_seconds
+from d2lhelpers.timing.estimate import DRAW_S, call_seconds, measure_seconds, trace_seconds
 from d2lhelpers.ui.panel import Panel, slider
 
 PANEL_MEASURE = {"min_runs": 5, "max_runs": 30, "budget_s": 1.0}
@@ -179,6 +179,9 @@ def _check_values(ranks, kib, alpha_us, beta_gbps) -> tuple[int, int, int, int]:
     return ranks, kib, alpha_us, beta_gbps
 
 
+# The run's graph: a collective, an input and an output per rank. Once this process has run a
+# collective (the notebook's earlier cells, or the quick sweep), a new one costs its tracing.
+OPS_PER_RANK = 3
 QUICK_SWEEP = {"rounds": 1, "min_runs": 3, "max_runs": 5, "budget_s": 0.2}
 LARGEST_KIB = 16 * 1024  # the size slider's end: the quick sweep's beta comes from it
 
@@ -198,7 +201,7 @@ def estimate_allreduce_model_s(ranks, kib, alpha_us, beta_gbps, link: AlphaBeta 
     call = allreduce_time_s("ring", ranks, nbytes, link.alpha_s, beta)
     inputs = call_seconds(ranks * nbytes, link.beta_bytes_per_s)
     options = require_measure_options(PANEL_MEASURE, budget_s=1.0)
-    return inputs + TRACE_S + measure_seconds(call, **options) + DRAW_S
+    return inputs + trace_seconds(OPS_PER_RANK * ranks) + measure_seconds(call, **options) + DRAW_S
 
 
 def run_allreduce_model(
