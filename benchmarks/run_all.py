@@ -220,7 +220,8 @@ def trace_and_copy_rows(devices, size: int, n: int) -> list[Row]:
 
 def split_model_rows(devices) -> list[Row]:
     """Notebooks 03-04: split runs / one device, next to what the cost models predict."""
-    from d2lhelpers.collectives.tf_allreduce import allreduce_in_one_graph, allreduce_inputs
+    from d2lhelpers.collectives.tf_allreduce import allreduce_inputs
+    from d2lhelpers.collectives.tf_collective import allreduce_in_one_graph
 
     n = min(2, len(devices))
     usable = min(n, usable_cores()) if devices[0].kind == "logical CPU" else n
@@ -353,6 +354,45 @@ def allreduce_rows(devices) -> list[Row]:
         )
     if overlap.rows.incomplete:
         print(f"all-reduce and compute: {overlap.rows.incomplete}", flush=True)
+    return rows
+
+
+def allreduce_panel_rows(devices) -> list[Row]:
+    """Notebook 05's panel: its estimate against its run at the default sliders, at both ends,
+    and at the largest run it measures (every set-up device, the largest size); the panel is
+    built as a learner's is, its link measured by a quick sweep. Its runs take about a second:
+    below one, the panel says "under 1 s" (`ui.output.about`), so times are compared at that
+    resolution, max(t, 1 s), and both raw times are printed."""
+    from d2lhelpers.ui.output import about
+
+    panel = d2l.allreduce_panel()
+    sliders = panel.sliders
+    cases = [
+        panel.values(),
+        {name: s.min for name, s in sliders.items()},
+        {name: s.max for name, s in sliders.items()},  # more ranks than devices: the model alone
+        {"ranks": min(len(devices), sliders["ranks"].max), "kib": sliders["kib"].max},
+    ]
+    rows = []
+    for values in cases:
+        for slider, value in values.items():
+            sliders[slider].value = value
+        estimated = panel.estimate(**panel.values())
+        start = time.perf_counter()
+        panel.run()
+        seconds = time.perf_counter() - start
+        ratio = max(seconds, 1.0) / max(estimated, 1.0)
+        rows.append(
+            Row(
+                f"05 all-reduce panel: run / estimate ({panel.describe(values)[:40]})",
+                max(ratio, 1 / ratio),
+                "<= 1.5",
+                f"run {seconds:.2f} s, estimated {estimated:.2f} s (the panel said "
+                f"'{about(estimated)}'); load average {os.getloadavg()[0]:.1f} on "
+                f"{usable_cores()} usable cores"
+                + (f"; ERROR {panel.error}" if panel.error else ""),
+            )
+        )
     return rows
 
 
@@ -600,6 +640,7 @@ def main() -> None:
         lambda: split_model_rows(devices),
         split_model_estimate_rows,
         lambda: allreduce_rows(devices),
+        lambda: allreduce_panel_rows(devices),
         compute_copy_rows,
         lambda: serving_rows(devices),
         multi_process_rows,

@@ -120,29 +120,31 @@ from d2lhelpers.parallel.tensor_parallel_runs import (
     run_tensor_parallel,
 )
 
-# --- notebook 05: collectives ---
+# --- notebook 05: collectives (and the cost models notebook 04 uses) ---
+from d2lhelpers.collectives.algorithms import (
+    allreduce_time_s,
+)
 from d2lhelpers.collectives.costs import (
-    AlphaBeta,
     break_even_comm_ms,
+    bus_bandwidth_bound_s,
     efficiency_table,
-    fit_alpha_beta,
     format_efficiency_table,
     pipeline_bubble_fraction,
     replicas_vs_one_group,
 )
-from d2lhelpers.collectives.tf_allreduce import (
-    allreduce_in_one_graph,
+from d2lhelpers.collectives.seed_port import (
+    seed_program_output,
 )
 from d2lhelpers.lessons.l05_collectives import (
-    AllreduceModel,
-    AllreduceOverlap,
-    AllreduceSweep,
     allreduce_panel,
     plot_allreduce_steps,
     plot_allreduce_sweep,
     plot_rounds_and_bytes,
     run_allreduce_overlap,
     run_allreduce_sweep,
+)
+from d2lhelpers.workloads import (
+    matmul_chain,  # notebook 01's, called by notebook 05's saved allreduce_and_compute
 )
 
 # --- notebook 06: multiple processes ---
@@ -246,16 +248,12 @@ __all__ = [
     "run_tensor_parallel",
     "speedup_model_panel",
     "stack_weights",
-    # notebook 05: collectives
-    "allreduce_in_one_graph",
+    # notebook 05: collectives (and the cost models notebook 04 uses)
     "allreduce_panel",
-    "AllreduceModel",
-    "AllreduceOverlap",
-    "AllreduceSweep",
-    "AlphaBeta",
+    "allreduce_time_s",
     "break_even_comm_ms",
+    "bus_bandwidth_bound_s",
     "efficiency_table",
-    "fit_alpha_beta",
     "format_efficiency_table",
     "pipeline_bubble_fraction",
     "plot_allreduce_steps",
@@ -264,6 +262,8 @@ __all__ = [
     "replicas_vs_one_group",
     "run_allreduce_overlap",
     "run_allreduce_sweep",
+    "matmul_chain",
+    "seed_program_output",
     # notebook 06: multiple processes
     "break_even",
     "cluster_panel",

@@ -8,9 +8,10 @@ printed output is read as a sceptical learner would:
 
 - every cell runs without an error;
 - a time below its ideal ("0.94x ideal"), a share above 100% or below 0 (hidden, overlap,
-  efficiency, bubble, utilisation) and a rate above the peak are printed only beside a flag
-  (WARNING / impossible / not a result) in the same output, or, for a rate above the peak, with
-  the words that it is above it by less than the noise;
+  efficiency, bubble, utilisation), a share above the ceiling printed beside it ("85% ± 31%
+  ceiling 75%", "hiding 80% ... at most 75%") and a rate above the peak are printed only beside
+  a flag (WARNING / impossible / not a result) in the same output, or, for a rate above the
+  peak, with the words that it is above it by less than the noise;
 - a rate above the machine's baseline (which the devices can at best match) likewise;
 - the machine's baseline is one measurement per run: every output that prints it prints the
   same number, unless it says the baseline was measured again;
@@ -54,6 +55,10 @@ HIDDEN = re.compile(r"hidden(?: by overlap)?: (-?\d+(?:\.\d+)?)%")
 TRACED = re.compile(r"traced|at the same time")
 DISAGREE = 50  # percentage points between a traced overlap and the time it hid
 AT_ONCE = re.compile(r"at most (\d+) can compute at the same time")
+# A share, then its own ceiling on the same line (notebooks 02 and 05: 1 - launch / min(parts)).
+ABOVE_CEILING = re.compile(
+    r"(-?\d+(?:\.\d+)?)%(?: ± \d+(?:\.\d+)?%)?[^%\n]*?(?:ceiling|at most) (\d+(?:\.\d+)?)%"
+)
 SERVED_ABOVE = re.compile(r"saturation is \d+(?:\.\d+)?x its measured capacity: higher beyond")
 
 _RUN = """
@@ -161,6 +166,12 @@ def contradictions(text: str, cores: int = 1) -> list[str]:
         for value in map(float, TIMES_IDEAL.findall(line)):
             if value < 1 and not FLAG.search(line):
                 problems.append(f"{value:g}x its ideal printed without a flag: {line.strip()}")
+        for share, ceiling in ABOVE_CEILING.findall(line):
+            if float(share) > float(ceiling) and not flagged:
+                problems.append(
+                    f"a share of {share}% above its ceiling {ceiling}% printed without a flag: "
+                    f"{line.strip()}"
+                )
         if SERVED_ABOVE.search(line) and not flagged:  # notebook 07: above all slots busy
             problems.append(f"served above its capacity without a flag: {line.strip()}")
         for value in map(float, OF_PEAK.findall(line)):

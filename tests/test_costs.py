@@ -7,6 +7,7 @@ import pytest
 
 from d2lhelpers.collectives.costs import (
     AlphaBeta,
+    Residual,
     alpha_beta_time_s,
     break_even_comm_ms,
     bus_bandwidth_bound_s,
@@ -100,33 +101,89 @@ def test_plain_replicas_scale_perfectly():
 
 
 @pytest.mark.parametrize(
-    "call",
+    "call, message",  # each refusal names what it refuses (anchored: the whole name)
     [
-        lambda: tensor_parallel_time_ms(40, 0, 1),
-        lambda: tensor_parallel_time_ms(40, 2.5, 1),
-        lambda: tensor_parallel_time_ms(-1, 2, 1),
-        lambda: tensor_parallel_time_ms(40, 2, -0.5),
-        lambda: tensor_parallel_time_ms(40, 2, math.nan),
-        lambda: tensor_parallel_speedup(0, 2, 1),
-        lambda: break_even_comm_ms(40, 2, 1.5, 0),
-        lambda: layout(0, 1, 40, 1),
-        lambda: layout(4, 2, 0, 0),
-        lambda: efficiency_table(rows=((0, 1.0),)),
+        (lambda: tensor_parallel_time_ms(40, 0, 1), "^device count must be a whole number >= 1"),
+        (lambda: tensor_parallel_time_ms(40, 2.5, 1), "^device count must be"),
+        (lambda: tensor_parallel_time_ms(40, True, 1), "^device count must be"),
+        (lambda: tensor_parallel_time_ms(-1, 2, 1), "^compute per token must be a time >= 0 ms"),
+        (lambda: tensor_parallel_time_ms(40, 2, -0.5), "^communication per token must be a time"),
+        (lambda: tensor_parallel_time_ms(40, 2, math.nan), "^communication per token must be"),
+        (
+            lambda: tensor_parallel_speedup(0, 2, 1),
+            "^compute per token must be > 0 ms for a speedup",
+        ),
+        (lambda: break_even_comm_ms(40, 2, 1.5, 0), "^device count must be"),
+        (lambda: layout(0, 1, 40, 1), "^device count must be"),
+        (lambda: layout(4, 0, 40, 1), "^group size must be a whole number >= 1"),
+        (lambda: layout(4, 2, 0, 0), "^compute and communication are both 0 ms: throughput is"),
+        (lambda: efficiency_table(rows=((0, 1.0),)), "^device count must be"),
+        (lambda: pipeline_bubble_fraction(0, 4), "^number of pipeline stages must be a whole"),
+        (lambda: pipeline_bubble_fraction(2, 0), "^number of microbatches must be a whole"),
+        (lambda: pipeline_step_time([], 2), "^number of pipeline stages must be"),
+        (lambda: pipeline_step_time([1.0], 0), "^number of microbatches must be"),
+        (lambda: pipeline_step_time([1.0, -1.0], 2), "^stage time must be a time >= 0 ms"),
     ],
 )
-def test_bad_input_is_refused(call):
-    with pytest.raises(ValueError):
+def test_bad_input_is_refused(call, message):
+    with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_efficiency_at_its_edges():
+    assert tensor_parallel_efficiency(0, 2, 0) == 1.0  # nothing to do: nothing wasted
+    assert tensor_parallel_efficiency(0.4, 2, 0.3) == pytest.approx(0.2 / 0.5)  # 0.5 ms a token
+    assert tensor_parallel_efficiency(0, 2, 1) == 0.0  # all communication
+
+
+def test_a_layout_reports_its_time_per_token():
+    four = layout(8, 2, 40, 1.5)
+    assert four.per_token_ms == 21.5 and four.n_groups == 4 and four.group_size == 2
 
 
 def test_alpha_beta_time_and_bound():
     assert alpha_beta_time_s(14, 7000, 1e-6, 1e9) == pytest.approx(14e-6 + 7e-6)
     assert bus_bandwidth_bound_s(8, 8e9, 1e9) == pytest.approx(14.0)
+    assert bus_bandwidth_bound_s(2, 8e9, 1e9) == pytest.approx(8.0)  # 2(n-1)/n = 1
     assert bus_bandwidth_bound_s(1, 8e9, 1e9) == 0
-    with pytest.raises(ValueError):
-        alpha_beta_time_s(1, 1, -1e-6, 1e9)
-    with pytest.raises(ValueError):
-        bus_bandwidth_bound_s(2, 1, 0)
+
+
+def test_alpha_beta_time_at_its_edges():
+    # Zero rounds, zero bytes and a zero alpha are all allowed; one below any of them is not.
+    assert alpha_beta_time_s(0, 7000, 1e-6, 1e9) == pytest.approx(7e-6)
+    assert alpha_beta_time_s(3, 0, 1e-6, 1e9) == pytest.approx(3e-6)
+    assert alpha_beta_time_s(3, 7000, 0.0, 1e9) == pytest.approx(7e-6)
+    assert alpha_beta_time_s(1, 1, 0.0, 0.5) == 2.0  # a beta below 1 byte/s is still a rate
+    for rounds, nbytes in [(-1, 7000), (3, -1), (-1, -1)]:
+        with pytest.raises(ValueError, match="^need rounds >= 0 and bytes >= 0"):
+            alpha_beta_time_s(rounds, nbytes, 1e-6, 1e9)
+    for alpha, beta in [(-1e-9, 1e9), (1e-6, 0.0), (1e-6, -1.0), (math.nan, 1e9), (1e-6, math.nan)]:
+        with pytest.raises(ValueError, match="^need alpha >= 0 s and beta > 0 bytes/s"):
+            alpha_beta_time_s(3, 7000, alpha, beta)
+
+
+def test_bus_bandwidth_bound_at_its_edges():
+    assert bus_bandwidth_bound_s(4, 0, 1e9) == 0  # no bytes, no time
+    assert bus_bandwidth_bound_s(4, 1, 0.5) == pytest.approx(2 * 3 / 4 * 1 / 0.5)
+    for nbytes, bandwidth in [(-1, 1e9), (1, 0.0), (1, -1.0), (1, math.nan)]:
+        with pytest.raises(ValueError, match="^need bytes >= 0 and bandwidth > 0"):
+            bus_bandwidth_bound_s(4, nbytes, bandwidth)
+    for ranks in (0, -1):
+        with pytest.raises(ValueError, match="^number of ranks must be a whole number >= 1"):
+            bus_bandwidth_bound_s(ranks, 1, 1e9)
+    with pytest.raises(ValueError, match="number of ranks"):
+        bus_bandwidth_bound_s(True, 1, 1e9)
+
+
+def test_a_whole_ring_all_reduce_gives_one_links_values():
+    # 4 ranks: 6 rounds share alpha; each link carries 6/4 of S, so B = beta * 1.5.
+    link = AlphaBeta(6e-3, 1e9).ring_link(4)
+    assert link == AlphaBeta(pytest.approx(1e-3), pytest.approx(1.5e9))
+    assert AlphaBeta(2e-3, 1e9).ring_link(2) == AlphaBeta(1e-3, 1e9)
+    with pytest.raises(ValueError, match="^a ring of one rank has no link: need 2 ranks or more$"):
+        AlphaBeta(1e-3, 1e9).ring_link(1)
+    with pytest.raises(ValueError, match="^number of ranks must be"):
+        AlphaBeta(1e-3, 1e9).ring_link(0)
 
 
 def test_fit_recovers_alpha_beta_and_predicts_held_out_sizes():
@@ -154,17 +211,40 @@ def test_fit_constraints_and_refusals():
     flat = fit_alpha_beta([1e3, 1e6], [1e-3, 1e-3])  # size does not matter here
     assert flat.beta_bytes_per_s == math.inf and flat.alpha_s == pytest.approx(1e-3)
     through_zero = fit_alpha_beta([1e3, 1e6, 2e6], [0.5e-6, 1e-3, 2e-3])  # would fit alpha < 0
-    assert through_zero.alpha_s == 0 and through_zero.beta_bytes_per_s > 0
-    with pytest.raises(ValueError, match="two different sizes"):
+    assert through_zero.alpha_s == 0
+    # With alpha = 0: 1/beta = sum(S/t) / sum((S/t)^2), S/t = 2, 1, 1 GB/s: beta = 6/4 GB/s.
+    assert through_zero.beta_bytes_per_s == pytest.approx(1.5e9)
+    assert fit_alpha_beta([0, 1e6], [1e-3, 2e-3]) == AlphaBeta(
+        pytest.approx(1e-3), pytest.approx(1e9)
+    )  # a size of 0 bytes is a size
+    with pytest.raises(ValueError, match="^need at least two different sizes to separate alpha"):
         fit_alpha_beta([1e3, 1e3], [1e-3, 2e-3])
-    with pytest.raises(ValueError, match="at least 2"):
+    with pytest.raises(ValueError, match=r"^need at least 2 \(bytes, seconds\) samples, got 1$"):
         fit_alpha_beta([1e3], [1e-3])
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="^sizes must be >= 0 bytes and times > 0 s$"):
         fit_alpha_beta([1e3, 2e3], [1e-3, 0])
+    with pytest.raises(ValueError, match="^sizes must be >= 0 bytes and times > 0 s$"):
+        fit_alpha_beta([-1, 2e3], [1e-3, 2e-3])
+    with pytest.raises(ValueError, match="shorter than"):  # zip(strict=True): one time per size
+        fit_alpha_beta([1e3, 2e3, 3e3], [1e-3, 2e-3])
 
 
 def test_alpha_beta_from_two_measurements():
     model = AlphaBeta.from_measurements(tiny_s=5e-6, large_nbytes=1e8, large_s=0.05 + 5e-6)
     assert model.alpha_s == 5e-6 and model.beta_bytes_per_s == pytest.approx(2e9)
-    with pytest.raises(ValueError):
-        AlphaBeta.from_measurements(1e-3, 1e8, 1e-4)
+    assert AlphaBeta.from_measurements(0.0, 1e8, 0.05) == AlphaBeta(0.0, pytest.approx(2e9))
+    assert AlphaBeta.from_measurements(1e-3, 0.5, 2e-3).beta_bytes_per_s == pytest.approx(500)
+    for tiny, nbytes, large in [
+        (1e-3, 1e8, 1e-4),
+        (1e-3, 1e8, 1e-3),
+        (-1e-9, 1e8, 1e-3),
+        (0, 0, 1),
+    ]:
+        with pytest.raises(ValueError, match="^need 0 <= tiny time < large time and a large size"):
+            AlphaBeta.from_measurements(tiny, nbytes, large)
+
+
+def test_residuals_of_a_single_size():
+    (one,) = AlphaBeta(1e-3, 1e9).residuals([1e6], [2.5e-3])
+    assert one == Residual(1e6, 2.5e-3, pytest.approx(2e-3))
+    assert one.relative == pytest.approx(0.2)

@@ -1,32 +1,39 @@
 """Notebook 05's lesson: the sweep, the overlap run and the panel, from known numbers and tiny
-real runs; every entry point refuses bad input fast, before anything is allocated."""
+real runs; each runs the notebook's functions it is given (an edited cell changes what the panel
+runs); every entry point refuses bad input fast, before anything is allocated."""
 
 import math
 import re
 import time
 
 import matplotlib
+import nbformat
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from IPython.lib.pretty import pretty
+from nbclient import NotebookClient
 
 import d2lhelpers as d2l
-from d2lhelpers.collectives import tf_allreduce as tc
-from d2lhelpers.collectives.algorithms import ALLREDUCE
-from d2lhelpers.collectives.tf_allreduce import alpha_beta_models
+from d2lhelpers.collectives import allreduce_trace, tf_allreduce, tf_collective
+from d2lhelpers.collectives.costs import AlphaBeta
+from d2lhelpers.collectives.schedules import reduce_then_broadcast, ring_allreduce, tree_allreduce
 from d2lhelpers.core.units import KiB, MiB
 from d2lhelpers.lessons import l05_collectives as l05
 from d2lhelpers.lessons.l05_collectives import overlap as overlap_module
-from d2lhelpers.lessons.l05_collectives import runs as runs_module
+from d2lhelpers.lessons.l05_collectives import panel as panel_module
 from d2lhelpers.lessons.l05_collectives import sweep as sweep_module
+from d2lhelpers.lessons.l05_collectives.sweep import alpha_beta_models
 from d2lhelpers.timing.benchmark import Measurement
+from d2lhelpers.timing.estimate import DRAW_S
 from d2lhelpers.tracing.timeline import OpEvent, Trace
+from tests.conftest import ROOT
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the headless backend)
 
 QUICK = {"min_runs": 3, "max_runs": 3, "budget_s": 0.05}
+ALLREDUCE = {"seed": reduce_then_broadcast, "ring": ring_allreduce, "tree": tree_allreduce}
 
 
 def _fake(seconds: float, nbytes: float | None = None, runs: int = 5) -> Measurement:
@@ -92,7 +99,7 @@ def _sweep(times, tiny=1e-3, n=4, measurements=None):
     sizes = [1000, 2000, 4000, 8000]
     model, fitted, fit_sizes = alpha_beta_models(sizes, times, tiny_s=tiny)
     measured = measurements or [_fake(t, s) for s, t in zip(sizes, times, strict=True)]
-    return l05.AllreduceSweep(
+    return l05.AllreduceSweepResult(
         n, "logical CPU", sizes, measured, _fake(tiny), _fake(1e-3, 8000), _fake(2e-3, 8000),
         model, fitted, fit_sizes,
     )  # fmt: skip
@@ -108,10 +115,10 @@ def test_sweep_result_residuals_and_bound_from_known_numbers():
     assert [r.nbytes for r in sweep.held_out_residuals] == [2000, 8000]
     assert sweep.bus_bandwidth == pytest.approx(8e6 * 2 * 3 / 4)
     assert sweep.bound_s(8000) == pytest.approx(8000 / 8e6)  # = S / beta
-    # Residuals -2%, +4%, -7%; the noise floor is 5% of each median: two of three inside it.
-    assert sweep.within_noise() == [True, True, False]
+    # Residuals -2%, +4%, -7%: inside each run's 5% floor plus the prediction's (see below).
+    assert sweep.within_noise() == [True, True, True]
     assert "predict the other 3 sizes within 7% (worst: 3.9 KiB, -7%)" in sweep.verdict
-    assert "2 of 3 within the measurement's noise" in sweep.verdict
+    assert "3 of 3 within the noise of their own run and of the two runs α and β" in sweep.verdict
     text = str(sweep)
     assert "1.00 ms" in text and "calibrates β" in text and "least squares" in text
     assert "B is 1.50x the rate at which one device copies 7.8 KiB alone, 3.00x" in text
@@ -148,7 +155,20 @@ def test_sweep_flags_noisy_measurements():
 @pytest.mark.parametrize("n", [2, 4])
 def test_sweep_measures_tiny_sizes(devices, n):
     calls = []
-    result = l05.run_allreduce_sweep(n, [64, 4096, 1024], lambda *a: calls.append(a), **QUICK)
+    built = []
+
+    def allreduce_in_one_graph(devices):  # the notebook's function, counted
+        built.append(len(devices))
+        return tf_collective.allreduce_in_one_graph(devices)
+
+    result = l05.run_allreduce_sweep(
+        n,
+        [64, 4096, 1024],
+        lambda *a: calls.append(a),
+        allreduce_in_one_graph=allreduce_in_one_graph,
+        **QUICK,
+    )
+    assert built == [n]  # one function, every size through it
     # Two rounds, each timing the tiny one, 3 sizes, one device's copy and add in turn.
     done = [c for c in calls if c[2].startswith("done") or c[2] == "finished"]
     assert [c[0] for c in done] == [1, 2] and all(len(c) == 3 and c[1] == 2 for c in calls)
@@ -197,21 +217,8 @@ def test_sweep_refuses_bad_input_fast_before_allocating(devices, monkeypatch, kw
     assert time.perf_counter() - start < 1.0
 
 
-def test_estimates_grow_with_the_work():
-    small = l05.estimate_allreduce_sweep_s(2, [4096, 8192], **QUICK)
-    large = l05.estimate_allreduce_sweep_s(2, [4096, 256 * MiB], **QUICK)
-    assert 0 < small < large
-    assert (
-        0
-        < l05.estimate_allreduce_overlap_s(chain_size=64)
-        < l05.estimate_allreduce_overlap_s(chain_size=2048)
-    )
-    with pytest.raises(ValueError):
-        l05.estimate_allreduce_sweep_s(2, [])
-
-
 def _overlap(combined, allreduce=4e-3, compute=10e-3, launch=1e-3, overlap=True, rows=()):
-    return l05.AllreduceOverlap(
+    return l05.AllreduceOverlapResult(
         2, "logical CPU", overlap, 4096, _fake(allreduce), _fake(compute), _fake(launch),
         _fake(combined), list(rows), ["/device:CPU:0"], cores=2,
     )  # fmt: skip
@@ -224,12 +231,16 @@ def test_overlap_ideals_take_the_saved_launch_off():
     assert result.hidden_fraction == pytest.approx(2e-3 / 4e-3)  # not (14 - 11) / 4
     # Noise: 5% of each median, summed, over the shorter part.
     assert result.hidden_noise == pytest.approx(0.05 * (4 + 10 + 1 + 11) / 4)
+    # With both at max(all-reduce, compute), 3 of the 4 ms are hidden: the launch is not.
+    assert result.hidden_ceiling == pytest.approx(1 - 1 / 4)
+    assert _overlap(10e-3).hidden_fraction == pytest.approx(result.hidden_ceiling)
 
 
 def test_overlap_verdict_follows_the_numbers():
     saved = _overlap(11e-3)
     assert "2.00 ms less than one after the other" in saved.verdict
-    assert "hiding 50% of the shorter part" in saved.verdict
+    assert "hiding 50% of the shorter part (at most 75%: 1 - launch / min" in saved.verdict
+    assert "ceiling 75% = 1 - launch / min(all-reduce, compute)" in str(saved)
     assert not saved.flags()
     same = _overlap(12.5e-3)
     assert (
@@ -248,11 +259,17 @@ def test_overlap_flags_impossible_results():
     assert any(
         "impossible" in f and "max(all-reduce, compute)" in f for f in faster_than_max.flags()
     )
-    above_all = _overlap(9.6e-3, launch=1e-5)  # hides 4.4 of 4 ms, within noise of the max
-    assert not above_all.impossible_result and above_all.hidden_fraction > 1
-    assert any(
-        "above 100%" in f and "busier than for the combined run" in f for f in above_all.flags()
-    )
+    # Hides 3.6 of 4 ms: below 100%, but above its ceiling 1 - 1/4, within the noise of the max.
+    above_ceiling = _overlap(9.6e-3)
+    assert not above_ceiling.impossible_result and above_ceiling.above_ceiling
+    assert 0.75 < above_ceiling.hidden_fraction < 1
+    assert above_ceiling.verdict.startswith("No verdict: the hidden share came out above its")
+    assert "hiding" not in above_ceiling.verdict
+    (flag,) = [f for f in above_ceiling.flags() if "ceiling" in f]
+    assert "85% (± 31%) is above its ceiling 75% = 1 - launch / min(all-reduce, compute)" in flag
+    assert "inside the noise" in flag and "not a result" in flag
+    assert not _overlap(10e-3).above_ceiling  # at the ceiling exactly: a result
+    assert not _overlap(9.6e-3, overlap=False).above_ceiling  # forced order: no ceiling to pass
     in_order_faster = _overlap(11e-3, overlap=False)  # the forced order cannot hide 2 ms
     assert in_order_faster.impossible_result and in_order_faster.verdict.startswith("No verdict")
     in_order = _overlap(13e-3, overlap=False)
@@ -296,7 +313,7 @@ def _starts_after_the_allreduce(result) -> dict[str, bool]:
     """Per device: whether every matmul began once that device's all-reduce had ended."""
     found = {}
     for device in result.devices:
-        (reduce,) = l05.overlap.allreduce_rows(result.rows, device)
+        (reduce,) = allreduce_trace.allreduce_rows(result.rows, device)
         starts = [r.start_s for r in result.rows if r.device == device and r.kind == "matmul"]
         assert starts, f"no matmul traced on {device}"
         found[device] = min(starts) >= reduce.end_s
@@ -327,11 +344,11 @@ def test_overlap_runs_trace_every_device_in_their_dependency_order(devices):
     # One after the other, forced: no matmul starts before its device's all-reduce has ended.
     assert _starts_after_the_allreduce(apart) == dict.fromkeys(apart.devices, True)
     assert max(apart.traced_overlap().values()) == 0.0
-    grads = tc.allreduce_inputs(2 * MiB, devices[:2])
+    grads = tf_allreduce.allreduce_inputs(2 * MiB, devices[:2])
     xs = [d2l.random_matrix(256, d) for d in devices[:2]]
     for overlap, result in ((True, together), (False, apart)):
-        fn = tc.allreduce_and_compute(devices[:2], 20, overlap)
-        waits = tc.allreduce_consumers(fn.get_concrete_function(grads, xs).graph)
+        fn = tf_collective.allreduce_and_compute(devices[:2], 20, overlap)
+        waits = allreduce_trace.allreduce_consumers(fn.get_concrete_function(grads, xs).graph)
         assert any("MatMul" in op for users in waits.values() for op in users) is not overlap
         assert result.ideal == (result.ideal_overlapped if overlap else result.ideal_sequential)
 
@@ -372,7 +389,7 @@ def test_one_device_is_refused_saying_why(devices):
 
 
 def test_model_result_formats_tiny_bounds_and_explains_extreme_ratios():
-    result = l05.AllreduceModel(64, 4 * KiB, 10e-6, 900e9, set_up=4)
+    result = l05.AllreduceModelResult(64, 4 * KiB, 10e-6, 900e9, set_up=4)
     assert result.bound == pytest.approx(2 * 63 / 64 * 4096 / 900e9)
     text = str(result)
     assert "9.0 ns" in text and not re.search(r"(?<![\d.])0\.0+ (ms|µs)", text)  # no zero times
@@ -383,9 +400,9 @@ def test_model_result_formats_tiny_bounds_and_explains_extreme_ratios():
 
 
 def test_model_result_without_extreme_ratios_says_nothing_about_them():
-    result = l05.AllreduceModel(2, 1024 * KiB, 10e-6, 25e9, set_up=4)
+    result = l05.AllreduceModelResult(2, 1024 * KiB, 10e-6, 25e9, set_up=4)
     assert result.fastest == "ring" and "latency-bound" not in str(result)
-    queued = l05.AllreduceModel(64, 16384 * KiB, 10e-6, 25e9, set_up=4)
+    queued = l05.AllreduceModelResult(64, 16384 * KiB, 10e-6, 25e9, set_up=4)
     assert "For seed the whole-vector messages" in str(queued)
 
 
@@ -405,8 +422,8 @@ def test_panel_runs_with_the_model_alone_beyond_the_set_up_devices(devices):
     panel.sliders["ranks"].value = 64
     panel.sliders["kib"].value = 4
     result = panel.run()
-    assert panel.error is None and isinstance(result, l05.AllreduceModel)
-    assert result.measured is None and panel.estimate(**panel.values()) == 0.0
+    assert panel.error is None and isinstance(result, l05.AllreduceModelResult)
+    assert result.measured is None and panel.estimate(**panel.values()) == DRAW_S  # a figure
     panel.sliders["ranks"].value = 2
     assert 0 < panel.estimate(**panel.values()) < 30
 
@@ -443,7 +460,7 @@ def test_entry_points_refuse_random_bad_values_within_a_second(devices, which, f
 
 
 def test_plain_text_view_shows_the_tables():
-    result = l05.AllreduceModel(2, 1024 * KiB, 10e-6, 25e9, set_up=4)
+    result = l05.AllreduceModelResult(2, 1024 * KiB, 10e-6, 25e9, set_up=4)
     assert pretty(result) == str(result) and pretty(result).startswith("all-reduce of 1.0 MiB")
 
 
@@ -468,6 +485,151 @@ def test_sweep_flags_sizes_measured_faster_than_alpha():
 
 
 def test_one_set_up_device_says_how_to_get_two(devices, monkeypatch):
-    monkeypatch.setattr(runs_module, "setup_devices", lambda: devices[:1])
+    monkeypatch.setattr(tf_allreduce, "setup_devices", lambda: devices[:1])
     with pytest.raises(ValueError, match=r"only 1 device is set up: run d2l.setup_devices\(2\)"):
         l05.run_allreduce_sweep()  # None: every set-up device, here one
+
+
+# --- The alpha-beta models and the noise of their predictions ------------------------------------
+
+
+def test_alpha_beta_models_predict_exact_data():
+    alpha, beta = 1e-3, 2e9
+    sizes = [4096, 65536, 2**20, 2**24, 2**26]
+    times = [alpha + s / beta for s in sizes]
+    tiny = alpha + 4 / beta
+    model, fitted, fit_sizes = alpha_beta_models(sizes, times, tiny_s=tiny)
+    assert model.alpha_s == tiny  # alpha is the tiny message's time, nothing fitted
+    assert model.beta_bytes_per_s == pytest.approx(beta, rel=1e-6)
+    assert fit_sizes == [4096, 2**20, 2**26]
+    assert fitted.alpha_s == pytest.approx(alpha, rel=1e-6)
+    assert fitted.beta_bytes_per_s == pytest.approx(beta, rel=1e-6)
+    # Too few sizes to hold any out; time that does not grow: all latency.
+    model, fitted, fit_sizes = alpha_beta_models([4096, 8192], [2e-3, 2e-3], tiny_s=2e-3)
+    assert math.isinf(model.beta_bytes_per_s) and fitted is None and fit_sizes == []
+
+
+def test_a_prediction_is_as_noisy_as_the_two_runs_it_comes_from():
+    # alpha from 1 ms (noise 0.05 ms), beta from 8000 B in 2 ms (noise 0.1 ms): a prediction at
+    # S moves (1 - S/8000) * 0.05 + S/8000 * 0.1 ms.
+    sweep = _sweep([1.1e-3, 1.3e-3, 1.5e-3, 2.0e-3])
+    assert sweep.prediction_noise(0) == pytest.approx(0.05e-3)
+    assert sweep.prediction_noise(4000) == pytest.approx(0.075e-3)
+    assert sweep.prediction_noise(8000) == pytest.approx(0.1e-3)
+    # 2000 B: predicted 1.25 ms, measured 1.3 ms: 0.05 ms off, inside 0.065 + 0.0625 ms. 4000 B:
+    # predicted 1.5 ms, measured 1.5 ms. 1000 B: 1.1 vs 1.125 ms.
+    assert sweep.within_noise() == [True, True, True]
+    # 0.14 ms off at 4000 B: beyond its own run's noise (0.068 ms) but inside both (0.143 ms).
+    edge = _sweep([1.1e-3, 1.3e-3, 1.36e-3, 2.0e-3])
+    assert edge.within_noise()[2]
+    beyond = _sweep([1.1e-3, 1.3e-3, 1.35e-3, 2.0e-3])
+    assert not beyond.within_noise()[2]
+    assert "2 of 3 within the noise of their own run and of the two runs α and β" in beyond.verdict
+
+
+def test_the_bound_is_as_noisy_as_beta():
+    sweep = _sweep([1.1e-3, 1.3e-3, 1.4e-3, 5e-3])  # B from the slow 5 ms run: a low bound
+    # bound(S) = S (t_max - t_tiny) / S_max: noise S/S_max * (0.25 + 0.05) ms.
+    assert sweep.bound_noise(4000) == pytest.approx(0.5 * (0.25e-3 + 0.05e-3))
+    assert sweep.bound_s(4000) == pytest.approx(2e-3)
+    # 4000 B in 1.4 ms is below 2 ms by more than 0.07 + 0.15 ms; 1.85 ms would not be.
+    assert sweep.below_bound() == [4000]
+    near = _sweep([1.1e-3, 1.3e-3, 1.85e-3, 5e-3])
+    assert near.below_bound() == []
+
+
+def test_one_links_values_from_the_sweep():
+    sweep = _sweep([1.1e-3, 1.3e-3, 1.4e-3, 2.0e-3], n=4)  # alpha 1 ms, beta 8 MB/s
+    assert sweep.link == AlphaBeta(pytest.approx(1e-3 / 6), pytest.approx(8e6 * 6 / 4))
+    assert _sweep([1e-3] * 4).link is None  # nothing moved: no link to speak of
+
+
+# --- The notebook's functions, run by the experiments and the panel -------------------------------
+
+
+def test_the_panel_runs_the_function_it_is_given(devices):
+    built = []
+
+    def allreduce_in_one_graph(on):
+        built.append(len(on))
+        return tf_collective.allreduce_in_one_graph(on)
+
+    panel = l05.allreduce_panel(allreduce_in_one_graph, link=AlphaBeta(1e-4, 1e9))
+    assert built == []  # a link was given: nothing measured to build the panel
+    with panel.values_set(ranks=3, kib=4):
+        panel.run()
+    assert panel.error is None and built == [3] and panel.result.measured.median > 0
+    assert panel.values()["ranks"] == min(4, len(devices))  # the Try-it's values are undone
+    measured_now = l05.allreduce_panel(allreduce_in_one_graph)
+    assert built == [3, 2]  # no link: one quick sweep on 2 devices, with the notebook's function
+    assert measured_now.estimate(**measured_now.values()) > 0
+
+
+def test_the_overlap_run_runs_the_functions_it_is_given(devices):
+    built = []
+
+    def allreduce_and_compute(on, chain_length, overlap):
+        built.append(("both", len(on), chain_length, overlap))
+        return tf_collective.allreduce_and_compute(on, chain_length, overlap)
+
+    def allreduce_in_one_graph(on):
+        built.append(("all-reduce", len(on)))
+        return tf_collective.allreduce_in_one_graph(on)
+
+    mine = {
+        "allreduce_and_compute": allreduce_and_compute,
+        "allreduce_in_one_graph": allreduce_in_one_graph,
+    }
+    result = l05.run_allreduce_overlap(2, 4 * KiB, 8, 2, overlap=False, rounds=1, **mine, **QUICK)
+    assert sorted(built, key=str) == [("all-reduce", 2), ("both", 2, 2, False)]
+    assert result.combined.median > 0
+    with pytest.raises(TypeError, match="pass the notebook's functions"):
+        l05.run_allreduce_overlap(allreduce_and_compute=None)
+    with pytest.raises(TypeError, match="allreduce_in_one_graph must be a function"):
+        l05.run_allreduce_sweep(allreduce_in_one_graph="mine")
+
+
+def test_an_edited_saved_cell_changes_what_the_panel_runs():
+    """A learner edits the `#@save` cell of `allreduce_in_one_graph`, re-runs it, presses Run."""
+    notebook = nbformat.read(ROOT / "notebooks" / "05_collectives.ipynb", as_version=4)
+    code = [c for c in notebook.cells if c.cell_type == "code"]
+    panel_at = next(i for i, c in enumerate(code) if "d2l.allreduce_panel(" in c.source)
+    # The set-up, every saved cell, the panel and its run: the measurements between are skipped.
+    cells = [code[0]] + [c for c in code if c.source.startswith("#@save")]
+    cells += code[panel_at : panel_at + 2]
+    edited = "    for name in device_names(devices):\n"
+    (graph,) = [c for c in cells if edited in c.source and "def allreduce_in_one_graph" in c.source]
+    graph.source = graph.source.replace(edited, "    print('edited:', len(devices))\n" + edited)
+    # No sweep ran: the panel gets a link by hand, and runs 2 ranks of 4 KiB.
+    cells[-2].source = cells[-2].source.replace("sweep.link", "AlphaBeta(1e-4, 1e9)")
+    cells[-2].source = "from d2lhelpers.collectives.costs import AlphaBeta\n" + cells[-2].source
+    cells[-1].source = "with panel.values_set(ranks=2, kib=4):\n    " + cells[-1].source
+    for cell in cells:
+        cell.outputs = []
+    notebook.cells = cells
+    NotebookClient(notebook, timeout=120, kernel_name="python3").execute()
+    printed = "".join(o.get("text", "") for o in cells[-1].outputs)
+    assert printed.splitlines() == ["edited: 2"]  # Run built the edited function, once
+
+
+# --- The panel's estimate ------------------------------------------------------------------------
+
+
+def test_the_panel_estimate_follows_the_measured_link(devices, monkeypatch):
+    slow, fast = AlphaBeta(1e-2, 1e8), AlphaBeta(1e-4, 1e10)
+    values = {"ranks": 2, "kib": 1024, "alpha_us": 10, "beta_gbps": 25}
+    assert (
+        0
+        < l05.panel.estimate_allreduce_model_s(**values, link=fast)
+        < (l05.panel.estimate_allreduce_model_s(**values, link=slow))
+    )
+    # Beyond the set-up devices, or with no link measured, nothing runs: the figure alone.
+    assert l05.panel.estimate_allreduce_model_s(**{**values, "ranks": 64}, link=slow) == DRAW_S
+    assert l05.panel.estimate_allreduce_model_s(**values, link=None) == DRAW_S
+    # Four logical CPUs on 2 usable cores share them: the bandwidth term grows with the ranks.
+    monkeypatch.setattr(panel_module, "usable_cores", lambda: 2)
+    two = l05.panel.estimate_allreduce_model_s(**{**values, "kib": 16384}, link=slow)
+    four = l05.panel.estimate_allreduce_model_s(**{**values, "kib": 16384, "ranks": 4}, link=slow)
+    assert four > 1.5 * two
+    monkeypatch.setattr(panel_module, "setup_devices", lambda: devices[:1])
+    assert panel_module.measured_link(tf_collective.allreduce_in_one_graph) is None

@@ -30,6 +30,8 @@ from tests.one_core import contradictions, html_to_text, output_texts
         "hidden: 8% of the shorter part\ntraced: at the same time for CPU:0 100%, CPU:1 100%",
         "Not a result: overlapped came out below its ideal\nOne after the other took 38 ms: it "
         "matches run + copy - launch, as the worked answer says.",
+        "hidden: (sum - launch - both) / min  85% ± 31%  ceiling 75% = 1 - launch / min",
+        "hiding 80% of the shorter part (at most 75%: 1 - launch / min(all-reduce, compute)).",
     ],
 )
 def test_a_contradiction_is_found(text):
@@ -52,6 +54,9 @@ def test_a_contradiction_is_found(text):
         "hidden: 33% of min(run, copy)\ntraced overlapped call: copies ran for 56% of the shorter",
         "hidden: 8%\ntraced: at the same time for 100%\nthey disagree: one core takes turns",
         "(2 stages on 1 cores: at most 1 stages compute at once)",
+        "hidden: (sum - launch - both) / min  70% ± 31%  ceiling 75% = 1 - launch / min",
+        "hiding 50% of the shorter part (at most 75%: 1 - launch / min(all-reduce, compute)).",
+        "hidden  85% ± 31%  ceiling 75%\nWARNING: above its ceiling: not a result",
     ],
 )
 def test_a_consistent_output_passes(text):

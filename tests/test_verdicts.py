@@ -10,6 +10,8 @@ from d2lhelpers.core.verdicts import (
     compare,
     faster_or_slower,
     fraction_flags,
+    hidden_ceiling,
+    hidden_share,
     impossible,
     median_of,
     noise_of,
@@ -127,3 +129,12 @@ def test_relative_noise_and_a_noisy_run():
     assert relative_noise(quiet(2.0, iqr=0.0)) == pytest.approx(0.05)  # the floor
     assert relative_noise(Measurement("m", [0.0, 0.0, 0.0])) == float("inf")
     assert not noisy_run(quiet(1.0, iqr=0.09)) and noisy_run(quiet(1.0, iqr=0.11))
+
+
+def test_the_hidden_share_and_its_ceiling():
+    # Parts of 4 and 10 ms, a launch of 1 ms: one after the other 13 ms, overlapped 10 ms.
+    assert hidden_share(13e-3, 11e-3, 4e-3) == pytest.approx(0.5)
+    assert hidden_share(13e-3, 13e-3, 4e-3) == 0
+    assert hidden_share(13e-3, 10e-3, 4e-3) == pytest.approx(hidden_ceiling(1e-3, 4e-3))
+    assert hidden_ceiling(1e-3, 4e-3) == pytest.approx(0.75)  # not 100%: the launch is no overlap
+    assert hidden_ceiling(0.0, 4e-3) == 1

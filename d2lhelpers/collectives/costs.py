@@ -253,6 +253,16 @@ class AlphaBeta:
         """Predicted seconds for `nbytes`."""
         return self.alpha_s + nbytes / self.beta_bytes_per_s
 
+    def ring_link(self, n_ranks: int) -> AlphaBeta:
+        """One link's values, when this models a whole ring all-reduce of `n_ranks`: its 2(n-1)
+        rounds share alpha, and each link carries 2(n-1)/n of S, so alpha / 2(n-1) and
+        beta * 2(n-1)/n (the bus bandwidth)."""
+        _check_devices(n_ranks, "number of ranks")
+        if n_ranks < 2:
+            raise ValueError("a ring of one rank has no link: need 2 ranks or more")
+        hops = 2 * (n_ranks - 1)
+        return AlphaBeta(self.alpha_s / hops, self.beta_bytes_per_s * hops / n_ranks)
+
     def residuals(self, nbytes, seconds) -> list[Residual]:
         """Measured against predicted, size by size (use sizes the fit did not see)."""
         samples = _samples(nbytes, seconds, at_least=1)

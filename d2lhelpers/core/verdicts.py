@@ -119,6 +119,19 @@ def above_limit(value: float, limit: float, noise: float) -> bool:
     return value > limit * (1 + noise)
 
 
+def hidden_share(sequential_s: float, combined_s: float, shorter_s: float) -> float:
+    """The share of the shorter of two parts that running them together hid: (the one after the
+    other ideal - the combined time) / the shorter part; 0 when nothing was hidden."""
+    return (sequential_s - combined_s) / shorter_s
+
+
+def hidden_ceiling(launch_s: float, shorter_s: float) -> float:
+    """The most `hidden_share` can be: 1 - launch / shorter. The one-after-the-other ideal is
+    the parts' sum less the launch that one call saves over two, so a combined call that takes
+    max(parts), all of the shorter part hidden, hides that much and no more."""
+    return 1 - launch_s / shorter_s
+
+
 def impossible(what: str, causes=LIKELY_CAUSES) -> str:
     """The flag for a result that cannot be true, with its likely causes in order."""
     listed = "; ".join(f"({i}) {c}" for i, c in enumerate(causes, start=1))

@@ -22,7 +22,15 @@ import dataclasses
 
 from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import GB, format_bytes, format_rate, format_seconds
-from d2lhelpers.core.verdicts import NOISE_FLOOR, beats_ideal, compare, impossible, noise_of
+from d2lhelpers.core.verdicts import (
+    NOISE_FLOOR,
+    beats_ideal,
+    compare,
+    hidden_ceiling,
+    hidden_share,
+    impossible,
+    noise_of,
+)
 from d2lhelpers.processes.tf_servers import BOTH_TRACED, HOST, traced_overlap
 from d2lhelpers.timing.benchmark import Measurement
 from d2lhelpers.tracing.timeline import OpEvent
@@ -103,12 +111,12 @@ class ComputeCopyResult(Reported):
     @property
     def hidden_fraction(self) -> float:
         """(run + copy - launch - combined) / min(run, copy): the raw number, unchecked."""
-        return (self.ideal_sequential - self.combined.median) / self.shorter
+        return hidden_share(self.ideal_sequential, self.combined.median, self.shorter)
 
     @property
     def hidden_ceiling(self) -> float:
         """1 - launch / min(run, copy): the share when the combined call takes max(run, copy)."""
-        return 1 - self.launch.median / self.shorter
+        return hidden_ceiling(self.launch.median, self.shorter)
 
     @property
     def hidden_noise(self) -> float:

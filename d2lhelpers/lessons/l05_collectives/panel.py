@@ -1,31 +1,32 @@
 """Notebook 05's panel: the alpha-beta model's all-reduce time per algorithm for the learner's
-ranks, size, alpha and beta, beside the bandwidth bound and TensorFlow's own all-reduce measured.
+ranks, size, alpha and beta, beside the bandwidth bound and TensorFlow's own all-reduce measured
+(the notebook's `allreduce_in_one_graph`, so an edited cell changes what Run times).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
-import matplotlib.pyplot as plt
-
-from d2lhelpers.collectives.algorithms import ALGORITHMS, allreduce_stats
-from d2lhelpers.collectives.costs import bus_bandwidth_bound_s
-from d2lhelpers.collectives.tf_allreduce import (
-    allreduce_in_one_graph,
-    allreduce_inputs,
-    require_message_fits,
+from d2lhelpers.collectives import tf_collective
+from d2lhelpers.collectives.algorithms import (
+    ALGORITHMS,
+    AllreduceCosts,
+    allreduce_costs,
+    allreduce_time_s,
 )
+from d2lhelpers.collectives.costs import AlphaBeta, bus_bandwidth_bound_s
+from d2lhelpers.collectives.tf_allreduce import allreduce_inputs, require_message_fits
 from d2lhelpers.core.checks import require_count, require_measure_options
+from d2lhelpers.core.heap import return_freed_memory
 from d2lhelpers.core.progress import Steps
 from d2lhelpers.core.report import Reported, Table
-from d2lhelpers.core.units import KiB, format_bytes, format_rate, format_seconds
+from d2lhelpers.core.units import KiB, format_bytes, format_rate, format_seconds, usable_cores
 from d2lhelpers.devices import select_devices, setup_devices
-from d2lhelpers.lessons.l05_collectives.runs import (
-    ESTIMATE_CALL_S,
-    ESTIMATE_RATE_BYTES_PER_S,
-)
+from d2lhelpers.lessons.l05_collectives.plots import plot_allreduce_model
+from d2lhelpers.lessons.l05_collectives.sweep import run_allreduce_sweep
 from d2lhelpers.timing.benchmark import Measurement, measure
-from d2lhelpers.timing.estimate import measure_seconds
+from d2lhelpers.timing.estimate import DRAW_S, call_seconds, measure_seconds, trace_seconds
 from d2lhelpers.ui.panel import Panel, slider
 
 PANEL_MEASURE = {"min_runs": 5, "max_runs": 30, "budget_s": 1.0}
@@ -41,7 +42,7 @@ def format_ratio(ratio: float) -> str:
 
 
 @dataclasses.dataclass(repr=False)  # shown by its tables (`Reported`)
-class AllreduceModel(Reported):
+class AllreduceModelResult(Reported):
     """The alpha-beta prediction per algorithm for one size, its bound, and TF's measured time."""
 
     ranks: int
@@ -52,16 +53,16 @@ class AllreduceModel(Reported):
     measured: Measurement | None = None
     kind: str = ""
 
-    def stats(self, algorithm: str):
-        return allreduce_stats(algorithm, self.ranks, self.nbytes, element_bytes=1)
+    def costs(self, algorithm: str) -> AllreduceCosts:
+        return allreduce_costs(algorithm, self.ranks, self.nbytes, element_bytes=1)
 
     @property
     def predicted(self) -> dict[str, float]:
-        return {a: self.stats(a).time_s(self.alpha_s, self.beta_bytes_per_s) for a in ALGORITHMS}
+        return {a: self.costs(a).time_s(self.alpha_s, self.beta_bytes_per_s) for a in ALGORITHMS}
 
     def latency_share(self, algorithm: str) -> float:
         """rounds * alpha / the predicted time: 1 when start-ups are all of it."""
-        return self.stats(algorithm).rounds * self.alpha_s / self.predicted[algorithm]
+        return self.costs(algorithm).rounds * self.alpha_s / self.predicted[algorithm]
 
     @property
     def bound(self) -> float:
@@ -93,11 +94,11 @@ class AllreduceModel(Reported):
     def tables(self) -> list[Table]:
         rows = []
         for algorithm, seconds in self.predicted.items():
-            stats = self.stats(algorithm)
+            costs = self.costs(algorithm)
             rows.append(
                 (
                     f"{algorithm} (model)",
-                    stats.rounds,
+                    costs.rounds,
                     format_seconds(seconds),
                     f"{self.latency_share(algorithm):.0%}",
                     format_ratio(seconds / self.bound),
@@ -178,22 +179,44 @@ def _check_values(ranks, kib, alpha_us, beta_gbps) -> tuple[int, int, int, int]:
     return ranks, kib, alpha_us, beta_gbps
 
 
-def estimate_allreduce_model_s(ranks, kib, alpha_us, beta_gbps) -> float:
-    """About how long one Run takes: the model is instant; TF's all-reduce is measured when
-    `ranks` is no more than the set-up devices, at a cautious rate for logical CPUs."""
+# The run's graph: a collective, an input and an output per rank. Once this process has run a
+# collective (the notebook's earlier cells, or the quick sweep), a new one costs its tracing.
+OPS_PER_RANK = 3
+QUICK_SWEEP = {"rounds": 1, "min_runs": 3, "max_runs": 5, "budget_s": 0.2}
+LARGEST_KIB = 16 * 1024  # the size slider's end: the quick sweep's beta comes from it
+
+
+def estimate_allreduce_model_s(ranks, kib, alpha_us, beta_gbps, link: AlphaBeta | None) -> float:
+    """About how long one Run takes: the model is instant; TF's all-reduce is traced and measured
+    when `ranks` is no more than the set-up devices, each call as long as the ring model predicts
+    with `link` (one link's alpha and beta on this machine, e.g. `sweep.link`). Logical CPU
+    devices share the usable cores: more ranks than cores share the bandwidth too."""
     ranks, kib, _, _ = _check_values(ranks, kib, alpha_us, beta_gbps)
-    if ranks > len(setup_devices()):
-        return 0.0
+    devices = setup_devices()
+    if ranks > len(devices) or link is None:
+        return DRAW_S
     nbytes = kib * KiB
-    call = ESTIMATE_CALL_S + 2 * (ranks - 1) / ranks * nbytes / ESTIMATE_RATE_BYTES_PER_S
-    return measure_seconds(call, **require_measure_options(PANEL_MEASURE, budget_s=1.0))
+    shared = max(1.0, ranks / usable_cores()) if devices[0].kind == "logical CPU" else 1.0
+    beta = link.beta_bytes_per_s / shared
+    call = allreduce_time_s("ring", ranks, nbytes, link.alpha_s, beta)
+    inputs = call_seconds(ranks * nbytes, link.beta_bytes_per_s)
+    options = require_measure_options(PANEL_MEASURE, budget_s=1.0)
+    return inputs + trace_seconds(OPS_PER_RANK * ranks) + measure_seconds(call, **options) + DRAW_S
 
 
-def run_allreduce_model(ranks, kib, alpha_us, beta_gbps, progress=None) -> AllreduceModel:
-    """The panel's experiment: predictions for these values; TF's own measured if it can be."""
+def run_allreduce_model(
+    ranks,
+    kib,
+    alpha_us,
+    beta_gbps,
+    progress=None,
+    allreduce_in_one_graph: Callable = tf_collective.allreduce_in_one_graph,
+) -> AllreduceModelResult:
+    """The panel's experiment: predictions for these values; TF's own all-reduce, built by
+    `allreduce_in_one_graph(devices)`, measured if there are `ranks` devices to run it on."""
     ranks, kib, alpha_us, beta_gbps = _check_values(ranks, kib, alpha_us, beta_gbps)
     nbytes, set_up = kib * KiB, len(setup_devices())
-    result = AllreduceModel(ranks, nbytes, alpha_us * 1e-6, beta_gbps * 1e9, set_up)
+    result = AllreduceModelResult(ranks, nbytes, alpha_us * 1e-6, beta_gbps * 1e9, set_up)
     if ranks > set_up:
         return result
     devices = select_devices(ranks)
@@ -207,49 +230,54 @@ def run_allreduce_model(ranks, kib, alpha_us, beta_gbps, progress=None) -> Allre
         lambda: run(*xs), label, nbytes=nbytes, on_repeat=steps.start(label), **PANEL_MEASURE
     )
     result.kind = devices[0].kind
+    return_freed_memory()
     steps.finish(label)
     return result
 
 
-def plot_allreduce_model(result: AllreduceModel):
-    """Bars: the model's time per algorithm, TF's measured time; the bound as a dashed line."""
-    figure, ax = plt.subplots(figsize=(7, 3.2))
-    names = [f"{a}\n({result.stats(a).rounds} rounds)" for a in result.predicted]
-    times = list(result.predicted.values())
-    ax.bar(names, times, color="tab:blue", label="α-β model (your α, β)")
-    ax.axhline(
-        result.bound, c="gray", ls="--", label=f"bandwidth bound {format_seconds(result.bound)}"
+def measured_link(allreduce_in_one_graph: Callable) -> AlphaBeta | None:
+    """One link's alpha and beta from a quick sweep on 2 devices (a 4-byte and a 16 MiB
+    all-reduce, the size slider's end: about a second), or None with one device set up."""
+    if len(setup_devices()) < 2:
+        return None
+    sizes = (64 * KiB, LARGEST_KIB * KiB)
+    sweep = run_allreduce_sweep(
+        2, sizes, allreduce_in_one_graph=allreduce_in_one_graph, **QUICK_SWEEP
     )
-    if result.measured is not None:
-        ax.bar(
-            ["TF measured"], [result.measured.median], color="tab:orange", label="TensorFlow, here"
-        )
-        times.append(result.measured.median)
-    # A log scale keeps a bound a million times below the bars visible beside them.
-    ax.set(ylabel="time (s)", yscale="log", title=f"all-reduce on {result.ranks} ranks")
-    ax.set_ylim(min(result.bound, *times) / 3, max(times) * 3)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
-    figure.tight_layout()
-    return figure
+    return sweep.link
 
 
-def allreduce_panel() -> Panel:
-    """Notebook 05: predicted all-reduce time per algorithm (alpha-beta), and TF's own measured."""
+def allreduce_panel(
+    allreduce_in_one_graph: Callable = tf_collective.allreduce_in_one_graph,
+    link: AlphaBeta | None = None,
+) -> Panel:
+    """Notebook 05: predicted all-reduce time per algorithm (alpha-beta), and TF's own measured.
+
+    It runs the `allreduce_in_one_graph` it is given: the notebook passes its own, so an edited
+    cell changes what Run times. `link`: one link's alpha and beta on this machine (the notebook
+    passes `sweep.link`) for the run-time estimate; None measures them now, in under a second.
+    """
     count = len(setup_devices())
+    link = link if link is not None else measured_link(allreduce_in_one_graph)
     sliders = {
         "ranks": slider("ranks (n)", max(2, min(4, count)), 2, 64),
-        "kib": slider("vector size per rank (KiB)", 1024, 4, 16 * 1024, 4),
+        "kib": slider("vector size per rank (KiB)", 1024, 4, LARGEST_KIB, 4),
         "alpha_us": slider("α: start-up per message (µs)", 10, 1, 1000),
         "beta_gbps": slider("β: link bandwidth (GB/s)", 25, 1, 900),
     }
 
     def experiment(ranks, kib, alpha_us, beta_gbps, progress):
-        return run_allreduce_model(ranks, kib, alpha_us, beta_gbps, progress)
+        return run_allreduce_model(
+            ranks, kib, alpha_us, beta_gbps, progress, allreduce_in_one_graph
+        )
+
+    def estimate(ranks, kib, alpha_us, beta_gbps):
+        return estimate_allreduce_model_s(ranks, kib, alpha_us, beta_gbps, link)
 
     return Panel(
         "All-reduce: ring, tree, the seed's, and TensorFlow's",
         sliders,
         experiment,
         plot_allreduce_model,
-        estimate=estimate_allreduce_model_s,
+        estimate,
     )

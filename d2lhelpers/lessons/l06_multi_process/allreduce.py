@@ -64,9 +64,7 @@ class AllReduceJobResult(Reported):
         S / beta = 2(n-1)/n S / beta_link, as `collectives.allreduce_time_s('ring', ...)` wants."""
         if self.n_workers < 2:
             raise ValueError("one worker all-reduces with nobody: no link to measure")
-        hops = 2 * (self.n_workers - 1)
-        fit = self.fitted
-        return AlphaBeta(fit.alpha_s / hops, fit.beta_bytes_per_s * hops / self.n_workers)
+        return self.fitted.ring_link(self.n_workers)
 
     @property
     def verdict(self) -> str:

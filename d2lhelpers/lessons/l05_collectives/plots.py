@@ -1,4 +1,5 @@
-"""Notebook 05: the all-reduces drawn, one panel per round, and their costs against N."""
+"""Notebook 05's figures: the all-reduces drawn round by round, their costs against N, the
+sweep against the alpha-beta model, and the panel's predictions beside TensorFlow's own."""
 
 from __future__ import annotations
 
@@ -7,8 +8,12 @@ from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
 
-from d2lhelpers.collectives.algorithms import ALGORITHMS, AllreduceRun, allreduce_stats
+from d2lhelpers.collectives.algorithms import ALGORITHMS, allreduce_costs
+from d2lhelpers.collectives.costs import bus_bandwidth_bound_s
+from d2lhelpers.collectives.tf_allreduce import TINY_BYTES
+from d2lhelpers.collectives.transfers import AllreduceStepsResult
 from d2lhelpers.core.checks import require_count, require_sweep
+from d2lhelpers.core.units import format_rate, format_seconds
 
 MAX_PANELS = 64  # rounds drawn at most: a 33-rank ring already needs 64
 MAX_RANKS = 4096  # the rounds-and-bytes plot's largest N
@@ -63,17 +68,17 @@ def _draw_ranks(ax, layout: _Layout, marker_size: float) -> None:
     ax.axis("off")
 
 
-def plot_allreduce_steps(run: AllreduceRun, columns: int = 4):
+def plot_allreduce_steps(run: AllreduceStepsResult, columns: int = 4):
     """One panel per round of `run`: ranks as circles, an arrow per message, labelled by chunk.
 
     Orange arrows add into the receiver's chunk (reduce phases); blue ones overwrite it (gather,
     broadcast). The ring's arrows say which chunk c travels; the tree and the seed send the whole
     vector, as each panel's title says.
     """
-    if not isinstance(run, AllreduceRun):
+    if not isinstance(run, AllreduceStepsResult):
         raise TypeError(f"draw the result of ring_allreduce, tree_allreduce..., got {run!r:.80}")
     columns = require_count("columns", columns, 1, MAX_PANELS)
-    n = run.stats.n_ranks
+    n = run.costs.n_ranks
     steps = sorted({t.step for t in run.transfers})
     if len(steps) > MAX_PANELS:
         raise ValueError(
@@ -121,8 +126,8 @@ def plot_allreduce_steps(run: AllreduceRun, columns: int = 4):
         what = "" if run.algorithm == "ring" else ", whole vectors"
         ax.set_title(f"step {step + 1}: {messages[0].phase}{what}", fontsize=9)
     fig.suptitle(
-        f"{run.algorithm} all-reduce, {n} ranks: {run.stats.rounds} rounds, "
-        f"{run.stats.messages} messages",
+        f"{run.algorithm} all-reduce, {n} ranks: {run.costs.rounds} rounds, "
+        f"{run.costs.messages} messages",
         fontsize=10,
     )
     fig.tight_layout()
@@ -143,11 +148,11 @@ def plot_rounds_and_bytes(ns=range(2, 65), nbytes: int = 1 << 20, algorithms=("r
         raise ValueError(f"algorithms must list some of {ALGORITHMS}, got {algorithms!r}")
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6))
     for algorithm in algorithms:
-        stats = [allreduce_stats(algorithm, n, nbytes, element_bytes=1) for n in ns]
-        (line,) = left.plot(ns, [s.rounds for s in stats], label=algorithm)
+        costs = [allreduce_costs(algorithm, n, nbytes, element_bytes=1) for n in ns]
+        (line,) = left.plot(ns, [c.rounds for c in costs], label=algorithm)
         colour = line.get_color()
-        per_link = [s.bytes_per_link / nbytes for s in stats]
-        in_sequence = [s.sequential_bytes / nbytes for s in stats]
+        per_link = [c.bytes_per_link / nbytes for c in costs]
+        in_sequence = [c.sequential_bytes / nbytes for c in costs]
         right.plot(ns, per_link, c=colour, label=f"{algorithm}: busiest link")
         right.plot(ns, in_sequence, "--", c=colour, label=f"{algorithm}: one after another")
     left.set(xlabel="ranks N", ylabel="rounds", ylim=(0, None), title="rounds (latency terms)")
@@ -157,3 +162,69 @@ def plot_rounds_and_bytes(ns=range(2, 65), nbytes: int = 1 << 20, algorithms=("r
         ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
+
+
+def plot_allreduce_sweep(result, ax=None):
+    """Log-log: measured times, the alpha-beta prediction, and the bus-bandwidth lower bound."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 4.2))
+    low, high = TINY_BYTES, result.sizes[-1]
+    grid = [low * (high / low) ** (i / 60) for i in range(61)]
+    ax.plot(grid, [result.model.predict(s) for s in grid], "-", c="tab:blue", label="predicted")
+    if result.fitted is not None:
+        fitted = [result.fitted.predict(s) for s in grid]
+        ax.plot(grid, fitted, ":", c="tab:green", label="least squares on every other size")
+    if result.bus_bandwidth:
+        bus = format_rate(result.bus_bandwidth, "B/s")
+        bound = [result.bound_s(s) for s in grid]
+        ax.plot(grid, bound, "--", c="gray", label=f"lower bound 2(n-1)/n·S/B, B = {bus}")
+    if result.copy.rate:
+        ram = format_rate(result.copy.rate, "B/s")
+        at_copy = [bus_bandwidth_bound_s(result.n_devices, s, result.copy.rate) for s in grid]
+        label = f"2(n-1)/n·S at one device's copy rate ({ram})"
+        ax.plot(grid, at_copy, "-.", c="tab:red", lw=1, label=label)
+    ax.errorbar(
+        result.sizes[:-1],
+        result.times[:-1],
+        yerr=[m.iqr / 2 for m in result.measurements[:-1]],
+        fmt="o",
+        c="tab:orange",
+        label="measured (predicted sizes)",
+    )
+    ax.plot(
+        [TINY_BYTES, high],
+        [result.tiny.median, result.times[-1]],
+        "s",
+        c="black",
+        label="measured (α and β from these)",
+    )
+    ax.set(xscale="log", yscale="log", xlabel="bytes per device", ylabel="time (s)")
+    # The bound falls towards 0 at tiny sizes: show it only near the measurements.
+    ax.set_ylim(bottom=min(result.tiny.median, *result.times) / 30)
+    ax.set_title(f"TF all-reduce on {result.n_devices} {result.kind} devices")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    ax.figure.tight_layout()
+    return ax.figure
+
+
+def plot_allreduce_model(result):
+    """Bars: the model's time per algorithm, TF's measured time; the bound as a dashed line."""
+    figure, ax = plt.subplots(figsize=(7, 3.2))
+    names = [f"{a}\n({result.costs(a).rounds} rounds)" for a in result.predicted]
+    times = list(result.predicted.values())
+    ax.bar(names, times, color="tab:blue", label="α-β model (your α, β)")
+    ax.axhline(
+        result.bound, c="gray", ls="--", label=f"bandwidth bound {format_seconds(result.bound)}"
+    )
+    if result.measured is not None:
+        ax.bar(
+            ["TF measured"], [result.measured.median], color="tab:orange", label="TensorFlow, here"
+        )
+        times.append(result.measured.median)
+    # A log scale keeps a bound a million times below the bars visible beside them.
+    ax.set(ylabel="time (s)", yscale="log", title=f"all-reduce on {result.ranks} ranks")
+    ax.set_ylim(min(result.bound, *times) / 3, max(times) * 3)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
+    figure.tight_layout()
+    return figure

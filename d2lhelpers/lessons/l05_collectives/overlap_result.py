@@ -1,0 +1,290 @@
+"""Notebook 05: what an all-reduce and independent matmuls in one function say, timed and traced.
+
+Three things that need not agree, all from one run's numbers: the trace (did they run at the
+same time?), the time (did that save any?), and how much of the shorter part was hidden. On
+logical CPUs the ring's copies and adds are work for the same cores the matmuls use; on a GPU
+the link has its own copy engines.
+
+Ideals. One after the other: allreduce + compute - launch, since one function pays one call's
+fixed cost where the two separate calls paid two (the saved launch is not hidden time).
+Overlapped: max(allreduce, compute), where the hidden share reaches its ceiling
+1 - launch / min(allreduce, compute), not 100%.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+
+from d2lhelpers.collectives.allreduce_trace import allreduce_rows
+from d2lhelpers.core.report import Reported, Table
+from d2lhelpers.core.units import (
+    cores_phrase,
+    format_bytes,
+    format_seconds,
+    short_device_name,
+    usable_cores,
+)
+from d2lhelpers.core.verdicts import (
+    LIKELY_CAUSES,
+    Comparison,
+    beats_ideal,
+    hidden_ceiling,
+    hidden_share,
+    impossible,
+    noise_of,
+)
+from d2lhelpers.timing.benchmark import Measurement
+from d2lhelpers.tracing.timeline import (
+    OpEvent,
+    busy_intervals,
+    busy_seconds,
+    incomplete_reason,
+    overlap_seconds,
+)
+
+OVERLAP_CAUSES = (
+    LIKELY_CAUSES[0],
+    "the parts alone were timed while the machine was busier than for the combined run",
+    "work was skipped, or the clock stopped before the devices finished",
+)
+
+
+@dataclasses.dataclass(repr=False)  # shown by its tables (`Reported`)
+class AllreduceOverlapResult(Reported):
+    """The all-reduce alone, the compute alone, a call's fixed cost, and both in one function.
+
+    `launch`: the compute function on 1x1 matrices, a call that does no work: what one function
+    saves over two separate calls. `rows`: one traced call of the combined function.
+    """
+
+    n_devices: int
+    kind: str
+    overlap: bool
+    nbytes: int
+    allreduce: Measurement
+    compute: Measurement
+    launch: Measurement
+    combined: Measurement
+    rows: list[OpEvent]  # one traced call, through `allreduce_timeline`
+    devices: list[str]
+    cores: int = dataclasses.field(default_factory=usable_cores)
+
+    @property
+    def ideal_sequential(self) -> float:
+        """allreduce + compute - launch: one function pays one launch, two calls paid two."""
+        return self.allreduce.median + self.compute.median - self.launch.median
+
+    @property
+    def ideal_overlapped(self) -> float:
+        return max(self.allreduce.median, self.compute.median)
+
+    @property
+    def ideal(self) -> float:
+        return self.ideal_overlapped if self.overlap else self.ideal_sequential
+
+    @property
+    def shorter(self) -> float:
+        return min(self.allreduce.median, self.compute.median)
+
+    @property
+    def hidden_fraction(self) -> float:
+        """(allreduce + compute - launch - combined) / min(allreduce, compute): the raw number."""
+        return hidden_share(self.ideal_sequential, self.combined.median, self.shorter)
+
+    @property
+    def hidden_ceiling(self) -> float:
+        """1 - launch / min(allreduce, compute): the share when the combined call takes
+        max(allreduce, compute), the most overlap can hide."""
+        return hidden_ceiling(self.launch.median, self.shorter)
+
+    @property
+    def hidden_noise(self) -> float:
+        """The band, as a fraction of the shorter part, inside which `hidden_fraction` moves."""
+        parts = (self.allreduce, self.compute, self.launch, self.combined)
+        return sum(noise_of(m) for m in parts) / self.shorter
+
+    def against_sequential(self) -> Comparison:
+        """The combined run against the one-after-the-other ideal, with all four noises."""
+        return Comparison(
+            self.combined.median, self.ideal_sequential, self.hidden_noise * self.shorter
+        )
+
+    def traced_overlap(self) -> dict[str, float]:
+        """Per device, |all-reduce ∩ matmuls| / the shorter of the two, from the trace.
+
+        1 when the shorter ran entirely while the other did; 0 when they took turns. Empty
+        for an incomplete trace: its missing rows would read as time not overlapped.
+        """
+        if incomplete_reason(self.rows):
+            return {}
+        fractions = {}
+        for device in self.devices:
+            reducing = busy_intervals(allreduce_rows(self.rows, device))
+            computing = busy_intervals(self.rows, device, "matmul")
+            shorter = min(busy_seconds(reducing), busy_seconds(computing))
+            both = overlap_seconds(reducing, computing)
+            fractions[device] = both / shorter if shorter > 0 else 0.0
+        return fractions
+
+    @property
+    def impossible_result(self) -> bool:
+        """Faster than max(allreduce, compute) (overlapped) or than the sum (one after the
+        other) beyond the noise: a measurement problem, not a result."""
+        longer = max(self.allreduce, self.compute, key=lambda m: m.median)
+        if beats_ideal(self.combined, self.ideal_overlapped, noise_of(longer)):
+            return True
+        return not self.overlap and self.against_sequential().a_faster
+
+    @property
+    def above_ceiling(self) -> bool:
+        """Overlapped, a hidden share above `hidden_ceiling` but inside the noise: too noisy to
+        tell which time is off. The share passes its ceiling exactly when the combined call is
+        faster than max(allreduce, compute), so that is what is compared (no rounding)."""
+        return (
+            self.overlap
+            and not self.impossible_result
+            and self.combined.median < self.ideal_overlapped
+        )
+
+    @property
+    def verdict(self) -> str:
+        """What the time says, then what the trace says, both from this run."""
+        if self.impossible_result:
+            return "No verdict: the combined run measured faster than its ideal (see the warning)."
+        if self.above_ceiling:
+            return (
+                "No verdict: the hidden share came out above its ceiling, inside the noise (see "
+                "the warning)."
+            )
+        c = self.against_sequential()
+        both = f"the two in one function took {format_seconds(c.a)}"
+        sequential = f"one after the other ({format_seconds(c.b)}, the parts' sum less a launch)"
+        if not self.overlap:
+            if c.a_slower:
+                timed = f"In order, {both}: {c.ratio:.2f}x its ideal, {sequential}."
+            else:
+                timed = (
+                    f"In order, {both}: no measurable difference from its ideal, {sequential}, "
+                    f"within the noise of {format_seconds(c.noise)}."
+                )
+        elif c.a_faster:
+            timed = (
+                f"Overlapped, {both}: {format_seconds(c.b - c.a)} less than {sequential}, "
+                f"hiding {self.hidden_fraction:.0%} of the shorter part (at most "
+                f"{self.hidden_ceiling:.0%}: 1 - launch / min(all-reduce, compute))."
+            )
+        elif c.a_slower:
+            timed = (
+                f"Overlapped, {both}: {c.ratio:.2f}x {sequential}: running them at once cost "
+                "time here and hid none."
+            )
+        else:
+            timed = (
+                f"Overlapped, {both}: no measurable difference from {sequential}, within the "
+                f"noise of {format_seconds(c.noise)}: no time measurably hidden."
+            )
+        return f"{timed} {self._traced_sentence(c)}"
+
+    def _traced_sentence(self, c: Comparison) -> str:
+        fractions = self.traced_overlap()
+        if not fractions:
+            return incomplete_reason(self.rows) or "The trace caught no all-reduce and matmuls."
+        each = ", ".join(f"{short_device_name(d)} {f:.0%}" for d, f in fractions.items())
+        sentence = (
+            f"The trace shows the all-reduce and the matmuls at the same time for {each} of "
+            "the shorter part."
+        )
+        if self.kind == "logical CPU" and self.cores == 1 and max(fractions.values()) > 0:
+            sentence += (
+                " With 1 usable CPU core, ops at the same time in a trace were both in "
+                "progress, taking turns on that core."
+            )
+        traced = statistics.mean(fractions.values())
+        hidden = self.hidden_fraction if c.a_faster else 0.0
+        if self.overlap and traced - hidden > self.hidden_noise:
+            sentence += " Running at the same time is not running for free"
+            if self.kind == "logical CPU":
+                sentence += (
+                    f"; a hypothesis this run does not test: both are work for the same "
+                    f"{cores_phrase(self.cores)}, the ring's copies and adds as much as the "
+                    "matmuls."
+                )
+            else:
+                sentence += "."
+        return sentence
+
+    def tables(self) -> list[Table]:
+        parts = [self.allreduce, self.compute, self.launch, self.combined]
+        names = [
+            f"all-reduce of {format_bytes(self.nbytes)} alone",
+            "matmul chains alone",
+            "launch: the compute function on 1x1 matrices",
+            "both in one function, " + ("overlapped" if self.overlap else "one after the other"),
+        ]
+        rows = [
+            (name, format_seconds(m.median), format_seconds(m.iqr), len(m.times))
+            for name, m in zip(names, parts, strict=True)
+        ]
+        title = f"all-reduce and compute on {self.n_devices} {self.kind} devices"
+        measured = Table(title, ("run", "median", "IQR", "runs"), rows)
+        ideal_rows = [
+            ("one after the other: all-reduce + compute - launch", self.ideal_sequential),
+            ("overlapped: max(all-reduce, compute)", self.ideal_overlapped),
+        ]
+        compared = [
+            (name, format_seconds(ideal), f"{self.combined.median / ideal:.2f}x")
+            for name, ideal in ideal_rows
+        ]
+        compared.append(
+            (
+                "hidden: (sum - launch - both) / min(all-reduce, compute)",
+                f"{self.hidden_fraction:.0%} ± {self.hidden_noise:.0%}",
+                f"ceiling {self.hidden_ceiling:.0%} = 1 - launch / min(all-reduce, compute)"
+                if self.overlap
+                else "ideal 0%: order forced",
+            )
+        )
+        for device, fraction in self.traced_overlap().items():
+            compared.append(
+                (f"traced at the same time on {short_device_name(device)}", f"{fraction:.0%}", "")
+            )
+        if incomplete_reason(self.rows):
+            compared.append(("traced at the same time", "trace incomplete", ""))
+        columns = ("ideal, or what was hidden and traced", "value", "both / ideal")
+        return [
+            measured,
+            Table("against the ideals", columns, compared, [self.verdict], self.flags()),
+        ]
+
+    def flags(self) -> list[str]:
+        found = []
+        if self.impossible_result:
+            ideal = "max(all-reduce, compute)" if self.overlap else "all-reduce + compute - launch"
+            found.append(
+                impossible(
+                    f"both in one function took {format_seconds(self.combined.median)}, faster "
+                    f"than its ideal {ideal}",
+                    OVERLAP_CAUSES,
+                )
+            )
+        hidden, noise = self.hidden_fraction, self.hidden_noise
+        if self.above_ceiling:
+            found.append(
+                f"a hidden fraction of {hidden:.0%} (± {noise:.0%}) is above its ceiling "
+                f"{self.hidden_ceiling:.0%} = 1 - launch / min(all-reduce, compute) (the combined "
+                "call below max(all-reduce, compute)), inside the noise: this run was too noisy "
+                "to tell which time is off, so not a result"
+            )
+        elif hidden < 0:
+            found.append(
+                f"a hidden fraction of {hidden:.0%} (± {noise:.0%}) is below 0, so it is not a "
+                "share of time hidden: the combined run took longer than the parts one after "
+                "the other"
+                + (" (inside the noise)" if -hidden <= noise else "")
+                + ". Likely causes: the runs contend for the same cores or memory, or the "
+                "machine was busy (another program or another copy of this notebook)"
+            )
+        for m in (self.allreduce, self.compute, self.launch, self.combined):
+            found += [f"{m.label}: {warning}" for warning in m.warnings]
+        return found

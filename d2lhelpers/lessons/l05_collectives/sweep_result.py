@@ -1,0 +1,270 @@
+"""Notebook 05: what TensorFlow's all-reduce timed per message size says about the alpha-beta
+model, from that run's numbers and their noise.
+
+A fit of t(S) = alpha + S / beta gives:
+- alpha: the fixed cost of one call: launching one function piece per device, the ranks
+  finding each other, the first chunk. NCCL on NVLink needs a few µs per step (NCCL's own
+  figures, not measured here); on logical CPUs the whole call's start-up is about a
+  millisecond, and grows with the number of devices.
+- beta: S / t, the rate at which the ring gets S bytes per device reduced (NCCL-tests' "algbw").
+  Its bus bandwidth B = beta * 2(n-1)/n is the rate each rank's "link" carried: on logical CPUs
+  the rate at which shared cores copy and add in RAM, set beside one device's own copy and add.
+
+The model must predict, not only fit: alpha comes from a tiny message alone, beta from the
+largest size alone, and every other size is predicted, inside the noise of its own measurement
+and of the two that alpha and beta come from; separately, a least-squares fit on every other
+size predicts the sizes it did not see. It holds while the "link" keeps one speed: above 32 MiB
+every new tensor costs page faults (`FRESH_PAGES_BYTES`), and a beta taken there is 2-3x too
+slow for the sizes below.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from d2lhelpers.collectives.costs import AlphaBeta, Residual, bus_bandwidth_bound_s
+from d2lhelpers.collectives.tf_allreduce import FRESH_PAGES_BYTES, TINY_BYTES
+from d2lhelpers.core.report import Reported, Table
+from d2lhelpers.core.units import format_bytes, format_rate, format_seconds
+from d2lhelpers.core.verdicts import LIKELY_CAUSES, beats_ideal, impossible, noise_of, noisy_run
+from d2lhelpers.timing.benchmark import Measurement
+
+BOUND_CAUSES = (
+    "β was measured low: the largest size's run was slow (noise, or fresh pages for a large "
+    "tensor), so B and its bound are too low",
+    *LIKELY_CAUSES,
+)
+ALPHA_CAUSES = (
+    "α was measured high: the 4-byte run was slow (the machine was busier then), so every "
+    "prediction starts too high",
+    *LIKELY_CAUSES,
+)
+
+
+@dataclasses.dataclass(repr=False)  # shown by its tables (`Reported`)
+class AllreduceSweepResult(Reported):
+    """TF's all-reduce on `n_devices` timed per message size, beside the alpha-beta predictions.
+
+    `model`: alpha from the tiny message alone, beta from the largest size alone; it predicts
+    every other size (`residuals`). `fitted`: least squares on every other size (`fit_sizes`),
+    predicting the rest (`held_out_residuals`); None with fewer than 3 sizes. `copy`, `add`: one
+    device copying, and adding, a tensor of the largest size (the RAM the link really is).
+    """
+
+    n_devices: int
+    kind: str
+    sizes: list[int]  # bytes per device, ascending
+    measurements: list[Measurement]
+    tiny: Measurement
+    copy: Measurement
+    add: Measurement
+    model: AlphaBeta
+    fitted: AlphaBeta | None
+    fit_sizes: list[int]
+
+    @property
+    def times(self) -> list[float]:
+        return [m.median for m in self.measurements]
+
+    @property
+    def predicted(self) -> list[float]:
+        """The two-point model's time for every size (the largest is exact by construction)."""
+        return [self.model.predict(s) for s in self.sizes]
+
+    @property
+    def residuals(self) -> list[Residual]:
+        """Sizes the two-point model did not see (all but the largest): measured vs predicted."""
+        return self.model.residuals(self.sizes[:-1], self.times[:-1])
+
+    def prediction_noise(self, nbytes: float) -> float:
+        """How far the two-point prediction for `nbytes` could move with the noise of the two
+        runs it comes from: alpha + S/beta = t_tiny (1 - S/S_max) + t_max S/S_max."""
+        share = nbytes / self.sizes[-1]
+        return (1 - share) * noise_of(self.tiny) + share * noise_of(self.measurements[-1])
+
+    def within_noise(self) -> list[bool]:
+        """Per predicted size: whether |measured - predicted| is inside the noise of that size's
+        run and of the prediction (`prediction_noise`)."""
+        return [
+            abs(r.measured_s - r.predicted_s) <= noise_of(m) + self.prediction_noise(r.nbytes)
+            for r, m in zip(self.residuals, self.measurements, strict=False)
+        ]
+
+    @property
+    def held_out_sizes(self) -> list[int]:
+        return [s for s in self.sizes if s not in self.fit_sizes]
+
+    @property
+    def held_out_residuals(self) -> list[Residual]:
+        if self.fitted is None:
+            return []
+        held = self.held_out_sizes
+        times = [t for s, t in zip(self.sizes, self.times, strict=True) if s in held]
+        return self.fitted.residuals(held, times)
+
+    @property
+    def bus_bandwidth(self) -> float | None:
+        """B = beta * 2(n-1)/n, bytes/s through each rank's link; None when nothing moves."""
+        if self.n_devices < 2 or math.isinf(self.model.beta_bytes_per_s):
+            return None
+        return self.model.beta_bytes_per_s * 2 * (self.n_devices - 1) / self.n_devices
+
+    def bound_s(self, nbytes: float) -> float | None:
+        """Bus-bandwidth lower bound 2(n-1)/n * S / B with B = `bus_bandwidth`."""
+        bandwidth = self.bus_bandwidth
+        return bus_bandwidth_bound_s(self.n_devices, nbytes, bandwidth) if bandwidth else None
+
+    def bound_noise(self, nbytes: float) -> float:
+        """How far `bound_s(nbytes)` = S (t_max - t_tiny) / S_max could move with the noise of
+        the two runs B comes from."""
+        share = nbytes / self.sizes[-1]
+        return share * (noise_of(self.measurements[-1]) + noise_of(self.tiny))
+
+    @property
+    def link(self) -> AlphaBeta | None:
+        """One link's alpha and beta, if the all-reduce is a ring of `n_devices` (None when
+        nothing moves): what `algorithms.allreduce_time_s('ring', n, ...)` takes."""
+        if self.bus_bandwidth is None:
+            return None
+        return self.model.ring_link(self.n_devices)
+
+    @property
+    def verdict(self) -> str:
+        """How well alpha and beta, from two sizes alone, predicted the others (computed)."""
+        largest = format_bytes(self.sizes[-1])
+        if math.isinf(self.model.beta_bytes_per_s):
+            return (
+                f"The {largest} all-reduce took no longer than the {TINY_BYTES}-byte one: every "
+                "size here is start-up cost α, and β cannot be measured (choose larger sizes)."
+            )
+        worst = max(self.residuals, key=lambda r: abs(r.relative))
+        inside = sum(self.within_noise())
+        return (
+            f"α = {format_seconds(self.model.alpha_s)} and "
+            f"β = {format_rate(self.model.beta_bytes_per_s, 'B/s')} (from the {TINY_BYTES}-byte "
+            f"and the {largest} all-reduce alone) predict the other {len(self.residuals)} sizes "
+            f"within {abs(worst.relative):.0%} (worst: {format_bytes(worst.nbytes)}, "
+            f"{worst.relative:+.0%}); {inside} of {len(self.residuals)} within the noise of "
+            "their own run and of the two runs α and β come from."
+        ) + self._calibration_caveat()
+
+    def _calibration_caveat(self) -> str:
+        """Predictions are no better than the two measurements alpha and beta come from."""
+        noisy = [m for m in (self.tiny, self.measurements[-1]) if noisy_run(m)]
+        if not noisy:
+            return ""
+        worst = max(noisy, key=lambda m: m.iqr / m.median)
+        return (
+            f" α and β come from noisy runs ({worst.label}: IQR {worst.iqr / worst.median:.0%} of "
+            "its median), so these predictions are no better: run it again on a quieter machine."
+        )
+
+    def tables(self) -> list[Table]:
+        return [self._model_table(), self._sizes_table(), *self._held_out_table()]
+
+    def _model_table(self) -> Table:
+        alpha, beta = self.model.alpha_s, self.model.beta_bytes_per_s
+        largest = format_bytes(self.sizes[-1])
+        rows = [("α", format_seconds(alpha), f"one {TINY_BYTES}-byte all-reduce")]
+        rows.append(("β", format_rate(beta, "B/s"), f"the {largest} all-reduce, α taken off"))
+        verdicts, flags = [self.verdict], []
+        if self.bus_bandwidth:
+            bus = self.bus_bandwidth
+            rows.append(
+                ("bus bandwidth B", format_rate(bus, "B/s"), "β·2(n-1)/n: each rank's link")
+            )
+            verdicts.append(
+                f"B is {bus / self.copy.rate:.2f}x the rate at which one device copies "
+                f"{largest} alone, {bus / self.add.rate:.2f}x the rate at which it adds."
+            )
+        rows.append(("one device copies", format_rate(self.copy.rate, "B/s"), largest))
+        rows.append(("one device adds", format_rate(self.add.rate, "B/s"), largest))
+        if self.kind == "logical CPU" and self.sizes[-1] > FRESH_PAGES_BYTES:
+            flags.append(
+                f"sizes above {format_bytes(FRESH_PAGES_BYTES)} get fresh pages from the kernel "
+                "for every new tensor: page faults slow them, and a β taken there "
+                "under-predicts the smaller sizes"
+            )
+        flags += self._below_bound_flags()
+        for m in (self.tiny, *self.measurements, self.copy, self.add):
+            flags += [f"{m.label}: {warning}" for warning in m.warnings]
+        title = f"TF all-reduce (CollectiveReduceV2, ring) on {self.n_devices} {self.kind} devices"
+        return Table(title, ("quantity", "value", "from"), rows, verdicts, flags)
+
+    def below_bound(self) -> list[int]:
+        """Sizes measured faster, beyond their noise, than the bound 2(n-1)/n * S / B."""
+        if self.bus_bandwidth is None:
+            return []
+        return [
+            s
+            for s, m in zip(self.sizes[:-1], self.measurements[:-1], strict=True)
+            if beats_ideal(m, self.bound_s(s), self.bound_noise(s))
+        ]
+
+    def below_alpha(self) -> list[int]:
+        """Sizes measured faster, beyond both noises, than the 4-byte all-reduce (alpha)."""
+        return [
+            s
+            for s, m in zip(self.sizes, self.measurements, strict=True)
+            if beats_ideal(m, self.tiny.median, noise_of(self.tiny))
+        ]
+
+    def _below_bound_flags(self) -> list[str]:
+        flags = []
+        below = self.below_bound()
+        if below:
+            sizes = ", ".join(format_bytes(s) for s in below)
+            what = (
+                f"{sizes} measured faster than the bandwidth bound 2(n-1)/n·S/B, whose B comes "
+                f"from the {format_bytes(self.sizes[-1])} run"
+            )
+            flags.append(impossible(what, BOUND_CAUSES))
+        below = self.below_alpha()
+        if below:
+            sizes = ", ".join(format_bytes(s) for s in below)
+            what = (
+                f"{sizes} measured faster than the {TINY_BYTES}-byte all-reduce that gives α "
+                f"({format_seconds(self.tiny.median)})"
+            )
+            flags.append(impossible(what, ALPHA_CAUSES))
+        return flags
+
+    def _sizes_table(self) -> Table:
+        rows = []
+        noise = [*self.within_noise(), True]
+        for size, m, predicted, quiet in zip(
+            self.sizes, self.measurements, self.predicted, noise, strict=True
+        ):
+            note = "calibrates β" if size == self.sizes[-1] else ("within noise" if quiet else "")
+            rows.append(
+                (
+                    format_bytes(size),
+                    format_seconds(m.median),
+                    format_seconds(m.iqr),
+                    format_seconds(predicted),
+                    f"{(m.median - predicted) / m.median:+.0%}",
+                    note,
+                )
+            )
+        columns = ("size per device", "measured", "IQR", "predicted", "residual", "")
+        return Table("measured vs α + S/β (α, β from the tiny and the largest)", columns, rows)
+
+    def _held_out_table(self) -> list[Table]:
+        if self.fitted is None:
+            return []
+        fit = ", ".join(format_bytes(s) for s in self.fit_sizes)
+        title = (
+            f"least squares on {fit}: α = {format_seconds(self.fitted.alpha_s)}, "
+            f"β = {format_rate(self.fitted.beta_bytes_per_s, 'B/s')}; the sizes it did not see"
+        )
+        rows = [
+            (
+                format_bytes(r.nbytes),
+                format_seconds(r.measured_s),
+                format_seconds(r.predicted_s),
+                f"{r.relative:+.0%}",
+            )
+            for r in self.held_out_residuals
+        ]
+        return [Table(title, ("size per device", "measured", "predicted", "residual"), rows)]
