@@ -100,3 +100,36 @@ def _public_classes() -> dict[str, list[str]]:
 
 def test_no_two_public_classes_share_a_name():
     assert {name: where for name, where in _public_classes().items() if len(where) > 1} == {}
+
+
+def test_every_result_is_named_for_what_it_is():
+    """One naming rule: a class an experiment returns, which prints as a table, ends in Result."""
+    found = []
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.parse(path.read_text()).body:
+            bases = [getattr(b, "id", getattr(b, "attr", "")) for b in getattr(node, "bases", [])]
+            if isinstance(node, ast.ClassDef) and "Reported" in bases:
+                found.append(node.name)
+    assert found and [name for name in found if not name.endswith("Result")] == []
+
+
+D2L_NAMES = {"Benchmark", "cpu", "gpu", "num_gpus", "try_gpu", "try_all_gpus"}  # d2l's own
+TOLD_TO_CALL = {"setup_devices"}  # refusals tell a learner to call it (in a new kernel)
+
+
+def test_the_front_door_exports_what_the_notebooks_use_and_nothing_else():
+    import json
+
+    import d2lhelpers as d2l
+
+    used = set()
+    for notebook in (ROOT / "notebooks").glob("*.ipynb"):
+        for cell in json.loads(notebook.read_text())["cells"]:
+            if cell["cell_type"] == "code":
+                used |= set(re.findall(r"\bd2l\.([A-Za-z_]\w*)", "".join(cell["source"])))
+    exported = set(d2l.__all__)
+    assert used - exported == set(), "a notebook calls a name the front door does not export"
+    assert exported - used - D2L_NAMES - TOLD_TO_CALL == set(), "exported, but no notebook uses it"
+    assert len(d2l.__all__) == len(exported), "a name listed twice"
+    objects = [id(getattr(d2l, name)) for name in exported]
+    assert len(set(objects)) == len(objects), "an alias: one object exported under two names"
