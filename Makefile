@@ -88,14 +88,17 @@ lint: $(READY)
 	$(VENV)/bin/lint-imports
 	$(PY) tools/dead_code.py
 
+# Two pytest-xdist workers, whole files each (tests/conftest.py orders them); TEST_WORKERS=0 runs
+# the suite in this process alone.
+TEST_WORKERS ?= 2
 test: lint
-	$(PY) -m pytest --nbval-lax --durations=10 tests notebooks
+	$(PY) -m pytest $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder) --nbval-lax --durations=10 tests notebooks
 
 bench: $(READY)
 	$(PY) benchmarks/run_all.py
 
 screenshots: $(READY)
-	BROWSER_SCREENSHOTS=/tmp/d2l-screenshots $(PY) -m pytest -q tests/test_browser.py
+	BROWSER_SCREENSHOTS=/tmp/d2l-screenshots BROWSER_RUNS_PER_PANEL=2 $(PY) -m pytest -q tests/test_browser.py
 	@echo "screenshots in /tmp/d2l-screenshots; copy the ones the README shows into docs/screenshots/"
 
 clean:

@@ -623,13 +623,21 @@ def main() -> None:
     parser.add_argument("--notebooks", action="store_true", help="also time every notebook")
     parser.add_argument("--make-test", action="store_true", help="also time `make test`")
     parser.add_argument("--out", type=Path, help="JSON path (default: in RESULTS_DIR)")
+    parser.add_argument(
+        "--panels",
+        action="store_true",
+        help="only each panel's run against its estimate (into build/, not the reference)",
+    )
     args = parser.parse_args()
 
     devices = d2l.setup_devices()
     on_gpu = devices[0].kind != "logical CPU"
     size, n = (4096, 50) if on_gpu else (512, 20)
     kind = devices[0].kind.replace(" ", "-").lower()
-    out = args.out or RESULTS_DIR / f"{kind}-{usable_cores()}cores.json"
+    name = f"{kind}-{usable_cores()}cores"
+    out = args.out or (
+        ROOT / "build" / f"{name}-panels.json" if args.panels else RESULTS_DIR / f"{name}.json"
+    )
     out.parent.mkdir(parents=True, exist_ok=True)
     steps = [
         lambda: concurrency_rows(devices, size, n),
@@ -645,6 +653,15 @@ def main() -> None:
         lambda: serving_rows(devices),
         multi_process_rows,
     ]
+    if args.panels:  # the steps whose rows are panels' estimates against their runs
+        steps = [
+            lambda: concurrency_panel_rows(devices),
+            split_model_estimate_rows,
+            lambda: allreduce_panel_rows(devices),
+            compute_copy_rows,
+            lambda: serving_rows(devices),
+            multi_process_rows,
+        ]
     if args.notebooks:
         steps.append(notebook_rows)
     if args.make_test:

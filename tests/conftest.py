@@ -16,6 +16,20 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 d2l.setup_devices()  # 4 logical CPUs on CI: TensorFlow allows this only before its first op
 
+# `make test` runs two pytest-xdist workers, each taking whole files (`--dist loadfile`: a
+# notebook's cells run in order in one kernel). The two longest files start first, one per
+# worker, so that neither is left running alone at the end (`--no-loadscope-reorder` keeps
+# this order instead of xdist's most-tests-first).
+LONGEST_FIRST = ("tests/test_browser.py", "tests/test_book.py")
+
+
+def pytest_collection_modifyitems(items):
+    def rank(item) -> int:
+        path = item.nodeid.split("::")[0]
+        return LONGEST_FIRST.index(path) if path in LONGEST_FIRST else len(LONGEST_FIRST)
+
+    items.sort(key=rank)  # stable: every other file keeps its order
+
 
 def run_python(code: str, timeout: float = 120, env: dict | None = None, unset=()):
     """Run `code` in a fresh Python (a fresh TensorFlow runtime); return the finished process."""
