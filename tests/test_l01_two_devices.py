@@ -8,6 +8,7 @@ import pytest
 from nbclient import NotebookClient
 
 import d2lhelpers as d2l
+from d2lhelpers.core import cache
 from d2lhelpers.lessons import l01_two_devices as l01
 from d2lhelpers.lessons.l01_two_devices import ConcurrencyResult, MergeProbeResult, merging
 from d2lhelpers.timing.benchmark import Measurement
@@ -54,7 +55,7 @@ def test_verdict_on_one_core_expects_queueing_not_a_broken_model():
 
 def test_verdict_says_slower_and_flags_faster_than_the_model():
     slow = sweep([0.010, 0.016, 0.016, 0.020])
-    assert slow.verdict.startswith("slower than the model") and "from k = 2" in slow.verdict
+    assert slow.verdict.startswith("slower than the model") and "at k = [2]" in slow.verdict
     fast = sweep([0.010, 0.010, 0.008, 0.010])
     assert "impossible" in fast.verdict
     assert any("impossible" in flag for flag in fast.tables()[0].flags)
@@ -70,6 +71,19 @@ def test_noise_decides_what_is_measurable_and_a_noisy_run_gives_no_verdict():
     noisy = ConcurrencyResult(512, 20, "logical CPU", ms, 2)
     assert noisy.comparisons()[1].measurable is False  # 1.2x, but inside the runs' IQR
     assert noisy.verdict.startswith("too noisy to check the model") and "k = [2]" in noisy.verdict
+
+
+def test_a_noisy_k_does_not_hide_a_clean_miss_at_another(monkeypatch):
+    spread = [0.030, 0.024, 0.036, 0.040, 0.020]  # k = 3: IQR far above 10%
+    ms = [Measurement("1", [0.010] * 5), Measurement("2", [0.024] * 5), Measurement("3", spread)]
+    result = ConcurrencyResult(512, 20, "logical CPU", ms, 2)
+    assert result.verdict.startswith("slower than the model") and "at k = [2]" in result.verdict
+    assert "2.40x one chain at k = 2" in result.verdict and "k = [3] too noisy" in result.verdict
+    # The cause named follows the load average: another program only when it shows one.
+    monkeypatch.setattr(cache.os, "getloadavg", lambda: (3.5, 0.0, 0.0), raising=False)
+    assert "load average 3.5" in result.verdict and "something else" in result.verdict
+    monkeypatch.setattr(cache.os, "getloadavg", lambda: (1.0, 0.0, 0.0), raising=False)
+    assert "shows no other program" in result.verdict
 
 
 def test_virtual_gpus_print_what_was_measured_without_a_model():

@@ -551,6 +551,15 @@ def test_the_committed_two_host_run_stands_beside_this_one(tmp_path):
         ("hidden by overlap, at most (one launch paid)", "97%"),
         ("notebook 02's verdict on that run", "within the noise"),
     ]
+    assert copy.verdicts[0].startswith("hypothesis, not measured")
+    assert "this run measured the saving" in copy.verdicts[0]
+    # A committed run whose saving was inside its noise: its share is not printed as a result.
+    inside = _hosts_file()
+    inside["compute_copy"]["verdict"] = "No measurable difference between overlapped and ..."
+    path.write_text(json.dumps(inside))
+    copy = l06.hosts_reference(job, None, path).tables()[2]
+    assert copy.rows[3] == ("hidden by overlap", "83% (inside the noise: not a result)")
+    assert "could not measure a saving" in copy.verdicts[0]
     missing = l06.hosts_reference(job, None, tmp_path / "none.json")
     assert "no committed two-host results" in str(missing)
     assert hosts.break_even_bytes(2e-3, 1e8) == pytest.approx(2e5)

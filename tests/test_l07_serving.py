@@ -88,6 +88,43 @@ def test_the_sweep_sentences_follow_the_numbers():
     assert any("above its capacity" in f and "impossible" in f for f in flagged.flags())
 
 
+def test_saturation_is_the_most_sustained_and_any_point_above_capacity_is_flagged():
+    cap = capacity(1e-3)  # 2286 tokens/s
+    points = [point(2000, 1000, False), point(1500, 2000, False), point(1000, 3000, False)]
+    sweep = LayoutSweep("replicas", cap, Spread(cap.tokens_per_s.median, 50), points)
+    assert sweep.saturation_point is points[0]  # the highest of the saturated, not the median
+    assert sweep.flags() == []
+    above = [point(4000, 1000, True), point(1500, 2000, False)]  # 4000 > 2286, not saturated
+    flagged = LayoutSweep("replicas", cap, Spread(1, 0), above)
+    assert flagged.saturation_point is above[1]
+    assert any("4.0 ktokens/s" in f and "above its capacity" in f for f in flagged.flags())
+
+
+def test_a_growing_queue_inside_the_noise_reads_cant_tell():
+    assert point(200, 100, started=False).saturated_word == "yes"
+    assert point(400, 100, started=True).saturated_word == "no"
+    near = point(380, 100, started=False)  # 5% below the offered load: inside the noise
+    assert not near.saturated and near.saturated_word == "can't tell"
+
+
+def test_the_in_flight_verdict_says_where_the_pipeline_missed_its_model():
+    from d2lhelpers.lessons.l07_serving.in_flight import PipelineInFlightResult
+
+    def result(pipe_times):  # one device: 10 ms per step at every m; model m n / (m + n - 1)
+        one = [Measurement("one", [0.010] * 5) for _ in pipe_times]
+        pipe = [Measurement("pipe", [t] * 5) for t in pipe_times]
+        return PipelineInFlightResult(2, 2, 4, [1, 2, 4][: len(pipe_times)], one, pipe)
+
+    held = result([0.010, 0.0075, 0.00625])  # speedups 1.0, 1.33, 1.6: the model's
+    assert held.verdict.endswith("the model held within the noise at every m")
+    assert "from 8 sequences in flight on" in held.verdict
+    missed = result([0.012, 0.014, 0.026])  # never faster, always below the model
+    assert missed.verdict.startswith("the pipeline beat one device at none")
+    assert missed.verdict.endswith("at every m: here the model did not hold")
+    part = result([0.010, 0.0075, 0.012])
+    assert part.verdict.endswith("slower than its model at m = [4]")
+
+
 def test_the_failure_verdict_compares_after_with_n_minus_1_over_n():
     def failover(after_tokens):
         log = steady_log(1000, 10, True, seconds=2.0)

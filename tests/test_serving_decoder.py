@@ -113,3 +113,14 @@ def test_split_layouts_hold_less_per_device_than_one_device():
     one = bytes_per_device("one device", CONFIG, 1, 8)
     for name in LAYOUTS:
         assert bytes_per_device(name, CONFIG, 2, 8) < one
+
+
+def test_a_split_device_holds_half_the_layers_and_every_embedding_at_their_real_shapes():
+    config = ModelConfig(width=64, heads=4, layers=2, max_len=24)
+    embeddings = 4 * (2 * config.vocab * 64 + 24 * 64)  # embed, unembed, positions (float32)
+    layers = 4 * 2 * (4 * 64**2 + 2 * 64 * 256)
+    assert config.embedding_bytes == embeddings and config.layer_bytes == layers
+    kv = config.kv_bytes_per_sequence
+    split = bytes_per_device("tensor parallel", config, 2, 8)
+    assert split == layers // 2 + embeddings + 4 * kv
+    assert bytes_per_device("replicas", config, 2, 8) == layers + embeddings + 4 * kv

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Protocol, runtime_checkable
 
+from d2lhelpers.core.cache import machine_busy
 from d2lhelpers.core.units import format_seconds
 
 NOISE_FLOOR = 0.05  # even a quiet run's median moves this much between runs of a notebook
@@ -154,3 +155,14 @@ def higher_or_lower(a: Timed | float, b: Timed | float, a_name: str, b_name: str
         return f"{a_name} is {c.ratio:.2f}x {b_name}: no measurable difference, within {noise}"
     word = "lower" if c.a < c.b else "higher"
     return f"{a_name} is {c.ratio:.2f}x {b_name}: {word} beyond {noise}"
+
+
+def slower_cause(cores: int) -> str:
+    """Why a run was slower than its model, as far as the load average can tell."""
+    busy = machine_busy(cores)
+    if busy:
+        return f"{busy}: something else is using the cores"
+    return (
+        "the load average shows no other program, so a hypothesis: the work did not keep "
+        "the devices busy at once (too short, or the runtime's threads)"
+    )

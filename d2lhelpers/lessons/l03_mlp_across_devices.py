@@ -33,6 +33,7 @@ from d2lhelpers.core.verdicts import (
     impossible,
     noise_of,
     noisy_run,
+    slower_cause,
 )
 from d2lhelpers.devices import Device, check_fits, cpu, on_gpu, setup_devices
 from d2lhelpers.parallel import branches as saved
@@ -166,8 +167,9 @@ class BranchResult(Reported):
             return f"{outcome}; too noisy to check the {where} (a run spread by more than 10%)"
         if c.a_slower:
             return (
-                f"{outcome}; measured speedup {self.speedup:.2f}x, slower than the {where} "
-                "(the join and the copies cost time, or something else uses the cores)"
+                f"{outcome}; measured speedup {self.speedup:.2f}x, slower than the {where}: "
+                f"{slower_cause(self.cores)} (the trace above shows each branch's busy time "
+                "and the join's)"
             )
         return f"{outcome}; measured speedup {self.speedup:.2f}x: the {where} holds"
 

@@ -31,10 +31,18 @@ class ModelConfig:
         return 4 * self.width
 
     @property
+    def layer_bytes(self) -> int:
+        """Every layer's attention and MLP weights (what a split divides among devices)."""
+        return BYTES_PER_FLOAT * self.layers * (4 * self.width**2 + 2 * self.width * self.ffn)
+
+    @property
+    def embedding_bytes(self) -> int:
+        """Token and position embeddings and the unembedding (each split device keeps them)."""
+        return BYTES_PER_FLOAT * (2 * self.vocab * self.width + self.max_len * self.width)
+
+    @property
     def weight_bytes(self) -> int:
-        per_layer = 4 * self.width**2 + 2 * self.width * self.ffn
-        embeddings = 2 * self.vocab * self.width + self.max_len * self.width
-        return BYTES_PER_FLOAT * (self.layers * per_layer + embeddings)
+        return self.layer_bytes + self.embedding_bytes
 
     @property
     def kv_bytes_per_sequence(self) -> int:
@@ -66,7 +74,8 @@ def bytes_per_device(layout: str, config: ModelConfig, n_devices: int, slots: in
     if layout in ("replicas", "replicas in lock step"):
         return weights + -(-slots // n_devices) * kv
     if layout in ("tensor parallel", "pipeline"):  # a share of the layers, all embeddings
-        return -(-weights // n_devices) + weights // config.layers + -(-slots * kv // n_devices)
+        share = -(-config.layer_bytes // n_devices)
+        return share + config.embedding_bytes + -(-slots * kv // n_devices)
     if layout == "one device":
         return weights + slots * kv
     raise ValueError(f"layout must be one of {['one device', *LAYOUTS]}, got {layout!r}")

@@ -17,7 +17,14 @@ from d2lhelpers.core.concurrency import devices_at_once, slowdown_model
 from d2lhelpers.core.counts import chain_bytes, chain_flops
 from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import cores_phrase, format_seconds, plural, usable_cores
-from d2lhelpers.core.verdicts import NOISY_IQR, Comparison, impossible, noise_of, noisy_run
+from d2lhelpers.core.verdicts import (
+    NOISY_IQR,
+    Comparison,
+    impossible,
+    noise_of,
+    noisy_run,
+    slower_cause,
+)
 from d2lhelpers.devices import check_fits, select_devices
 from d2lhelpers.timing.benchmark import Measurement, measure
 from d2lhelpers.timing.estimate import CALL_S, call_seconds, measure_seconds, trace_seconds
@@ -88,17 +95,20 @@ class ConcurrencyResult(Reported):
         noisy = [
             k for k, m in zip(self.device_counts, self.measurements, strict=True) if noisy_run(m)
         ]
+        # Each k on its own: a noisy run at one k must not hide a clean miss at another.
+        clean_slower = [k for k in slower if k not in noisy]
+        if clean_slower:
+            k = clean_slower[0]
+            took, want = self.slowdowns[k - 1], self.model[k - 1]
+            return (
+                f"slower than the model {where} at k = {clean_slower} ({took:.2f}x one chain "
+                f"at k = {k}, model {want:.2f}x): {slower_cause(self.cores)}"
+                + (f"; k = {noisy} too noisy to check" if noisy else "")
+            )
         if noisy:
             return (
                 f"too noisy to check the model {where}: the runs with k = {noisy} spread by more "
                 f"than {NOISY_IQR:.0%} (another program using the cores?): run again"
-            )
-        if slower:
-            k = slower[0]
-            return (
-                f"slower than the model {where} from k = {k} on ({self.slowdowns[k - 1]:.2f}x one "
-                f"chain, model {self.model[k - 1]:.2f}x): something else is using the cores, or "
-                "the chains are too short to keep the devices busy"
             )
         together = devices_at_once(len(self.times), self.kind, self.cores)
         return (

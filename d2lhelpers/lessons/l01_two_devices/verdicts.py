@@ -12,6 +12,7 @@ from d2lhelpers.core.verdicts import (
     noise_of,
     noisy_run,
     relative_noise,
+    slower_cause,
 )
 from d2lhelpers.timing.benchmark import Measurement
 
@@ -31,7 +32,7 @@ def at_once_verdict(both: Measurement, one: Measurement, kind: str, k: int = 2, 
     if noisy_run(both) or noisy_run(one):
         return f"{said}; too noisy to check it against {where} (a run spread by more than 10%)"
     if c.a_slower:
-        return f"{said}, slower than {where}: something else is using the cores"
+        return f"{said}, slower than {where}: {slower_cause(cores)}"
     if want == 1.0:
         return f"{said}, as {where} says: they ran at the same time"
     return f"{said}, as {where} says: more chains than cores, so they took turns on the cores"

@@ -103,14 +103,22 @@ class HostsReferenceResult(Reported):
                 ("overlapped", format_seconds(copy["overlapped_s"])),
                 ("hidden by overlap", f"{copy['hidden_fraction']:.0%}"),
             ]
+            # The committed run's own verdict says whether its saving stood out of its noise.
+            inside = copy.get("verdict", "").startswith("No measurable difference")
+            if inside:
+                rows[-1] = (rows[-1][0], f"{rows[-1][1]} (inside the noise: not a result)")
             if ceiling is not None:
                 rows.append(("hidden by overlap, at most (one launch paid)", f"{ceiling:.0%}"))
             if "verdict" in copy:  # whether that share stood out of the run's noise
                 rows.append(("notebook 02's verdict on that run", copy["verdict"]))
             note = (
-                "the copy waits on the link, not on the cores the matmuls use, as a GPU's copy "
-                "engine runs beside its compute: the reference for what overlap looks like when "
-                "the copy has its own engine (notebook 02)"
+                "hypothesis, not measured: across the link the copy waits on the link rather than "
+                "on the cores the matmuls use, as a GPU's copy engine runs beside its compute"
+                + (
+                    "; even so, this run could not measure a saving from overlap"
+                    if inside
+                    else "; this run measured the saving above (notebook 02)"
+                )
             )
             tables.append(
                 Table(

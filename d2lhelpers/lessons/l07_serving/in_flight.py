@@ -16,7 +16,7 @@ from d2lhelpers.core import checks
 from d2lhelpers.core.progress import Steps
 from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import format_rate, format_seconds, usable_cores
-from d2lhelpers.core.verdicts import compare, faster_or_slower
+from d2lhelpers.core.verdicts import Comparison, compare, faster_or_slower, noise_of
 from d2lhelpers.devices import on_gpu, select_devices
 from d2lhelpers.lessons.l07_serving.points import ready_engines
 from d2lhelpers.serving.config import decoder_config
@@ -57,12 +57,30 @@ class PipelineInFlightResult(Reported):
                 return m * self.per_microbatch
         return None
 
+    def below_model(self) -> list[int]:
+        """Microbatch counts at which the pipeline was slower than its model, beyond the noise."""
+        below = []
+        for m, one, pipe in zip(self.microbatches, self.one, self.pipeline, strict=True):
+            want = self.model(m)  # speedup: the pipeline's time should be one's / want
+            c = Comparison(pipe.median, one.median / want, noise_of(pipe) + noise_of(one) / want)
+            if c.a_slower:
+                below.append(m)
+        return below
+
     @property
     def verdict(self) -> str:
         at = self.pays_off_at
-        if at is None:
-            return "the pipeline beat one device at none of these sequence counts"
-        return f"the pipeline beat one device from {at} sequences in flight on"
+        said = (
+            "the pipeline beat one device at none of these sequence counts"
+            if at is None
+            else f"the pipeline beat one device from {at} sequences in flight on"
+        )
+        below = self.below_model()
+        if not below:
+            return said + "; the model held within the noise at every m"
+        if len(below) == len(self.microbatches):
+            return said + "; it was slower than its model at every m: here the model did not hold"
+        return said + f"; it was slower than its model at m = {below}"
 
     def tables(self) -> list[Table]:
         rows = []

@@ -171,6 +171,16 @@ class LoadPoint:
         return c.measurable and c.a < c.b and end > start
 
     @property
+    def saturated_word(self) -> str:
+        """yes; no; or can't tell: the queue grew while throughput stayed below the offered
+        load, but within the noise."""
+        if self.saturated:
+            return "yes"
+        start, end = self.queue_growth
+        below = self.throughput.median < self.offered_tokens.median
+        return "can't tell" if below and end > start else "no"
+
+    @property
     def engine_busy(self) -> float:
         """Share of the window the engines spent in their steps (the rest: the loops, the
         balancer, waiting), averaged over the servers."""
@@ -194,7 +204,7 @@ class LoadPoint:
             str(self.latency(50)),
             str(self.latency(99)),
             f"{start} -> {end}",
-            "yes" if self.saturated else "no",
+            self.saturated_word,
         ]
 
 

@@ -103,9 +103,10 @@ class LayoutSweep:
 
     @property
     def saturation_point(self) -> LoadPoint | None:
-        """The saturated point of median throughput: where the curve has bent."""
-        found = sorted(self.saturated, key=lambda p: p.throughput.median)
-        return found[(len(found) - 1) // 2] if found else None
+        """The saturated point of highest throughput: the most this layout sustained once its
+        curve had bent (past it, a server's own overhead can make throughput fall)."""
+        found = self.saturated
+        return max(found, key=lambda p: p.throughput.median) if found else None
 
     def sentences(self) -> list[str]:
         name, cap = self.layout, self.capacity.tokens_per_s
@@ -121,23 +122,23 @@ class LayoutSweep:
         saturation = point.throughput
         said.append(
             higher_or_lower(saturation, cap, f"{name}: saturation", "its measured capacity")
-            + f"; its engines computed {point.engine_busy:.0%} of that window (the rest: the "
-            "server loops' own Python, the balancer, waiting)"
+            + f"; its engines computed {point.engine_busy:.0%} of that window (the rest is not "
+            "traced: the server loops' own Python, the balancer and waiting are candidates)"
         )
         return said
 
     def flags(self) -> list[str]:
-        point = self.saturation_point
-        if point is None:
-            return []
-        c = compare(point.throughput, self.capacity.tokens_per_s)
-        if c.measurable and c.a > c.b:
-            return [
-                impossible(
-                    f"{self.layout} served {format_rate(c.a, 'tokens/s')}, above its capacity "
-                    f"{format_rate(c.b, 'tokens/s')} with every slot busy"
-                )
-            ]
+        """Any load point, saturated or not, that served more than the measured capacity."""
+        for point in sorted(self.points, key=lambda p: -p.throughput.median):
+            c = compare(point.throughput, self.capacity.tokens_per_s)
+            if c.measurable and c.a > c.b:
+                return [
+                    impossible(
+                        f"{self.layout} served {format_rate(c.a, 'tokens/s')} at "
+                        f"{point.offered:.0f} requests/s offered, above its capacity "
+                        f"{format_rate(c.b, 'tokens/s')} with every slot busy"
+                    )
+                ]
         return []
 
 
