@@ -3,6 +3,7 @@ the bars that `plot_timeline` draws, one track per device and lane, one process 
 
 import gzip
 import json
+from pathlib import Path
 
 import jsonschema
 import matplotlib
@@ -180,7 +181,7 @@ def test_a_real_trace_saves_what_its_timeline_draws(devices, tmp_path):
     assert sum(e["ph"] == "X" and e["cat"] == "matmul" for e in document["traceEvents"]) >= 2
 
 
-def test_an_incomplete_trace_says_so_in_the_file_and_an_empty_one_is_refused(tmp_path):
+def test_an_incomplete_trace_says_so_in_the_file_and_an_empty_one_is_refused(tmp_path, monkeypatch):
     class Incomplete(list):  # what `trace` returns when an expected op is missing
         incomplete = "This trace is incomplete (no matmul on CPU:1)."
 
@@ -189,6 +190,10 @@ def test_an_incomplete_trace_says_so_in_the_file_and_an_empty_one_is_refused(tmp
     assert str(saved).startswith("Saved 1 op on 1 track to ")
     document = json.loads(saved.path.read_text())
     assert document["otherData"]["incomplete"] == Incomplete.incomplete
+    monkeypatch.chdir(tmp_path)  # saved beside the notebook: the path from its folder
+    assert f"to {Path('part.json')}. Open it" in str(saved)
+    monkeypatch.chdir(tmp_path / "..")
+    assert f"to {tmp_path.name}/part.json. Open it" in str(saved)
     with pytest.raises(ValueError, match=r"no op rows to save: This trace is incomplete"):
         d2l.save_trace(Incomplete(), tmp_path / "none.json")
     with pytest.raises(ValueError, match="the trace captured nothing"):

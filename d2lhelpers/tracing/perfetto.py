@@ -97,8 +97,12 @@ class SavedTrace:
 
     def __str__(self) -> str:
         ops, tracks = _count(self.ops, "op"), _count(self.tracks, "track")
+        # Beside the notebook: the path from its folder (a book or a course server shows no
+        # machine's temporary folders); elsewhere the whole path.
+        here = os.path.relpath(self.path)
+        where = self.path if here.startswith("..") else here
         text = (
-            f"Saved {ops} on {tracks} to {self.path}. Open it at "
+            f"Saved {ops} on {tracks} to {where}. Open it at "
             "https://ui.perfetto.dev (Open trace file) or in chrome://tracing (Load)."
         )
         return f"{text} {self.incomplete}" if self.incomplete else text
