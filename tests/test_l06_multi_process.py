@@ -287,6 +287,14 @@ def test_sweep_verdicts_follow_the_numbers_and_their_noise():
     assert table.rows[1][2:4] == ("3.00 ms", "+0%")  # 1 ms + 2 alpha + 2 * 2000 B / beta
     faster = l06.TrainingSweepResult([_fake_training(1, 1e-3), _fake_training(2, 1.1e-3)], None, 2)
     assert faster.verdict == "2 workers: 1.82x the samples/s of one worker (ideal 2x)"
+    # The sentence prints the tables' samples/s (median step), not the blocks' that decide it.
+    uneven = _fake_training(2, 1.1e-3)
+    steps = [1.0, 1.0, 3.0, 3.0] * 3 + [1.0, 1.0, 1.0, 3.0] * 2 + [3.0] * 20  # ms
+    uneven.workers = [{**uneven.workers[0], "step_s": [t * 1e-3 for t in steps]}] * 2
+    said = l06.TrainingSweepResult([_fake_training(1, 0.2e-3), uneven], None, 2).verdict
+    # the median step, 3 ms for 16 samples, is 7.50x one worker's time per sample (0.2 ms for
+    # 8); the blocks' median, 2.5 ms, would say 6.25x
+    assert said == "2 workers: fewer samples/s than one worker (7.50x the time per sample)"
     noisy = l06.TrainingSweepResult(
         [_fake_training(1, 1e-3, 0.5), _fake_training(2, 1.9e-3, 0.5)], None, 2
     )

@@ -97,6 +97,8 @@ def test_saturation_is_the_most_sustained_and_any_point_above_capacity_is_flagge
     above = [point(4000, 1000, True), point(1500, 2000, False)]  # 4000 > 2286, not saturated
     flagged = LayoutSweep("replicas", cap, Spread(1, 0), above)
     assert flagged.saturation_point is above[1]
+    alone = LoadSweepResult(2, 2, cap, [sweep], step_flops=1e6, peak=1e12)
+    assert alone.verdict == "replicas saturated at 2.0 ktokens/s"  # one layout: no "highest"
     assert any("4.0 ktokens/s" in f and "above its capacity" in f for f in flagged.flags())
 
 

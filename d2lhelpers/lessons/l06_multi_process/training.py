@@ -201,12 +201,13 @@ def scaling_outcome(job: TrainingJobResult, one: TrainingJobResult) -> str:
 
 def scaling_sentence(job: TrainingJobResult, one: TrainingJobResult) -> str:
     """K workers against one, in samples/s, from this run's step times and their noise."""
-    c = compare(job.per_sample, one.per_sample)
+    c = compare(job.per_sample, one.per_sample)  # decides, with the blocks' noise
     k = job.n_workers
+    gain = job.throughput / one.throughput  # the tables' samples/s, so the numbers agree
     if c.a_faster:
-        return f"{k} workers: {1 / c.ratio:.2f}x the samples/s of one worker (ideal {k}x)"
+        return f"{k} workers: {gain:.2f}x the samples/s of one worker (ideal {k}x)"
     if c.a_slower:
-        return f"{k} workers: fewer samples/s than one worker ({c.ratio:.2f}x the time per sample)"
+        return f"{k} workers: fewer samples/s than one worker ({1 / gain:.2f}x the time per sample)"
     return f"{k} workers: no measurable difference in samples/s from one worker (within the noise)"
 
 

@@ -202,6 +202,8 @@ class LoadSweepResult(Reported):
             return "no layout saturated in this sweep: raise the highest offered load"
         best = max(done, key=lambda s: s.saturation_point.throughput.median)
         top = best.saturation_point.throughput
+        if len(self.sweeps) == 1:  # nothing to rank against
+            return f"{best.layout} saturated at {format_rate(top.median, 'tokens/s')}"
         text = f"{best.layout} saturated highest, at {format_rate(top.median, 'tokens/s')}"
         close = [
             s.layout
