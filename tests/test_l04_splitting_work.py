@@ -1,6 +1,7 @@
 """Notebook 04's lesson: the three schemes' validation, estimate, result, plot and panel; the
 cost model's verdicts and plot; the traced pipeline's idle share."""
 
+import dataclasses
 import time
 
 import matplotlib
@@ -349,6 +350,12 @@ def test_bubble_comparison_is_computed_from_both_runs():
     assert "cannot be compared" in flagged.verdict and "flagged" in str(flagged)
     with pytest.raises(ValueError, match="fewer microbatches first"):
         compare_bubbles(many, few)
+    # A run flagged for another reason (its output differs from one device's), though its bubble
+    # is not itself impossible: the row gives no bubble to read.
+    beyond = dataclasses.replace(few, max_error=1.0)
+    assert not beyond.trusted and not beyond.bubble_flags
+    rows = compare_bubbles(beyond, many).tables()[0].rows
+    assert rows[0][1] == "flagged" and rows[1][1] != "flagged"
 
 
 def test_results_show_their_tables_in_ipython_not_their_fields():

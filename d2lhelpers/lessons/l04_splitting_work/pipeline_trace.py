@@ -152,9 +152,9 @@ class BubbleComparisonResult(Reported):
     def tables(self) -> list[Table]:
         rows = []
         for run in self.runs:
-            measured = (
+            measured = (  # a run flagged for any reason gives no bubble to read
                 "flagged"
-                if run.bubble_flags
+                if not run.trusted
                 else f"{run.measured_bubble:.0%} ± {run.bubble_noise:.0%}"
             )
             rows.append((run.microbatches, measured, f"{run.model_bubble:.0%}"))
