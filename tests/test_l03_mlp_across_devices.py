@@ -132,8 +132,11 @@ def test_the_estimates_op_count_is_the_traced_graphs(devices):
 def test_baseline_sentence_reads_the_split_rate_within_both_noises():
     split = Measurement("split", [0.01] * 5, 1e9)  # 100 GFLOP/s, noise 5% (the floor)
     # The baseline's 2% is below the floor too: 5% + 5% of 100 GFLOP/s = 10 GFLOP/s = 0.10 of it.
-    same = l03.baseline_sentence(split, {"flops_per_s": 104e9, "noise": 0.02})
-    assert same.endswith("(notebook 01; noise ±0.10): no measurable difference")
+    at = "2026-12-01T15:00:29"  # a cached baseline says when it was measured
+    same = l03.baseline_sentence(split, {"flops_per_s": 104e9, "noise": 0.02, "measured_at": at})
+    assert same.endswith(
+        f"(measured {at}, as notebook 01 prints it; noise ±0.10): no measurable difference"
+    )
     assert "= 0.96 of the whole machine's baseline" in same
     above = l03.baseline_sentence(split, {"flops_per_s": 80e9, "noise": 0.02})
     assert above.endswith("measurably above it")

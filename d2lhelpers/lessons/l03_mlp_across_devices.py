@@ -116,7 +116,8 @@ def baseline_sentence(split: Measurement, baseline: dict) -> str:
         where = "measurably above it" if rate > whole else "measurably below it"
     return (
         f"split rate {format_rate(rate)} = {rate / whole:.2f} of the whole machine's baseline "
-        f"{format_rate(whole)} (notebook 01; noise ±{relative * rate / whole:.2f}): {where}"
+        f"{format_rate(whole)} (measured {baseline.get('measured_at', 'in this run')}, as "
+        f"notebook 01 prints it; noise ±{relative * rate / whole:.2f}): {where}"
     )
 
 
