@@ -65,6 +65,17 @@ def test_an_import_cycle_inside_a_function_breaks_the_contract(package_copy):
     assert "No import cycle" in result.stdout and "BROKEN" in result.stdout
 
 
+@pytest.mark.skipif(not LINT_IMPORTS.exists(), reason="import-linter is not installed")
+def test_a_lesson_importing_another_lesson_breaks_the_contract(package_copy):
+    panel = package_copy / "d2lhelpers" / "lessons" / "l03_mlp_across_devices.py"
+    panel.write_text(
+        panel.read_text() + "\n\ndef _late():\n    from d2lhelpers.lessons import l01_two_devices\n"
+    )
+    result = lint_imports(package_copy)
+    assert result.returncode == 1
+    assert "No lesson imports another lesson BROKEN" in result.stdout
+
+
 def test_every_module_says_its_one_job_first():
     """One job per file (not a line cap): each module's docstring opens with the job it does."""
     silent = [
