@@ -247,7 +247,7 @@ class AllreduceSweepResult(Reported):
                     note,
                 )
             )
-        columns = ("size per device", "measured", "IQR", "predicted", "residual", "")
+        columns = ("size per device", "measured", "IQR", "predicted", "residual", "reading")
         return Table("measured vs α + S/β (α, β from the tiny and the largest)", columns, rows)
 
     def _held_out_table(self) -> list[Table]:

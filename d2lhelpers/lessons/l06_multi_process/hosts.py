@@ -93,7 +93,8 @@ class HostsReferenceResult(Reported):
         ]
         tables = [Table(title, columns, rows, notes)]
         if failures:
-            tables.append(Table("the failure demo across the two hosts", ("", ""), failures))
+            columns = ("case", "what happened")
+            tables.append(Table("the failure demo across the two hosts", columns, failures))
         copy = self.hosts.get("compute_copy", {})
         if "hidden_fraction" in copy:
             ceiling = copy.get("hidden_ceiling")
@@ -123,7 +124,7 @@ class HostsReferenceResult(Reported):
             tables.append(
                 Table(
                     "notebook 02's compute and copy across the slow link (committed run)",
-                    ("", "value"),
+                    ("quantity", "value"),
                     rows,
                     [note],
                 )
