@@ -1,4 +1,5 @@
 import json
+import math
 
 import pytest
 
@@ -10,7 +11,8 @@ from d2lhelpers.timing.benchmark import MeasuredPeak, Measurement
 
 def test_device_peak_is_measured_once_for_all_logical_cpus(devices, monkeypatch):
     rate = d2l.device_peak_rate(devices[0])
-    assert 1e8 < rate < 1e13 and 0 <= rate.noise < 1
+    # Its noise is a measurement (IQR / median: above 1 on a busy machine), only its kind is sure.
+    assert 1e8 < rate < 1e13 and rate.noise >= 0 and math.isfinite(rate.noise)
     monkeypatch.setattr(peaks, "best_chain", lambda *a: (_ for _ in ()).throw(AssertionError))
     assert d2l.device_peak_rate(devices[3]) == rate  # cached: identical devices
 
