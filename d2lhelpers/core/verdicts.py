@@ -158,10 +158,14 @@ def higher_or_lower(a: Timed | float, b: Timed | float, a_name: str, b_name: str
 
 
 def slower_cause(cores: int) -> str:
-    """Why a run was slower than its model, as far as the load average can tell."""
+    """Why a run was slower than its model, as far as the load average can tell: it counts this
+    run's own busy threads too, so it can only make another program more or less likely."""
     busy = machine_busy(cores)
     if busy:
-        return f"{busy}: something else is using the cores"
+        return (
+            f"{busy}, which counts this run's own threads too: possibly another program on the "
+            "cores, or the work did not keep the devices busy at once"
+        )
     return (
         "the load average shows no other program, so a hypothesis: the work did not keep "
         "the devices busy at once (too short, or the runtime's threads)"

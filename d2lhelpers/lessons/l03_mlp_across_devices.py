@@ -164,14 +164,14 @@ class BranchResult(Reported):
             where += f" on {cores_phrase(self.cores)}"
         if c.a_faster:
             return f"{outcome}; faster than the {where}: impossible, see the warnings"
-        if noisy_run(self.one_device) or noisy_run(self.split):
-            return f"{outcome}; too noisy to check the {where} (a run spread by more than 10%)"
         if c.a_slower:
             return (
                 f"{outcome}; measured speedup {self.speedup:.2f}x, slower than the {where}: "
                 f"{slower_cause(self.cores)} (the trace above shows each branch's busy time "
                 "and the join's)"
             )
+        if noisy_run(self.one_device) or noisy_run(self.split):
+            return f"{outcome}; too noisy to check the {where} (a run spread by more than 10%)"
         return f"{outcome}; measured speedup {self.speedup:.2f}x: the {where} holds"
 
     def tables(self) -> list[Table]:

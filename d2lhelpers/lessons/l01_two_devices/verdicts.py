@@ -29,10 +29,10 @@ def at_once_verdict(both: Measurement, one: Measurement, kind: str, k: int = 2, 
     where = f"the model's {want:.2f}x ({cores_phrase(cores)})" if kind == "logical CPU" else "1.00x"
     if c.a_faster:
         return impossible(f"{said}, faster than {where}")
+    if c.a_slower:  # beyond the band, which holds both runs' spread: a miss however noisy
+        return f"{said}, slower than {where}: {slower_cause(cores)}"
     if noisy_run(both) or noisy_run(one):
         return f"{said}; too noisy to check it against {where} (a run spread by more than 10%)"
-    if c.a_slower:
-        return f"{said}, slower than {where}: {slower_cause(cores)}"
     if want == 1.0:
         return f"{said}, as {where} says: they ran at the same time"
     return f"{said}, as {where} says: more chains than cores, so they took turns on the cores"
@@ -52,7 +52,10 @@ def separate_calls_verdict(separate: Measurement, first: Measurement, second: Me
     if not at_once.measurable:
         return f"{said}, within the noise of one: their work overlapped"
     if not in_turn.measurable:
-        return f"{said}; {sum_is}, within the noise: they ran one after the other"
+        return (
+            f"{said}; {sum_is}, within the noise: consistent with one after the other (or "
+            "with both at once, starved of cores: timing alone cannot tell which)"
+        )
     if in_turn.a_faster:
         return f"{said}; {sum_is}: less, so they overlapped in part"
     return f"{said}; {sum_is}: even more, so something else slowed them"
