@@ -107,6 +107,12 @@ def test_a_growing_queue_inside_the_noise_reads_cant_tell():
     assert point(400, 100, started=True).saturated_word == "no"
     near = point(380, 100, started=False)  # 5% below the offered load: inside the noise
     assert not near.saturated and near.saturated_word == "can't tell"
+    cap = capacity(1e-3)
+    unsure = LayoutSweep("tensor parallel", cap, Spread(cap.tokens_per_s.median, 50), [near])
+    said = unsure.sentences()[-1]
+    assert "saturated it beyond the noise: at 1 load(s) its queue grew" in said
+    clear = LayoutSweep("pipeline", cap, Spread(1, 0), [point(400, 100, started=True)])
+    assert clear.sentences()[-1].endswith("too low for how it served")
 
 
 def test_the_in_flight_verdict_says_where_the_pipeline_missed_its_model():
@@ -136,6 +142,10 @@ def test_the_failure_verdict_compares_after_with_n_minus_1_over_n():
     assert "(as (n - 1) / n predicts)" in FailureResult([failover(500)], 2).verdict
     assert "(more than (n - 1) / n)" in FailureResult([failover(900)], 2).verdict
     assert "(less than (n - 1) / n)" in FailureResult([failover(100)], 2).verdict
+    assert FailureResult([failover(500)], 2).flags() == []
+    more = FailureResult([failover(2000)], 2)  # after above before: the before window was idle
+    assert len(more.flags()) == 1 and "2.00x as much after losing a device" in more.flags()[0]
+    assert "impossible, so not a result" in str(more)
 
 
 def test_a_serving_run_reads_its_window(devices):

@@ -114,9 +114,15 @@ class LayoutSweep:
         point = self.saturation_point
         if point is None:
             top = self.points[-1].offered / self.capacity.requests_per_s
+            unsure = sum(p.saturated_word == "can't tell" for p in self.points)
             said.append(
-                f"{name}: no load up to {top:.2f}x its measured capacity saturated it: the "
-                "capacity measured from its steps is too low for how it served"
+                f"{name}: no load up to {top:.2f}x its measured capacity saturated it beyond the "
+                + (
+                    f"noise: at {unsure} load(s) its queue grew while its throughput stayed "
+                    "within the noise of the offered load (can't tell)"
+                    if unsure
+                    else "noise: the capacity measured from its steps is too low for how it served"
+                )
             )
             return said
         saturation = point.throughput
