@@ -30,10 +30,10 @@ from d2lhelpers.references import (
 SEED_RUN_S = SEED_000["Run on GPU1"]
 SEED_COPY_S = SEED_000["Copy to CPU"]
 SEED_BOTH_S = SEED_000["Run on GPU1 and copy to CPU"]
-# The seed's GPU is not named, so no peak of its own can be checked; the fastest NVIDIA GPU's
-# published dense TF32 tensor-core peak (H100/H200 SXM, no sparsity; an A100's is 156) bounds
-# every GPU the seed could have used.
-FASTEST_TF32_PEAK = 495e12
+# The seed's GPU is not named, so no peak of its own can be checked. The yardstick: an H100/H200
+# SXM's published dense TF32 tensor-core peak (no sparsity; an A100's is 156), the highest of any
+# NVIDIA GPU before the Blackwell generation.
+H100_TF32_PEAK = 495e12
 PCIE4_X16_PRACTICAL = 25e9  # what a PCIe 4.0 x16 link carries in practice (32 GB/s raw), B/s
 CAUSES_OF_A_TOO_HIGH_RATE = (
     "the 50 identical products were merged and fewer ran (notebook 01 measures this happening)",
@@ -108,15 +108,15 @@ class SeedReadingResult(Reported):
             "seed's GPU would be a TF32 rate, not a float32 one.",
         ]
         flags = []
-        if self.matmul_rate > FASTEST_TF32_PEAK:
+        if self.matmul_rate > H100_TF32_PEAK:
             causes = "; ".join(f"({i}) {c}" for i, c in enumerate(CAUSES_OF_A_TOO_HIGH_RATE, 1))
             flags.append(
                 f"50 products of 4000² in {format_seconds(self.run_s)} would be "
-                f"{self.matmul_rate / 1e12:.0f} TFLOP/s: the seed names no GPU, but that is "
-                f"{self.matmul_rate / FASTEST_TF32_PEAK:.2f}x the dense TF32 peak of the fastest "
-                f"NVIDIA GPU (H100/H200: {FASTEST_TF32_PEAK / 1e12:.0f} TFLOP/s, NVIDIA's "
-                "datasheet), which no chain of matmuls reaches: not credible as a rate. Likely "
-                f"causes, in order: {causes}"
+                f"{self.matmul_rate / 1e12:.0f} TFLOP/s, {self.matmul_rate / H100_TF32_PEAK:.2f}x "
+                f"an H100/H200's dense TF32 peak ({H100_TF32_PEAK / 1e12:.0f} TFLOP/s, NVIDIA's "
+                "datasheet), the highest before the Blackwell generation; the seed names no GPU, "
+                "but on any earlier one this is not credible as a rate (no chain of matmuls "
+                f"reaches its datasheet peak). Likely causes, in order: {causes}"
             )
         columns = ["timing", "value", "what"]
         return [Table("The seed's numbers, read carefully", columns, rows, verdicts, flags)]
