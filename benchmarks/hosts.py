@@ -30,7 +30,6 @@ import argparse
 import contextlib
 import dataclasses
 import datetime
-import importlib.metadata
 import inspect
 import json
 import os
@@ -432,12 +431,14 @@ print(json.dumps({"run_s": r.run.median, "copy_s": r.copy.median,
 
 
 def machine() -> dict:
+    import tensorflow as tf  # its distribution may be tensorflow, tensorflow-cpu or another build
+
     from d2lhelpers.core.units import usable_cores
 
     return {
         "processor": platform.processor() or platform.machine(),
         "cpu_cores": usable_cores(),
-        "tensorflow": importlib.metadata.version("tensorflow"),
+        "tensorflow": tf.__version__,
         "python": platform.python_version(),
         "kernel": platform.release(),
         "load_average_at_start": os.getloadavg()[0],  # other programs sharing the cores

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
-import importlib.metadata
 import json
 import os
 import platform
@@ -612,7 +611,7 @@ def machine_description(devices) -> dict:
         "summary": d2l.device_summary(),
         "cpu_cores": usable_cores(),
         "processor": platform.processor() or platform.machine(),
-        "tensorflow": importlib.metadata.version("tensorflow"),
+        "tensorflow": sys.modules["tensorflow"].__version__,  # whichever build is installed
         "python": platform.python_version(),
         "date": datetime.date.today().isoformat(),
     }
