@@ -319,10 +319,12 @@ def diagnosis(found: dict, tcp_bytes_per_s: float) -> list[str]:
             "hypothesis: gRPC's framing and the ring's chunks, each a round trip), not the limiter"
         )
     for held in found["held_out"]:
-        if abs(held["residual"]) > GOAL and held["bytes"] <= 4 * BURST_BYTES:
+        # Only a message measured faster than alpha-beta predicts can be the bucket's doing.
+        if held["residual"] < -GOAL and held["bytes"] <= 4 * BURST_BYTES:
             words.append(
                 f"{held['bytes']} B is within 4 bursts of tbf's bucket ({BURST_BYTES} B pass at "
-                f"the wire's speed): faster than a steady rate predicts ({held['residual']:+.0%})"
+                f"the wire's speed): faster than a steady rate predicts ({held['residual']:+.0%}; "
+                "a hypothesis: no run with another bucket size tested it)"
             )
         elif abs(held["residual"]) > GOAL:
             words.append(f"{held['bytes']} B: {held['residual']:+.0%}, outside +-15%")

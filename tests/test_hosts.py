@@ -82,3 +82,23 @@ def test_a_failure_while_making_them_removes_what_was_made(monkeypatch):
     with pytest.raises(RuntimeError):
         made.__enter__()
     assert hosts.our_namespaces(os.getpid()) == []
+
+
+def test_the_buckets_burst_explains_only_a_message_faster_than_predicted():
+    found = {
+        "rate_bit_s": 1e9,
+        "beta_over_rate": 0.6,
+        "beta_over_payload_rate": 0.63,
+        "beta_bytes_per_s": 75e6,
+        "held_out": [
+            {"bytes": 131072, "residual": -0.26},
+            {"bytes": 131072, "residual": 0.23},
+            {"bytes": 8388608, "residual": 0.30},
+        ],
+    }
+    words = hosts.diagnosis(found, tcp_bytes_per_s=0.9 * 125e6)
+    assert any("fitted beta is 0.60 of the set rate (outside 15%)" in w for w in words)
+    faster, slower, large = words[-3:]
+    assert "within 4 bursts of tbf's bucket" in faster and "-26%; a hypothesis" in faster
+    assert slower == "131072 B: +23%, outside +-15%"  # slower than predicted: not the bucket
+    assert large == "8388608 B: +30%, outside +-15%"
