@@ -16,8 +16,9 @@ from typing import NamedTuple
 import tensorflow as tf
 
 from d2lhelpers.core.checks import require_counts
+from d2lhelpers.core.counts import mlp_bytes
 from d2lhelpers.core.units import device_name
-from d2lhelpers.devices import Device
+from d2lhelpers.devices import Device, check_fits, select_devices
 
 # Outputs are ~1, and float32 sums taken in another order differ by ~1e-6: a split that differs
 # by more than this computed something else.
@@ -140,3 +141,15 @@ def max_difference(a: tf.Tensor | Sequence[tf.Tensor], b: tf.Tensor) -> float:
     if not isinstance(a, tf.Tensor):
         a = tf.concat([place(part, "/CPU:0") for part in a], axis=0)
     return float(tf.reduce_max(tf.abs(place(a, "/CPU:0") - place(b, "/CPU:0"))))
+
+
+def check_mlp_run(
+    width: int, batch: int, n_devices: int, hidden: int | None
+) -> tuple[int, list[Device]]:
+    """What every split MLP run checks first: its counts (hidden defaults to 4 x width), its
+    devices, and that the one-device reference fits. Returns (hidden, devices)."""
+    require_counts(width=width, batch=batch, n_devices=n_devices)
+    hidden = require_counts(hidden=4 * width if hidden is None else hidden)["hidden"]
+    devices = select_devices(n_devices)
+    check_fits(mlp_bytes(batch, width, hidden), devices[:1], "the one-device reference")
+    return hidden, devices

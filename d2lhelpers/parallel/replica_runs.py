@@ -9,13 +9,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from d2lhelpers.core.checks import require_counts, require_measure_options, require_rate
+from d2lhelpers.core.checks import require_measure_options, require_rate
 from d2lhelpers.core.counts import mlp_bytes, mlp_flops
 from d2lhelpers.core.progress import Progress
 from d2lhelpers.core.units import device_names
-from d2lhelpers.devices import Device, check_fits, select_devices
+from d2lhelpers.devices import Device, check_fits
 from d2lhelpers.parallel import replicas
 from d2lhelpers.parallel.model import (
+    check_mlp_run,
     input_batch,
     max_difference,
     mlp,
@@ -39,15 +40,12 @@ def check_replicas(
     Whole numbers >= 1, at most the set-up devices, a request for every replica, and the memory
     of the one-device reference and of the replicas.
     """
-    require_counts(width=width, batch=batch, n_devices=n_devices)
-    hidden = require_counts(hidden=4 * width if hidden is None else hidden)["hidden"]
-    devices = select_devices(n_devices)
+    hidden, devices = check_mlp_run(width, batch, n_devices, hidden)
     if batch < n_devices:
         raise ValueError(
             f"a batch of {batch} requests leaves a replica idle on {n_devices} devices: choose "
             f"a batch of at least {n_devices}, or at most {batch} devices"
         )
-    check_fits(mlp_bytes(batch, width, hidden), devices[:1], "the one-device reference")
     what = f"a {width}x{hidden} MLP replica on each of {n_devices} devices"
     check_fits(replica_bytes(width, hidden, batch, n_devices), devices, what)
     return hidden, devices

@@ -15,13 +15,14 @@ import dataclasses
 import math
 from collections.abc import Callable
 
-from d2lhelpers.core.checks import require_counts, require_measure_options, require_rate
-from d2lhelpers.core.counts import mlp_bytes, mlp_flops
+from d2lhelpers.core.checks import require_measure_options, require_rate
+from d2lhelpers.core.counts import mlp_flops
 from d2lhelpers.core.progress import Progress
 from d2lhelpers.core.units import BYTES_PER_FLOAT, device_names
-from d2lhelpers.devices import Device, check_fits, select_devices
+from d2lhelpers.devices import Device, check_fits
 from d2lhelpers.parallel import tensor_parallel
 from d2lhelpers.parallel.model import (
+    check_mlp_run,
     input_batch,
     max_difference,
     mlp,
@@ -62,11 +63,8 @@ def check_tensor_parallel(
     width: int, batch: int, n_devices: int, hidden: int | None = None
 ) -> tuple[int, list[Device], list[int]]:
     """Validate a tensor-parallel run before anything is allocated: (hidden, devices, slices)."""
-    require_counts(width=width, batch=batch, n_devices=n_devices)
-    hidden = require_counts(hidden=4 * width if hidden is None else hidden)["hidden"]
-    devices = select_devices(n_devices)
+    hidden, devices = check_mlp_run(width, batch, n_devices, hidden)
     shard_widths = split_sizes(hidden, n_devices, "hidden columns")
-    check_fits(mlp_bytes(batch, width, hidden), devices[:1], "the one-device reference")
     what = f"a 1/{n_devices} slice of a {width}x{hidden} MLP on each device"
     check_fits(shard_bytes(width, hidden, batch, n_devices), devices, what)
     return hidden, devices, shard_widths
