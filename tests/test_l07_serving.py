@@ -83,6 +83,11 @@ def test_the_sweep_sentences_follow_the_numbers():
     assert "It held, within the noise, for replicas; not for pipeline." in text
     assert result.verdict.startswith("replicas saturated highest")
     assert result.verdict not in text  # the panel prints the verdict once, above the tables
+    # A model whose band covers one device's capacity too could not have failed: not "held".
+    vague = LayoutSweep("replicas", cap, Spread(2 * cap.tokens_per_s.median, 3000), [])
+    two = LoadSweepResult(2, 2, cap, [vague, off], step_flops=1e6, peak=1e12).regime()
+    assert "It held for no layout tested here (missed: pipeline)" in two
+    assert "Too noisy to test for replicas" in two and "It held, within" not in two
     faster = LayoutSweep("replicas", cap, Spread(1, 0), [point(4000, 2000, False)])
     flagged = LoadSweepResult(2, 2, cap, [faster], step_flops=1e6, peak=1e12)
     assert any("above its capacity" in f and "impossible" in f for f in flagged.flags())
@@ -131,6 +136,22 @@ def test_the_in_flight_verdict_says_where_the_pipeline_missed_its_model():
     assert missed.verdict.endswith("at every m: here the model did not hold")
     part = result([0.010, 0.0075, 0.012])
     assert part.verdict.endswith("slower than its model at m = [4]")
+    noisy = PipelineInFlightResult(
+        2,
+        2,
+        4,
+        [1, 2],
+        [Measurement("one", [0.010] * 5)] * 2,
+        [
+            Measurement("pipe", [0.010] * 5),
+            Measurement("pipe", [0.005, 0.006, 0.0075, 0.009, 0.010]),
+        ],
+    )  # m = 2: median on the model (7.5 ms), but the band reaches one device's 10 ms
+    assert "the model held within the noise at m = [1]" in noisy.verdict
+    assert noisy.verdict.endswith(
+        "at m = [2] the noise band covers one device's time too, so "
+        "the model could not be told from no gain there (too noisy to test)"
+    )
 
 
 def test_the_failure_verdict_compares_after_with_n_minus_1_over_n():

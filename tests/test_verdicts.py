@@ -138,3 +138,15 @@ def test_the_hidden_share_and_its_ceiling():
     assert hidden_share(13e-3, 10e-3, 4e-3) == pytest.approx(hidden_ceiling(1e-3, 4e-3))
     assert hidden_ceiling(1e-3, 4e-3) == pytest.approx(0.75)  # not 100%: the launch is no overlap
     assert hidden_ceiling(0.0, 4e-3) == 1
+
+
+def test_a_model_holds_only_where_the_run_could_have_told_it_from_no_gain():
+    from d2lhelpers.core.verdicts import model_test
+
+    quiet = Measurement("m", [1.0] * 5)  # noise: the 5% floor
+    assert model_test(quiet, 1.0, alternative=2.0) == "held"
+    assert model_test(quiet, 1.5, alternative=2.0) == "missed"
+    wide = Measurement("m", [0.4, 0.6, 1.0, 1.6, 2.0])  # IQR 1.0 around 1.0
+    assert model_test(wide, 1.0, alternative=1.8) == "untestable"  # band covers both
+    assert model_test(wide, 1.0, alternative=3.0) == "held"
+    assert model_test(quiet, 1.0, alternative=1.0) == "held"  # the model is the alternative

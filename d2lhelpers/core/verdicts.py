@@ -157,6 +157,20 @@ def higher_or_lower(a: Timed | float, b: Timed | float, a_name: str, b_name: str
     return f"{a_name} is {c.ratio:.2f}x {b_name}: {word} beyond {noise}"
 
 
+def model_test(measured: Timed | float, model: Timed | float, alternative: float) -> str:
+    """'missed', 'held' or 'untestable': whether `measured` matched `model` within both noises,
+    and whether that agreement means anything. A model holds only where this run could have
+    told it from `alternative` (what a reader would expect with no model at all, e.g. no gain
+    over one device): when the same noise band covers both, the test could not have failed."""
+    c = compare(measured, model)
+    if c.measurable:
+        return "missed"
+    gap = abs(median_of(model) - alternative)
+    if gap <= 1e-9 * abs(alternative):  # the model predicts the alternative: only a miss tests it
+        return "held"
+    return "held" if gap > c.noise else "untestable"
+
+
 def slower_cause(cores: int) -> str:
     """Why a run was slower than its model, as far as the load average can tell: it counts this
     run's own busy threads too, so it can only make another program more or less likely."""

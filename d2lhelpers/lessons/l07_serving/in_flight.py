@@ -16,11 +16,18 @@ from d2lhelpers.core import checks
 from d2lhelpers.core.progress import Steps
 from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import format_rate, format_seconds, usable_cores
-from d2lhelpers.core.verdicts import Comparison, compare, faster_or_slower, noise_of
+from d2lhelpers.core.verdicts import (
+    Comparison,
+    compare,
+    faster_or_slower,
+    model_test,
+    noise_of,
+)
 from d2lhelpers.devices import on_gpu, select_devices
 from d2lhelpers.lessons.l07_serving.points import ready_engines
 from d2lhelpers.serving.config import decoder_config
 from d2lhelpers.serving.engines import Engine, ServingCode
+from d2lhelpers.serving.steady import Spread
 from d2lhelpers.timing.benchmark import Measurement, measure
 
 MICROBATCHES = (1, 2, 4, 8)
@@ -57,6 +64,16 @@ class PipelineInFlightResult(Reported):
                 return m * self.per_microbatch
         return None
 
+    def model_tests(self) -> dict[int, str]:
+        """Per microbatch count: 'missed' (slower or faster than the model beyond the noise),
+        'held', or 'untestable' (the band covers one device's time too: no gain would have
+        passed as well)."""
+        tests = {}
+        for m, one, pipe in zip(self.microbatches, self.one, self.pipeline, strict=True):
+            want = one.median / self.model(m)  # the pipeline's time in the model
+            tests[m] = model_test(pipe, Spread(want, noise_of(one) / self.model(m)), one.median)
+        return tests
+
     def below_model(self) -> list[int]:
         """Microbatch counts at which the pipeline was slower than its model, beyond the noise."""
         below = []
@@ -77,7 +94,19 @@ class PipelineInFlightResult(Reported):
         )
         below = self.below_model()
         if not below:
-            return said + "; the model held within the noise at every m"
+            tests = self.model_tests()
+            held = [m for m, t in tests.items() if t == "held"]
+            if len(held) == len(tests):
+                return said + "; the model held within the noise at every m"
+            rest = [m for m in tests if m not in held]
+            return (
+                said
+                + (f"; the model held within the noise at m = {held}" if held else "")
+                + (
+                    f"; at m = {rest} the noise band covers one device's time too, so the model "
+                    "could not be told from no gain there (too noisy to test)"
+                )
+            )
         if len(below) == len(self.microbatches):
             return said + "; it was slower than its model at every m: here the model did not hold"
         return said + f"; it was slower than its model at m = {below}"
