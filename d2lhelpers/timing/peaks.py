@@ -142,7 +142,9 @@ def describe_devices(devices: list[Device] | None = None) -> str:
         peak = device_peak_rate(d)
         lines.append(
             f"{d.name}\n    {d.note}\n    memory: {memory}; "
-            f"measured peak: {format_rate(peak.current)} (noise {peak.noise:.0%})"
+            f"measured peak: {format_rate(peak.current)} (noise {peak.noise:.0%} within this "
+            "measurement; a later rate above it has it measured again, and the gap between the "
+            "two readings becomes its noise)"
         )
     baseline = machine_baseline_rate()
     lines.append(
