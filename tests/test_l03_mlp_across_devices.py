@@ -115,14 +115,15 @@ def test_plot_shows_the_timeline_and_the_times_beside_the_model():
 
 def test_estimate_follows_measures_rules_for_both_runs_and_the_trace():
     # 4 x 256 x 512 x 2048 = 2**30 FLOPs: one call takes 1 s at a peak of 2**30 FLOP/s.
-    # measure(): a 1 s call takes a warm-up, a sizing call and 3 blocks in its 2 s budget: 5 s;
-    # split on 2 at once, a 0.5 s call: 1 s, then 5 blocks of 0.5 s: 3.5 s. Two graphs of
-    # 2 branches built (13 ops each), and the traced call: a warm-up, the call, the read-out.
+    # Both runs in 2 turns, each turn with half of measure's 2 s budget and at least 3 blocks:
+    # a 1 s call, a warm-up, a sizing call and 3 blocks per turn: 10 s; split on 2 at once, a
+    # 0.5 s call: (1 + 3 blocks) x 0.5 per turn: 5 s. Two graphs of 2 branches built (13 ops
+    # each), and the traced call: a warm-up, the call, the read-out.
     build = trace_seconds(13)
-    expected = 5 + 3.5 + 2 * build + (2 * 0.5 + build)
+    expected = 10 + 5 + 2 * build + (2 * 0.5 + build)
     assert l03.estimate_seconds(256, 512, 2048, 2, 2**30, at_once=2) == pytest.approx(expected)
-    # One core: the split is no faster than one device, 5 s for both measurements.
-    one_core = 5 + 5 + 2 * build + (2 * 1 + build)
+    # One core: the split is no faster than one device, 10 s for both measurements.
+    one_core = 10 + 10 + 2 * build + (2 * 1 + build)
     assert l03.estimate_seconds(256, 512, 2048, 2, 2**30, at_once=1) == pytest.approx(one_core)
 
 
@@ -176,8 +177,10 @@ def test_run_mlp_branches_at_a_tiny_size_reports_progress(devices):
     matmuls = sorted((r.op, r.device) for r in found.trace if r.kind == "matmul")
     assert matmuls == [("MatMul", CPU1), ("MatMul_1", CPU1), ("MatMul_2", CPU2), ("MatMul_3", CPU2)]
     statuses = [c[2] for c in calls]
-    assert any(s.startswith("timing one branch per device (2), repeat") for s in statuses)
-    assert calls[-1] == (3, 3, "done")
+    assert any(
+        s.startswith("timing one branch per device (2) (round 2 of 2), repeat") for s in statuses
+    )
+    assert "done: round 1 of 2" in statuses and calls[-1] == (3, 3, "finished")
 
 
 def test_panel_runs_from_pytest(devices, capsys):

@@ -145,17 +145,18 @@ def test_wrong_types_name_the_slider(devices):
 def test_estimate_follows_measures_rules_for_every_measurement():
     # width 256, batch 512: the MLP is 2 x 2 x 512 x 256 x 1024 = 2**29 FLOPs, the 8-layer stack
     # 2 x 512 x 256 x 256 x 8 = 2**29 too; at a peak of 2**29 FLOP/s one call takes 1 s.
-    # measure(): a 1 s call takes a warm-up, a sizing call and 3 blocks in its 2 s budget: 5 s;
-    # a 0.5 s call, 1 + 5 blocks x 0.5 = 3.5 s. Replicas and tensor parallel measure one device
-    # (5 s) and the split on 2 (3.5 s); the pipeline one device, its microbatches on one device
-    # and the split (5 + 5 + 3.5 s). Each scheme's outputs compared once: 2 x 1.5 + 1.5 = 4.5 s.
+    # Each run is measured in 2 turns (rounds), each turn with half of measure's 2 s budget and
+    # at least 3 blocks: a 1 s call takes a warm-up, a sizing call and 3 blocks per turn, 10 s;
+    # a 0.5 s call, (1 + 3 blocks) x 0.5 per turn, 5 s. Replicas and tensor parallel measure one
+    # device (10 s) and the split on 2 (5 s); the pipeline one device, its microbatches on one
+    # device and the split (10 + 10 + 5 s). Each scheme's outputs compared once: 4.5 s.
     traced = sum(trace_seconds(k) for k in graph_ops(2, 8, 8))
-    expected = 5 + 3.5 + 5 + 3.5 + 5 + 5 + 3.5 + 4.5 + traced
+    expected = 10 + 5 + 10 + 5 + 10 + 10 + 5 + 4.5 + traced
     assert estimate_three_schemes(256, 512, 8, 2, peak=2**29, at_once=2) == pytest.approx(expected)
     # One device: the replicas' split is the reference itself (one fewer measurement); no
-    # speedup, so the splits take the one device's 5 s.
+    # speedup, so the splits take the one device's 10 s.
     one = estimate_three_schemes(256, 512, 8, 1, peak=2**29, at_once=1)
-    assert one == pytest.approx(6 * 5 + 6 + sum(trace_seconds(k) for k in graph_ops(1, 8, 8)))
+    assert one == pytest.approx(6 * 10 + 6 + sum(trace_seconds(k) for k in graph_ops(1, 8, 8)))
 
 
 @pytest.mark.parametrize(("n", "m"), [(2, 2), (4, 8), (3, 32)])
@@ -217,10 +218,10 @@ def test_run_three_schemes_small_reports_progress_with_status(devices):
     calls = []
     result = run_three_schemes(16, 16, 4, 2, progress=lambda *a: calls.append(a), **FAST)
     assert [r.scheme for r in result.runs] == ["replicas", "tensor parallel", "pipeline parallel"]
-    assert all(total == 7 for _, total, _ in calls) and calls[-1][:2] == (7, 7)
+    assert all(total == 6 for _, total, _ in calls) and calls[-1][:2] == (6, 6)  # 2 rounds each
     done = [d for d, _, _ in calls]
     assert done == sorted(done)
-    assert calls[0][2] == "replicas: measuring one device (step 1 of 2)"
+    assert calls[0][2].startswith("replicas: measuring one device (round 1 of 2), repeat ")
     assert any(s.startswith("pipeline parallel: measuring pipeline on 2") for *_, s in calls)
 
 

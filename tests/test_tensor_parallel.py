@@ -127,8 +127,8 @@ def test_graph_places_slices_and_counts_one_all_reduce(devices):
 def test_run_tensor_parallel_small(devices):
     calls = []
     run = run_tensor_parallel(8, 6, 3, hidden=10, progress=lambda *a: calls.append(a), **FAST)
-    assert [c[:2] for c in calls] == [(0, 2), (1, 2), (1, 2), (2, 2)]
-    assert calls[2][2] == "measuring tensor parallel on 3 (step 2 of 2)"
+    assert calls[-1] == (2, 2, "finished")
+    assert any(s.startswith("measuring tensor parallel on 3 (round 2 of 2)") for *_, s in calls)
     assert run.scheme == "tensor parallel" and run.n_devices == 3
     assert run.time > 0 and run.reference_time > 0 and run.throughput > 0
     assert run.shard_widths == [4, 3, 3] and run.ideal_speedup == 10 / 4

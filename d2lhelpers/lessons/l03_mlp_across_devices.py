@@ -24,6 +24,7 @@ import tensorflow as tf
 from d2lhelpers.core.checks import require_count
 from d2lhelpers.core.concurrency import concurrency_model
 from d2lhelpers.core.counts import mlp_bytes, mlp_flops
+from d2lhelpers.core.progress import Steps
 from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import cores_phrase, format_rate, format_seconds, plural, usable_cores
 from d2lhelpers.core.verdicts import (
@@ -37,14 +38,15 @@ from d2lhelpers.core.verdicts import (
 )
 from d2lhelpers.devices import Device, check_fits, cpu, on_gpu, setup_devices
 from d2lhelpers.parallel import branches as saved
-from d2lhelpers.timing.benchmark import Measurement, measure
+from d2lhelpers.timing.benchmark import Measurement
 from d2lhelpers.timing.estimate import (
     CALL_S,
     DRAW_S,
     call_seconds,
-    measure_seconds,
+    interleaved_seconds,
     trace_seconds,
 )
+from d2lhelpers.timing.interleaved import ROUNDS, measure_interleaved, turn_options
 from d2lhelpers.timing.peaks import device_peak_rate
 from d2lhelpers.tracing.timeline import (
     OpEvent,
@@ -200,7 +202,7 @@ def run_mlp_branches(
     in_one_graph: Callable | None = None,
     **measure_options,
 ) -> BranchResult:
-    """Time the seed's MLP with its branches all on one device, then one per device; trace it.
+    """Time the seed's MLP, its branches all on one device and one per device, in turns; trace.
 
     `in_one_graph(device_names, join, one_at_a_time)` builds the branched MLP's tf.function
     (default: the saved `mlp_branches_in_one_graph`). The join runs on the CPU (`d2l.cpu()`);
@@ -230,8 +232,8 @@ def run_mlp_branches(
         f"a {batch}x{width} MLP with {hidden} hidden units (the 'batch size' and "
         "'hidden width' sliders)",
     )
-    report = progress or (lambda done, total, status="": None)
-    report(0, 3, "building the model")
+    steps = Steps(progress, ROUNDS + 1)  # the rounds of timing, then the trace
+    steps.say("building the model")
     x = tf.random.stateless_normal((batch, width), seed=(0, 1))
     weights = saved.branch_weights(width, hidden, branches)
     flops = mlp_flops(batch, width, hidden)
@@ -243,28 +245,24 @@ def run_mlp_branches(
     # At most min(k, c) logical CPU devices compute at once: above that rate is impossible.
     at_once = branches if devices[0].kind != "logical CPU" else min(branches, usable_cores())
     together_peak = at_once * peak
-    timed = []
-    for step, (label, run, runs_peak) in enumerate(
+    # In turns (`measure_interleaved`): a load that changes between rounds slows both alike.
+    timed = measure_interleaved(
         [
-            ("all branches on one device, one after another", together, peak),
-            (f"one branch per device ({branches})", split, together_peak),
-        ]
-    ):
-        status = f"timing {label}"
-        report(step, 3, status + ": warm-up")
-        timed.append(
-            measure(
-                lambda run=run: run(x, weights),
-                label,
-                flops=flops,
-                peak=runs_peak,
-                on_repeat=lambda r, s=status, i=step: report(i, 3, f"{s}, repeat {r}"),
-                **measure_options,
-            )
-        )
-    report(2, 3, "tracing one call of the split model")
+            (lambda: together(x, weights), "all branches on one device, one after another",
+             {"flops": flops, "peak": peak}),
+            (lambda: split(x, weights), f"one branch per device ({branches})",
+             {"flops": flops, "peak": together_peak}),
+        ],
+        ROUNDS,
+        on_round=lambda: steps.finish(f"round {steps.done + 1} of {ROUNDS}"),
+        on_repeat=lambda r, label, n: steps.say(
+            f"timing {label} (round {r} of {ROUNDS}), repeat {n}", force=n == 1
+        ),
+        **turn_options(measure_options, ROUNDS),
+    )  # fmt: skip
+    steps.say("tracing one call of the split model")
     rows = trace(split, x, weights)
-    report(3, 3, "done")
+    steps.finish("the trace")
     kind = devices[0].kind
     return BranchResult(branches, timed[0], timed[1], rows, kind)
 
@@ -285,7 +283,8 @@ def estimate_seconds(batch, width, hidden, branches, peak, at_once) -> float:
     one = max(call_seconds(mlp_flops(batch, width, hidden), peak), CALL_S)
     split = max(one / at_once, CALL_S)
     build = trace_seconds(graph_ops(branches))
-    return measure_seconds(one) + measure_seconds(split) + 2 * build + (2 * split + build)
+    timed = interleaved_seconds(one, ROUNDS) + interleaved_seconds(split, ROUNDS)
+    return timed + 2 * build + (2 * split + build)
 
 
 def plot_branches(result: BranchResult):

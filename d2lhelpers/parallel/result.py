@@ -16,7 +16,8 @@ from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import cores_phrase, format_seconds, usable_cores
 from d2lhelpers.core.verdicts import beats_ideal, faster_or_slower, impossible, noise_of
 from d2lhelpers.parallel.model import MATCH_TOLERANCE
-from d2lhelpers.timing.benchmark import Measurement, measure
+from d2lhelpers.timing.benchmark import Measurement
+from d2lhelpers.timing.interleaved import ROUNDS, measure_interleaved, turn_options
 
 
 def communication_note(kind: str) -> str:
@@ -192,18 +193,26 @@ def measure_calls(
     flops: float,
     device_peak: float | None,
     progress: Progress | None,
+    rounds: int = ROUNDS,
     **measure_options,
 ) -> list[Measurement]:
-    """Each (label, call, devices) measured in turn, its peak `devices` x `device_peak`.
+    """Each (label, call, devices) measured in turns, `rounds` times (`measure_interleaved`), its
+    peak `devices` x `device_peak`: a load that changes meanwhile slows them alike, so their
+    ratios hold, and each run's times pool its rounds, so its IQR holds the drift between them.
 
-    `progress(done, total, status)` follows the measurements, repeat by repeat.
+    `progress(done, total, status)` follows the rounds, repeat by repeat.
     """
-    steps, timings = Steps(progress, len(calls)), []
-    for label, call, k in calls:
-        peak = k * device_peak if device_peak else None
-        on_repeat = steps.start(label)
-        timings.append(
-            measure(call, label, flops=flops, peak=peak, on_repeat=on_repeat, **measure_options)
-        )
-        steps.finish(label)
-    return timings
+    steps = Steps(progress, rounds)
+    runs = [
+        (call, label, {"flops": flops, "peak": k * device_peak if device_peak else None})
+        for label, call, k in calls
+    ]
+    return measure_interleaved(
+        runs,
+        rounds,
+        on_round=lambda: steps.finish(f"round {steps.done + 1} of {rounds}"),
+        on_repeat=lambda r, label, n: steps.say(  # each turn's first repeat always shows
+            f"measuring {label} (round {r} of {rounds}), repeat {n}", force=n == 1
+        ),
+        **turn_options(measure_options, rounds),
+    )

@@ -59,3 +59,11 @@ def call_seconds(work: float, rate: float) -> float:
 def trace_seconds(ops: int) -> float:
     """Seconds to build and trace one tf.function of `ops` ops (not the process's first)."""
     return TRACE_OP_S * (ops + 10)
+
+
+def interleaved_seconds(call_s: float, rounds: int, **options) -> float:
+    """Seconds one run takes in `measure_interleaved(..., rounds)`: `rounds` turns, each a
+    `measure` with its share of the time budget (`turn_options`)."""
+    from d2lhelpers.timing.interleaved import turn_options
+
+    return rounds * measure_seconds(call_s, **turn_options(options, rounds))

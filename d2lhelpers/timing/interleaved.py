@@ -41,17 +41,22 @@ def measure_interleaved(
         first = taken[0]
         times = [t for m in taken for t in m.times]
         merged = Measurement(first.label, times, first.work, first.unit, first.peak)
+        merged.peak_noise = max(m.peak_noise for m in taken)
+        again = [m.remeasured_peak for m in taken if m.remeasured_peak]
+        merged.remeasured_peak = max(again) if again else None
         # The pooled times get measure's own checks (noisy, above the peak).
         merged.warnings = measurement_warnings(merged)
         pooled.append(merged)
     return pooled
 
 
+ROUNDS = 2  # the turns a comparison of runs takes by default: enough to pool a drift, not to slow
 MIN_RUNS_PER_TURN = 3  # each turn of `measure_interleaved` needs a median of its own
+BUDGET_S = 2.0  # `measure`'s own default budget, shared out among the turns when none is given
 
 
 def turn_options(options: dict, rounds: int) -> dict:
     """`measure` options for one turn of `rounds`: the time budget shared out among the turns."""
-    turn = {**options, "budget_s": options["budget_s"] / rounds}
+    turn = {**options, "budget_s": options.get("budget_s", BUDGET_S) / rounds}
     turn.setdefault("min_runs", MIN_RUNS_PER_TURN)
     return turn

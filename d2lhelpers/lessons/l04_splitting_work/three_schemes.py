@@ -28,9 +28,10 @@ from d2lhelpers.timing.estimate import (
     CALL_S,
     DRAW_S,
     call_seconds,
-    measure_seconds,
+    interleaved_seconds,
     trace_seconds,
 )
+from d2lhelpers.timing.interleaved import ROUNDS
 from d2lhelpers.timing.peaks import device_peak_rate
 from d2lhelpers.ui.panel import Panel, slider
 
@@ -106,7 +107,7 @@ def estimate_three_schemes(
     measured = [mlp_s, *([split_s] if n > 1 else []), mlp_s, split_s]  # replicas, tensor
     measured += [stack_s, stack_s, max(stack_s / at_once, CALL_S)]  # one, microbatched, pipeline
     checks = 2 * (mlp_s + split_s) + stack_s + stack_s / at_once
-    timed = sum(measure_seconds(t, **measure_options) for t in measured)
+    timed = sum(interleaved_seconds(t, ROUNDS, **measure_options) for t in measured)
     traced = sum(trace_seconds(k) for k in graph_ops(n, m, n_layers))
     return timed + traced + checks
 
@@ -212,14 +213,14 @@ def run_three_schemes(
     schemes = [
         (
             "replicas",
-            1 + (n_devices > 1),
+            ROUNDS,
             lambda p: run_replicas(
                 width, batch, n_devices, progress=p, in_one_graph=replicas_in_one_graph, **common
             ),
         ),
         (
             "tensor parallel",
-            2,
+            ROUNDS,
             lambda p: run_tensor_parallel(
                 width,
                 batch,
@@ -231,7 +232,7 @@ def run_three_schemes(
         ),
         (
             "pipeline parallel",
-            3,
+            ROUNDS,
             lambda p: run_pipeline_parallel(
                 width,
                 batch,
