@@ -128,6 +128,17 @@ def test_bubble_at_the_model_is_a_result():
     assert run.measured_bubble == pytest.approx(0.2) and run.model_bubble == pytest.approx(0.2)
     assert run.bubble_flags == [] and run.trusted
     assert "measured bubble 20%" in str(run)
+    assert run.bubble_reading == "within its noise of the least possible: the model held"
+    assert "no overlap" not in run.bubble_reading
+
+
+def test_a_bubble_at_the_no_overlap_level_says_the_stages_did_not_overlap():
+    # p=2, m=4: busy 1.0 and a step of 1.0: the two stages took turns, bubble 1 - 1/2 = 50%.
+    run = _pipeline(step=1.0, busy=1.0)
+    assert run.measured_bubble == pytest.approx(0.5) and run.trusted
+    assert run.bubble_reading.startswith("above the least possible 20% beyond its noise: the model")
+    assert "at or above 50% = 1 - 1/p" in run.bubble_reading and "no overlap" in run.bubble_reading
+    assert run.bubble_reading in str(run)
 
 
 def test_negative_bubble_is_flagged_not_printed_as_a_result():

@@ -124,6 +124,25 @@ class PipelineResult(ParallelResult):
         return flags
 
     @property
+    def bubble_reading(self) -> str:
+        """The measured bubble against the model and against 1 - 1/p, the idle share of p stages
+        that never compute at the same time: whether this run shows the stages overlapping."""
+        bubble, noise, p = self.measured_bubble, self.bubble_noise, self.stages
+        serial = 1 - 1 / p
+        if bubble > self.bubble_floor + noise:
+            said = f"above the least possible {self.bubble_floor:.0%} beyond its noise: the model "
+            said += "did not hold here"
+        else:
+            said = "within its noise of the least possible: the model held"
+        if p > 1 and bubble >= serial - noise:
+            said += (
+                f"; at or above {serial:.0%} = 1 - 1/p, the idle share of {p} stages that never "
+                "compute at the same time, so this run shows no overlap of the stages (why is "
+                "not measured: shared cores, the hand-overs and another program are candidates)"
+            )
+        return said
+
+    @property
     def trusted(self) -> bool:
         return super().trusted and not self.bubble_flags
 
@@ -147,7 +166,8 @@ class PipelineResult(ParallelResult):
         else:
             lines.append(
                 f"measured bubble {self.measured_bubble:.0%} (±{self.bubble_noise:.0%}) of the "
-                f"devices' time; GPipe model (p-1)/(m+p-1) = {self.model_bubble:.0%}"
+                f"devices' time; GPipe model (p-1)/(m+p-1) = {self.model_bubble:.0%}: "
+                + self.bubble_reading
             )
         if self.kind == "logical CPU" and p > self.cores:
             lines.append(

@@ -101,6 +101,12 @@ class PipelineTraceResult(Reported):
             where = f"less than {model} in every call"
         else:
             where = f"{model} lies within that spread"
+        serial = 1 - 1 / len(self.devices)
+        if len(self.devices) > 1 and low >= serial:
+            where += (
+                f"; every call at or above {serial:.0%} = 1 - 1/p, the idle share of stages that "
+                "never compute at the same time: no traced call shows the stages overlapping"
+            )
         return f"idle share in the traces: {self.bubble:.0%} ({self.spread}); {where}"
 
     def tables(self) -> list[Table]:
@@ -144,10 +150,14 @@ class BubbleComparisonResult(Reported):
         band = few.bubble_noise + many.bubble_noise
         change = f"{few.measured_bubble:.0%} -> {many.measured_bubble:.0%}"
         if gap > band:
-            return f"more microbatches measurably shrank the bubble: {change}"
-        if gap < -band:
-            return f"more microbatches measurably grew the bubble here: {change}"
-        return f"no measurable difference between the two bubbles ({change}, noise ±{band:.0%})"
+            said = f"more microbatches measurably shrank the bubble: {change}"
+        elif gap < -band:
+            said = f"more microbatches measurably grew the bubble here: {change}"
+        else:
+            said = f"no measurable difference between the two bubbles ({change}, noise ±{band:.0%})"
+        return f"{said}; {few.microbatches} microbatches: {few.bubble_reading}; " + (
+            f"{many.microbatches}: {many.bubble_reading}"
+        )
 
     def tables(self) -> list[Table]:
         rows = []
