@@ -206,3 +206,14 @@ def test_traced_calls_show_each_stage_busy_on_its_device(devices):
         busy = {r.device for r in rows if r.kind == "matmul" and r.lane == ""}
         assert busy == set(names)
         assert 0 <= bubble_from_trace(rows, names) < 1
+
+
+def test_the_table_prints_each_measured_time_with_its_noise_and_the_model_without():
+    run = _pipeline(step=0.625, busy=1.0)
+    (table,) = run.tables()
+    assert table.columns[:3] == ("run", "time per batch", "noise")
+    noise = {row[0]: row[2] for row in table.rows}
+    assert noise["one device"] == "± 5%"  # identical times: the noise floor
+    assert noise["reachable here (hand-overs free)"] == "(model)"
+    assert [row[2] for row in table.rows].count("(model)") == 1
+    assert table.rows[2][4].startswith("1.60x ± ")  # the measured split's speedup, with its band

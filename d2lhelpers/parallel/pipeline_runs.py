@@ -184,6 +184,7 @@ class PipelineResult(ParallelResult):
             busy,
             self.samples / busy,
             self.reference_time / busy,
+            self.microbatched_reference,
         )
         return [one, busy_row, scheme, reachable]
 

@@ -14,7 +14,13 @@ from collections.abc import Callable, Sequence
 from d2lhelpers.core.progress import Progress, Steps
 from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import cores_phrase, format_seconds, usable_cores
-from d2lhelpers.core.verdicts import beats_ideal, faster_or_slower, impossible, noise_of
+from d2lhelpers.core.verdicts import (
+    beats_ideal,
+    faster_or_slower,
+    impossible,
+    noise_of,
+    relative_noise,
+)
 from d2lhelpers.parallel.model import MATCH_TOLERANCE
 from d2lhelpers.timing.benchmark import Measurement
 from d2lhelpers.timing.interleaved import ROUNDS, measure_interleaved, turn_options
@@ -160,27 +166,36 @@ class ParallelResult(Reported):
         return lines
 
     def rows(self) -> list[tuple]:
+        """(name, time, samples/s, speedup, the time's measurement or None for a model)."""
         reachable_time = self.reference_time / self.reachable_speedup
         return [
-            ("one device", self.reference_time, self.reference_throughput, 1.0),
-            (self.label, self.time, self.throughput, self.speedup),
+            ("one device", self.reference_time, self.reference_throughput, 1.0, self.reference),
+            (self.label, self.time, self.throughput, self.speedup, self.measurement),
             (
                 "reachable here (hand-overs free)",
                 reachable_time,
                 self.samples / reachable_time,
                 self.reachable_speedup,
+                None,
             ),
         ]
 
     def tables(self) -> list[Table]:
         rows = [
-            (name, format_seconds(t), f"{rate:,.0f}", f"{speedup:.2f}x")
-            for name, t, rate, speedup in self.rows()
-        ]
+            (
+                name,
+                format_seconds(t),
+                f"± {relative_noise(m):.0%}" if m else "(model)",
+                f"{rate:,.0f}",
+                f"{speedup:.2f}x ± {self.speedup_noise:.2f}" if m is self.measurement else
+                f"{speedup:.2f}x",
+            )
+            for name, t, rate, speedup, m in self.rows()
+        ]  # fmt: skip
         return [
             Table(
                 f"{self.scheme}: a batch of {self.samples} rows",
-                ("run", "time per batch", "samples/s", "speedup vs one device"),
+                ("run", "time per batch", "noise", "samples/s", "speedup vs one device"),
                 rows,
                 [self.verdict, *self.details()],
                 self.flags(),
