@@ -592,3 +592,17 @@ def test_the_packages_worker_is_named_and_any_other_is_sent():
     )
     target, code = jobs.worker_code(_broken_worker)
     assert target.endswith(":_broken_worker") and "def _broken_worker(context)" in code["code"]
+
+
+def test_the_sweep_table_prints_the_slowest_workers_noise_per_size():
+    sizes = [4 * KiB, 4 * MiB]
+    job = _fake_allreduce([[1e-3, 4e-3], [2e-3, 3e-3]], sizes)
+    assert job.noises == [None, None]  # recorded before workers sent their IQRs: "-"
+    assert [row[4] for row in job.tables()[0].rows] == ["-", "-"]
+    job.worker_iqrs_s = [[1e-4, 4e-4], [5e-4, 6e-4]]  # slowest: worker 1 at 4 KiB, 0 at 4 MiB
+    assert job.noises == pytest.approx([0.25, 0.1])
+    table = job.tables()[0]
+    assert table.columns[3:5] == ["all-reduce", "noise (IQR)"]
+    assert [row[4] for row in table.rows] == ["± 25%", "± 10%"]
+    with pytest.raises(ValueError, match="repeats"):
+        l06.run_allreduce_job(2, SIZES, repeats=1)

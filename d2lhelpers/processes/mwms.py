@@ -54,7 +54,7 @@ def allreduce_worker(context):
     n = strategy.num_replicas_in_sync
     context.ready(replicas=n)
     allreduce = allreduce_function(strategy)
-    medians, exact = [], True
+    medians, iqrs, exact = [], [], True
     for done, nbytes in enumerate(args["sizes"], start=1):
         base = tf.cast(tf.range(nbytes // 4) % 7, tf.float32)  # small integers: sums are exact
         x = base * (context.index + 1)
@@ -67,8 +67,10 @@ def allreduce_worker(context):
             allreduce(x)[:1].numpy()  # returns once this worker holds the sum
             times.append(time.perf_counter() - began)
         medians.append(statistics.median(times))
+        q1, _, q3 = statistics.quantiles(times, n=4, method="inclusive")  # repeats >= 2
+        iqrs.append(q3 - q1)
         context.progress(done=done, of=len(args["sizes"]), nbytes=nbytes, median_s=medians[-1])
-    return {"medians_s": medians, "sums_correct": exact, **context.memory()}
+    return {"medians_s": medians, "iqrs_s": iqrs, "sums_correct": exact, **context.memory()}
 
 
 FEATURES = 64  # inputs of the training model

@@ -40,6 +40,19 @@ class AllReduceJobResult(Reported):
     start_s: float
     wall_s: float
     where: str = "loopback"  # what joins the workers: loopback, or the link of `tools/hosts.py`
+    worker_iqrs_s: list[list[float]] = dataclasses.field(default_factory=list)  # [worker][size]
+
+    @property
+    def noises(self) -> list[float | None]:
+        """Per size, the slowest worker's IQR / median: how far its time could move (None for a
+        run recorded before workers sent their IQRs)."""
+        if not self.worker_iqrs_s:
+            return [None] * len(self.sizes)
+        found = []
+        for i, t in enumerate(self.times):
+            slowest = max(range(self.n_workers), key=lambda k: self.worker_medians_s[k][i])
+            found.append(self.worker_iqrs_s[slowest][i] / t if t > 0 else None)
+        return found
 
     @property
     def times(self) -> list[float]:
@@ -81,16 +94,17 @@ class AllReduceJobResult(Reported):
     def tables(self) -> list[Table]:
         fit, two = self.fitted, self.two_point
         columns = ["size", *(f"worker {k}" for k in range(self.n_workers))]
-        columns += ["all-reduce", "fit (resid.)", "two points (resid.)"]
+        columns += ["all-reduce", "noise (IQR)", "fit (resid.)", "two points (resid.)"]
         rows = []
-        for i, size in enumerate(self.sizes):
+        for i, (size, noise) in enumerate(zip(self.sizes, self.noises, strict=True)):
             t = self.times[i]
             models = [
                 f"{format_seconds(m.predict(size))} ({(t - m.predict(size)) / t:+.0%})"
                 for m in (fit, two)
             ]
             each = [format_seconds(w[i]) for w in self.worker_medians_s]
-            rows.append((format_bytes(size), *each, format_seconds(t), *models))
+            spread = "-" if noise is None else f"± {noise:.0%}"
+            rows.append((format_bytes(size), *each, format_seconds(t), spread, *models))
         verdicts = [
             f"least squares: alpha = {format_seconds(fit.alpha_s)}, beta = "
             f"{_rate(fit.beta_bytes_per_s)}",
@@ -131,7 +145,7 @@ def check_allreduce(n_workers, sizes, repeats, warmup, timeout_s) -> tuple[int, 
     sizes = sorted(set(require_sweep("sizes", sizes, low=BYTES_PER_FLOAT)))
     if len(sizes) < 2 or any(s % BYTES_PER_FLOAT for s in sizes):
         raise ValueError(f"need two or more different sizes, multiples of 4 bytes: got {sizes}")
-    require_count("repeats", repeats, 1)
+    require_count("repeats", repeats, 2)  # a spread needs two times
     require_count("warmup", warmup, 0)
     require_seconds("timeout_s", timeout_s)
 
@@ -180,8 +194,11 @@ def run_allreduce_job(
     args = {"sizes": sizes, "repeats": repeats, "warmup": warmup}
     results, start, wall = run_job(worker, n_workers, args, timeout_s, board, **group_options)
     medians = [r["medians_s"] for r in results]
+    iqrs = [r["iqrs_s"] for r in results]
     correct = [r["sums_correct"] for r in results]
-    return AllReduceJobResult(n_workers, sizes, medians, correct, results, start, wall, where)
+    return AllReduceJobResult(
+        n_workers, sizes, medians, correct, results, start, wall, where, worker_iqrs_s=iqrs
+    )
 
 
 def plot_allreduce_job(job: AllReduceJobResult, ax=None):
