@@ -148,6 +148,10 @@ def test_the_in_flight_verdict_says_where_the_pipeline_missed_its_model():
         ],
     )  # m = 2: median on the model (7.5 ms), but the band reaches one device's 10 ms
     assert "the model held within the noise at m = [1]" in noisy.verdict
+    (table,) = noisy.tables()
+    assert [row[6] for row in table.rows] == ["held", "too noisy to test"]
+    assert table.rows[0][4] == "1.00 ± 0.10"  # both steps at the 5% noise floor
+    assert "one device's steps: 10.00 ms ± 5%, 10.00 ms ± 5%" in table.verdicts[0]
     assert noisy.verdict.endswith(
         "at m = [2] the noise band covers one device's time too, so "
         "the model could not be told from no gain there (too noisy to test)"

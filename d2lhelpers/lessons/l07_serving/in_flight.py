@@ -22,6 +22,7 @@ from d2lhelpers.core.verdicts import (
     faster_or_slower,
     model_test,
     noise_of,
+    relative_noise,
 )
 from d2lhelpers.devices import on_gpu, select_devices
 from d2lhelpers.lessons.l07_serving.points import ready_engines
@@ -113,16 +114,21 @@ class PipelineInFlightResult(Reported):
 
     def tables(self) -> list[Table]:
         rows = []
+        tests = self.model_tests()
         for m, one, pipe in zip(self.microbatches, self.one, self.pipeline, strict=True):
             seqs = m * self.per_microbatch
+            speedup = one.median / pipe.median
+            band = speedup * (relative_noise(one) + relative_noise(pipe))
+            reading = {"held": "held", "missed": "missed", "untestable": "too noisy to test"}
             rows.append(
                 [
                     seqs,
                     m,
                     format_rate(seqs / one.median, "tok/s"),
                     format_rate(seqs / pipe.median, "tok/s"),
-                    f"{one.median / pipe.median:.2f}",
+                    f"{speedup:.2f} ± {band:.2f}",
                     f"{self.model(m):.2f}",
+                    reading[tests[m]],
                     faster_or_slower(pipe, one, "pipeline", "one device"),
                 ]
             )
@@ -133,12 +139,17 @@ class PipelineInFlightResult(Reported):
             "pipeline",
             "speedup",
             "model",
+            "model test",
             "measured",
         ]
+
+        def steps(ms):
+            return ", ".join(f"{format_seconds(x.median)} ± {relative_noise(x):.0%}" for x in ms)
+
         note = (
             f"model: min({self.at_once} devices at once, m n / (m + n - 1)) for m microbatches "
-            f"on n = {self.n_devices} stages (GPipe's bubble); steps: "
-            + ", ".join(format_seconds(p.median) for p in self.pipeline)
+            f"on n = {self.n_devices} stages (GPipe's bubble); pipeline steps: "
+            f"{steps(self.pipeline)}; one device's steps: {steps(self.one)}"
         )
         return [Table("decoding throughput against sequences in flight", columns, rows, [note])]
 
