@@ -13,6 +13,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import math
 import os
 import statistics
 import tempfile
@@ -25,7 +26,7 @@ import matplotlib.pyplot as plt
 from d2lhelpers.collectives.costs import replicas_vs_one_group
 from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import cores_phrase, format_seconds, usable_cores
-from d2lhelpers.core.verdicts import compare
+from d2lhelpers.core.verdicts import Comparison, compare, relative_noise
 from d2lhelpers.lessons.l06_multi_process.jobs import GRACE_S, require_seconds, worker_code
 from d2lhelpers.lessons.l06_multi_process.training import check_training
 from d2lhelpers.processes import mwms
@@ -144,6 +145,23 @@ class WorkerLossResult(Reported):
         pair = Measurement("before", befores), Measurement("after", afters)
         return pair if compare(pair[1], pair[0]).a_faster else None
 
+    @property
+    def lost_noise(self) -> float:
+        """How far the lost share could move: the relative noise of the step rates before (every
+        worker) and after (the survivors), through 1 - lost. Each worker's noise comes from its
+        own intervals (blocks of ten steps as the runs); a sum of rates moves, relatively, at most
+        as much as its noisiest part. Infinite when either side has no steps to read."""
+        before, after = [], []
+        for k in range(self.n_workers):
+            was, now = self._split(k)
+            if len(was) >= 2:
+                before.append(relative_noise(Measurement("before", _blocks(intervals(was)))))
+            if self.finished[k] and len(now) >= 2:
+                after.append(relative_noise(Measurement("after", _blocks(intervals(now)))))
+        if not before or not after:
+            return math.inf
+        return (1 - self.lost_share) * (max(before) + max(after))
+
     def lost_words(self) -> str:
         if not self.measured_before:
             return "not measured: a worker had no steps before the loss (a longer window helps)"
@@ -151,11 +169,26 @@ class WorkerLossResult(Reported):
             return "not measured: a survivor had no steps after the loss (a longer window helps)"
         if self.lost_share < 0:
             return "nothing: the survivors made more steps per second than all workers before"
-        return f"{self.lost_share:.0%} of the steps per second"
+        return f"{self.lost_share:.0%} ± {self.lost_noise:.0%} of the steps per second"
+
+    def model_reading(self) -> str:
+        """The model's share, and whether the measured one differs from it beyond the noise."""
+        model = f"model: {self.model_lost:.0%}"
+        if not (self.measured_before and self.measured_after) or self.lost_share < 0:
+            return model
+        noise = self.lost_noise
+        c = Comparison(self.lost_share, self.model_lost, noise)
+        if not c.measurable:
+            return f"{model}, within the noise"
+        word = "less" if c.a < c.b else "more"
+        said = f"{model}; {word} than the model beyond the noise"
+        if word == "less" and self.survivors_sped_up is None:
+            said += " (the survivors' own speed-up was not measurable: why is not shown)"
+        return said
 
     @property
     def verdict(self) -> str:
-        lost = f"lost {self.lost_words()} (model: {self.model_lost:.0%})"
+        lost = f"lost {self.lost_words()} ({self.model_reading()})"
         if not self.errors:
             return f"no worker failed after one was {self.how}: every worker finished; {lost}"
         if self.failed_as_whole:
@@ -189,7 +222,7 @@ class WorkerLossResult(Reported):
             ("steps/s after the loss, all workers", f"{self.rate_after:.0f}"),
             ("steps completed after the loss", self.steps_after_kill),
             ("lost (measured)", self.lost_words()),
-            ("lost (model)", f"{self.model_lost:.0%}"),
+            ("lost (model)", self.model_reading()),
         ] + [
             (f"error {i + 1}, {t:.2f} s after the loss", e)
             for i, (e, t) in enumerate(zip(self.errors, self.error_after_s, strict=True))

@@ -46,7 +46,7 @@ class ReplicasVsGroupResult(Reported):
                 f"{d.rate_before:.0f}",
                 f"{d.rate_after:.0f}",
                 d.lost_words(),
-                f"{d.model_lost:.0%}",
+                d.model_reading(),
                 f"{sum(d.finished)} of {d.n_workers}",
             )
             for d in demos
