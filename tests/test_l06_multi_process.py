@@ -322,7 +322,18 @@ def test_break_even_is_never_on_one_core():
     answer = l06.break_even(sweep)
     assert answer.needed_s is None and "never beat one here: on 1 usable CPU core" in answer.verdict
     assert ("compute per step needed to win", "never") in answer.tables()[0].rows
-    assert "the model agrees" in str(answer)  # it said never; the run was slower
+    assert "the model agrees in direction (both: lose)" in str(answer)  # it said never; slower
+
+
+def test_the_model_step_is_read_against_the_noise_of_both_step_times():
+    link = AlphaBeta(1e-3, 1e9)  # on 2 cores, 2 workers: 1 ms compute + 2 ms + 4 us all-reduce
+    on = l06.TrainingSweepResult([_fake_training(1, 1e-3), _fake_training(2, 3.004e-3)], link, 2)
+    assert on.model_sentence(on.one) is None
+    assert on.model_sentence(on.jobs[1]).endswith("within the noise of the step times (±7%)")
+    off = l06.TrainingSweepResult([_fake_training(1, 1e-3), _fake_training(2, 2.2e-3)], link, 2)
+    said = off.model_sentence(off.jobs[1])
+    assert "-27% from the model, beyond the noise of the step times" in said
+    assert "the miss may be the fit's" in said and said in str(off)
     two_cores = l06.break_even(
         l06.TrainingSweepResult(
             [_fake_training(1, 1e-3), _fake_training(2, 0.8e-3)], AlphaBeta(1e-3, 1e9), cores=2

@@ -84,7 +84,10 @@ class BreakEvenResult(Reported):
         if self.outcome == "tie":
             judged = "this run cannot tell whether the model is right (inside the noise)"
         elif (self.outcome == "win") == self.model_says_win:
-            judged = "the model agrees"
+            judged = (
+                f"the model agrees in direction (both: {self.outcome}); how close its step time "
+                "came is the sentence under the sweep's table"
+            )
         else:
             judged = "the model disagrees (see its residuals in the sweep's table)"
         check = f"check against this run: {self.measured}; {judged}"

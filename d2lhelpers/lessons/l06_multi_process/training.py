@@ -28,7 +28,7 @@ from d2lhelpers.core.units import (
     format_seconds,
     usable_cores,
 )
-from d2lhelpers.core.verdicts import compare
+from d2lhelpers.core.verdicts import Comparison, compare, relative_noise
 from d2lhelpers.lessons.l06_multi_process.jobs import (
     machine_defaults,
     require_seconds,
@@ -237,6 +237,28 @@ class TrainingSweepResult(Reported):
             return ""
         return "; ".join(scaling_sentence(job, one) for job in self.jobs if job is not one)
 
+    def model_sentence(self, job: TrainingJobResult) -> str | None:
+        """The measured step against the model's, beyond the noise of both step times or not
+        (the model inherits one worker's step noise; the alpha-beta fit's is not counted)."""
+        predicted, one = self.predicted_s(job), self.one
+        if predicted is None or job is one:
+            return None
+        compute = one.step_s * max(1.0, job.n_workers / self.cores)
+        noise = job.step_s * relative_noise(job.per_sample)
+        noise += compute * relative_noise(one.per_sample)
+        c = Comparison(job.step_s, predicted, noise)
+        said = (
+            f"{job.n_workers} workers: measured step {format_seconds(job.step_s)}, the model's "
+            f"{format_seconds(predicted)}"
+        )
+        if not c.measurable:
+            return f"{said}: within the noise of the step times (±{noise / predicted:.0%})"
+        return (
+            f"{said}: {(job.step_s - predicted) / predicted:+.0%} from the model, beyond the "
+            f"noise of the step times (±{noise / predicted:.0%}); the alpha-beta fit's own noise "
+            "is not counted, so the miss may be the fit's"
+        )
+
     def tables(self) -> list[Table]:
         first, one = self.jobs[0], self.one
         rows = []
@@ -271,6 +293,7 @@ class TrainingSweepResult(Reported):
                         f"{format_seconds(ring)} per step, beside one worker's compute of "
                         f"{format_seconds(one.step_s)}"
                     )
+        verdicts += [said for job in self.jobs if (said := self.model_sentence(job))]
         flags = [
             f"{job.n_workers} workers ended with different weights: not in sync"
             for job in self.jobs
