@@ -170,7 +170,7 @@ def _configure(plan: Plan, gpus: list) -> None:
         tf.config.set_logical_device_configuration(
             cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(plan.count)]
         )
-        # One thread per op and N ops at once: each logical device behaves like one core.
+        # One thread per op, N ops at once from one shared pool: about one core per device.
         tf.config.threading.set_intra_op_parallelism_threads(1)
         tf.config.threading.set_inter_op_parallelism_threads(plan.count)
     elif plan.kind == "virtual GPU":
@@ -196,8 +196,9 @@ def _describe(plan: Plan) -> list[Device]:
     if plan.kind == "logical CPU":
         for i, logical in enumerate(tf.config.list_logical_devices("CPU")):
             note = (
-                f"logical CPU {i} of {plan.count}: one op thread, sharing {cores_phrase(cores)} "
-                f"and the host's memory with the others"
+                f"logical CPU {i} of {plan.count}: each op on one thread, from a pool of "
+                f"{plan.count} shared with the others, as are {cores_phrase(cores)} and the "
+                "host's memory"
             )
             devices.append(Device(logical.name, plan.kind, i, note))
         return devices
@@ -296,8 +297,10 @@ def device_summary() -> str:
     kind, count, cores = devices[0].kind, len(devices), usable_cores()
     if kind == "logical CPU":
         line = (
-            f"{count} logical CPU devices sharing {cores_phrase(cores)} (no GPU): each runs one "
-            f"op on one thread, so at most {min(count, cores)} can compute at the same time."
+            f"{count} logical CPU devices sharing {cores_phrase(cores)} (no GPU): every op runs "
+            f"on one thread, from one pool of {count} op threads they share, so at most "
+            f"{min(count, cores)} can compute at the same time (a device may run several "
+            "independent ops at once)."
         )
     elif kind == "virtual GPU":
         line = f"{count} virtual GPUs carved from one {_gpu_model_name()}: they share its SMs."

@@ -54,7 +54,7 @@ CORES = re.compile(r"(\d+) (?:usable )?(?:CPU )?cores?\b")
 HIDDEN = re.compile(r"hidden(?: by overlap)?: (-?\d+(?:\.\d+)?)%")
 TRACED = re.compile(r"traced|at the same time")
 DISAGREE = 50  # percentage points between a traced overlap and the time it hid
-AT_ONCE = re.compile(r"at most (\d+) can compute at the same time")
+AT_ONCE = re.compile(r"at most (\d+) (?:ops )?(?:can )?compute at the same time")
 # A share, then its own ceiling on the same line (notebooks 02 and 05: 1 - launch / min(parts)).
 ABOVE_CEILING = re.compile(
     r"(-?\d+(?:\.\d+)?)%(?: ± \d+(?:\.\d+)?%)?[^%\n]*?(?:ceiling|at most) (\d+(?:\.\d+)?)%"

@@ -142,7 +142,7 @@ def test_setup_devices_plans_from_the_physical_device_list(
 
 def test_logical_cpu_devices_are_labelled_and_d2l_names_work(devices):
     assert len(devices) == 4 and {d.kind for d in devices} == {"logical CPU"}
-    assert "sharing" in devices[1].note and "CPU:1" in devices[1].name
+    assert "shared with the others" in devices[1].note and "CPU:1" in devices[1].name
     assert d2l.try_all_gpus() == devices
     assert d2l.num_gpus() == 0
     assert d2l.try_gpu() == d2l.cpu() == devices[0]

@@ -71,14 +71,19 @@ def test_noise_decides_what_is_measurable_and_a_noisy_run_gives_no_verdict():
     noisy = ConcurrencyResult(512, 20, "logical CPU", ms, 2)
     assert noisy.comparisons()[1].measurable is False  # 1.2x, but inside the runs' IQR
     assert noisy.verdict.startswith("too noisy to check the model") and "k = [2]" in noisy.verdict
+    assert noisy.tables()[0].rows[1][4] == "too noisy to check"  # the table says as the sentence
+    # Slower than k chains one after the other: missing overlap cannot explain it.
+    ms = [Measurement("1", [0.010] * 5), Measurement("2", [0.027] * 5)]
+    beyond = ConcurrencyResult(512, 20, "logical CPU", ms, 2).verdict
+    assert "(2.70x one chain at k = 2, model 1.00x): slower even than the same work" in beyond
 
 
 def test_a_noisy_k_does_not_hide_a_clean_miss_at_another(monkeypatch):
     spread = [0.012, 0.014, 0.016, 0.020, 0.022]  # k = 3: IQR far above 10%, inside the band
-    ms = [Measurement("1", [0.010] * 5), Measurement("2", [0.024] * 5), Measurement("3", spread)]
+    ms = [Measurement("1", [0.010] * 5), Measurement("2", [0.018] * 5), Measurement("3", spread)]
     result = ConcurrencyResult(512, 20, "logical CPU", ms, 2)
     assert result.verdict.startswith("slower than the model") and "at k = [2]" in result.verdict
-    assert "2.40x one chain at k = 2" in result.verdict and "k = [3] too noisy" in result.verdict
+    assert "1.80x one chain at k = 2" in result.verdict and "k = [3] too noisy" in result.verdict
     # The cause named follows the load average: another program only when it shows one.
     monkeypatch.setattr(cache.os, "getloadavg", lambda: (3.5, 0.0, 0.0), raising=False)
     assert "load average 3.5" in result.verdict and "possibly another program" in result.verdict

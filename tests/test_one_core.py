@@ -25,6 +25,7 @@ from tests.one_core import contradictions, html_to_text, output_texts
         "4 logical CPU devices sharing 2 CPU cores (no GPU)",
         "share this machine's 2 usable CPU cores",
         "each runs one op on one thread, so at most 2 can compute at the same time.",
+        "from one pool of 4 op threads they share, so at most 2 can compute at the same time",
         "ERROR ValueError: size must be at least 1",
         "is another program using the cores? (load average now: 4.4 on 2 cores)",
         "hidden: 8% of the shorter part\ntraced: at the same time for CPU:0 100%, CPU:1 100%",

@@ -1,9 +1,9 @@
 """How many independent jobs compute at once, and how long k of them take: the one model.
 
-On logical CPU devices (one op thread each) and c usable cores, k independent jobs on k devices
-take max(1, k / c) times one job: up to c run at once, the rest share the cores. Separate GPUs
-each bring their own chip (k at once, time 1). Virtual GPUs share one chip's compute: no model
-is claimed for them.
+On logical CPU devices (each op on one thread, from a pool they share) and c usable cores, k
+independent jobs on k devices take max(1, k / c) times one job: up to c run at once, the rest
+share the cores. Separate GPUs each bring their own chip (k at once, time 1). Virtual GPUs share
+one chip's compute: no model is claimed for them.
 """
 
 from __future__ import annotations

@@ -171,10 +171,20 @@ def model_test(measured: Timed | float, model: Timed | float, alternative: float
     return "held" if gap > c.noise else "untestable"
 
 
-def slower_cause(cores: int) -> str:
+def slower_cause(cores: int, beyond_serial: bool = False) -> str:
     """Why a run was slower than its model, as far as the load average can tell: it counts this
-    run's own busy threads too, so it can only make another program more or less likely."""
+    run's own busy threads too, so it can only make another program more or less likely. Slower
+    even than the same work one after the other (`beyond_serial`), missing overlap cannot explain
+    it: something slowed the work itself."""
     busy = machine_busy(cores)
+    if beyond_serial:
+        return (
+            "slower even than the same work one after the other, so missing overlap cannot "
+            "explain it: something slowed the work itself (contention for the cores or memory, "
+            "or another program"
+            + (f"; {busy}, which counts this run's own threads too" if busy else "")
+            + ")"
+        )
     if busy:
         return (
             f"{busy}, which counts this run's own threads too: possibly another program on the "

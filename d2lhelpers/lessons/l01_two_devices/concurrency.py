@@ -101,9 +101,10 @@ class ConcurrencyResult(Reported):
         if slower:
             k = slower[0]
             took, want = self.slowdowns[k - 1], self.model[k - 1]
+            cause = slower_cause(self.cores, beyond_serial=took > k)
             return (
                 f"slower than the model {where} at k = {slower} ({took:.2f}x one chain "
-                f"at k = {k}, model {want:.2f}x): {slower_cause(self.cores)}"
+                f"at k = {k}, model {want:.2f}x): {cause}"
                 + (f"; k = {noisy} too noisy to check" if noisy else "")
             )
         if noisy:
@@ -132,6 +133,8 @@ class ConcurrencyResult(Reported):
             strict=True,
         ):
             reading = "-" if c is None else "as the model"
+            if c is not None and not c.measurable and noisy_run(m):
+                reading = "too noisy to check"  # as the sentence: noise stops "held"
             if c is not None and c.measurable:
                 reading = "faster: impossible" if c.a_faster else "slower than the model"
                 if c.a_faster:
