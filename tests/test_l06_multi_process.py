@@ -400,6 +400,10 @@ def test_group_failure_is_called_whole_only_when_every_worker_stopped():
     assert demo.failed_as_whole and demo.rate_after == 0 and demo.lost_share == 1.0
     assert demo.victim == 1
     assert demo.verdict.startswith("the job failed as a whole: all 2 workers stopped")
+    assert demo.verdict.endswith(  # nothing after the loss: exact, not "± inf"
+        "lost all of the steps per second (no steps after the loss: exact) (model: 100%, as "
+        "measured)"
+    )
     kept = [_reports(1e-3, 0.0, 100), _reports(1e-3, 0.0, 300)]
     demo = _failure("group", kept, [False, True], ["a"])
     assert not demo.failed_as_whole and "failed as a whole" not in demo.verdict
@@ -545,7 +549,7 @@ def _hosts_file():
             "overlapped_s": 0.045,
             "hidden_fraction": 0.83,
             "hidden_ceiling": 0.97,
-            "verdict": "within the noise",
+            "verdict": "Overlapped ran faster than one after the other (40 ms vs 45 ms)",
         },
     }
 
@@ -568,13 +572,14 @@ def test_the_committed_two_host_run_stands_beside_this_one(tmp_path):
         "2 workers: fewer samples/s than one worker (3.1x); a step took 5.00 ms, the model says "
         "4.00 ms"
     )
-    assert links.rows[1][6] == ""  # trained across the slow link only
+    assert links.rows[1][6] == "- (slowest link only)"  # trained across the slow link only
+    assert links.rows[0][4:6] == ("- (no set rate)", "-")
     assert links.title.count("x86_64") == 1  # the machine is named once, in the title
     assert failures.rows == [("group, link down", "the job failed as a whole")]
     assert copy.rows[3:] == [
         ("hidden by overlap", "83%"),
         ("hidden by overlap, at most (one launch paid)", "97%"),
-        ("notebook 02's verdict on that run", "within the noise"),
+        ("notebook 02's verdict on that run", _hosts_file()["compute_copy"]["verdict"]),
     ]
     assert copy.verdicts[0].startswith("hypothesis, not measured")
     assert "this run measured the saving" in copy.verdicts[0]
@@ -583,8 +588,20 @@ def test_the_committed_two_host_run_stands_beside_this_one(tmp_path):
     inside["compute_copy"]["verdict"] = "No measurable difference between overlapped and ..."
     path.write_text(json.dumps(inside))
     copy = l06.hosts_reference(job, None, path).tables()[2]
-    assert copy.rows[3] == ("hidden by overlap", "83% (inside the noise: not a result)")
+    assert copy.rows[3] == ("hidden by overlap", "83% (not a result: see the verdict below)")
     assert "could not measure a saving" in copy.verdicts[0]
+    # The committed run's verdict: "Not a result: ...": not a measured saving either.
+    inside["compute_copy"]["verdict"] = "Not a result: one after the other came out below ..."
+    path.write_text(json.dumps(inside))
+    copy = l06.hosts_reference(job, None, path).tables()[2]
+    assert copy.rows[3][1].endswith("(not a result: see the verdict below)")
+    assert "could not measure a saving" in copy.verdicts[0]
+    # A fitted alpha of 0 is the fit's floor, not a zero latency: not resolved, no break-even.
+    clamped = _hosts_file()
+    clamped["allreduce"][1]["alpha_s"] = 0.0
+    path.write_text(json.dumps(clamped))
+    slow_row = l06.hosts_reference(job, None, path).tables()[0].rows[2]
+    assert slow_row[1].startswith("not resolved") and slow_row[3] == "-"
     missing = l06.hosts_reference(job, None, tmp_path / "none.json")
     assert "no committed two-host results" in str(missing)
     assert hosts.break_even_bytes(2e-3, 1e8) == pytest.approx(2e5)

@@ -136,16 +136,20 @@ def _measure_baseline() -> dict:
 def describe_devices(devices: list[Device] | None = None) -> str:
     """A table: each device, what it really is, its memory and measured peak, and the baseline."""
     devices = devices or setup_devices()
-    lines = []
+    lines, first_of = [], {}
     for d in devices:
         memory = format_bytes(d.memory_bytes) if d.memory_bytes else "shares host memory"
         peak = device_peak_rate(d)
-        lines.append(
-            f"{d.name}\n    {d.note}\n    memory: {memory}; "
-            f"measured peak: {format_rate(peak.current)} (noise {peak.noise:.0%} within this "
-            "measurement; a later rate above it has it measured again, and the gap between the "
-            "two readings becomes its noise)"
-        )
+        if id(peak.record) in first_of:  # one measurement serves identical logical devices
+            said = f"the peak measured on {first_of[id(peak.record)]} (identical devices)"
+        else:
+            first_of[id(peak.record)] = d.name
+            said = (
+                f"measured peak: {format_rate(peak.current)} (noise {peak.noise:.0%} within this "
+                "measurement; a later rate above it has it measured again, and the gap between "
+                "the two readings becomes its noise)"
+            )
+        lines.append(f"{d.name}\n    {d.note}\n    memory: {memory}; {said}")
     baseline = machine_baseline_rate()
     lines.append(
         f"Fair baseline: the whole machine ({baseline['device']}, TensorFlow's default threading) "

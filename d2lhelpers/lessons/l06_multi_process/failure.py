@@ -169,6 +169,8 @@ class WorkerLossResult(Reported):
             return "not measured: a survivor had no steps after the loss (a longer window helps)"
         if self.lost_share < 0:
             return "nothing: the survivors made more steps per second than all workers before"
+        if self.rate_after == 0:
+            return "all of the steps per second (no steps after the loss: exact)"
         return f"{self.lost_share:.0%} ± {self.lost_noise:.0%} of the steps per second"
 
     def model_reading(self) -> str:
@@ -176,6 +178,8 @@ class WorkerLossResult(Reported):
         model = f"model: {self.model_lost:.0%}"
         if not (self.measured_before and self.measured_after) or self.lost_share < 0:
             return model
+        if self.rate_after == 0:  # nothing after: the loss is exact, no noise to read
+            return f"{model}, as measured" if self.model_lost == 1 else f"{model}; more was lost"
         noise = self.lost_noise
         c = Comparison(self.lost_share, self.model_lost, noise)
         if not c.measurable:

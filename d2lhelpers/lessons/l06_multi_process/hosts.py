@@ -31,13 +31,13 @@ class HostsReferenceResult(Reported):
         fit = self.job.fitted
         here = [
             "loopback, this run",
-            format_seconds(fit.alpha_s),
+            _alpha(fit.alpha_s),
             "unbounded"
             if math.isinf(fit.beta_bytes_per_s)
             else format_rate(fit.beta_bytes_per_s, "B/s"),
-            _size(break_even_bytes(fit.alpha_s, fit.beta_bytes_per_s)),
-            "",
-            "",
+            "-" if fit.alpha_s <= 0 else _size(break_even_bytes(fit.alpha_s, fit.beta_bytes_per_s)),
+            "- (no set rate)",
+            "-",
         ]
         if self.sweep is not None and self.sweep.one is not None and len(self.sweep.jobs) > 1:
             here.append(scaling_sentence(self.sweep.jobs[1], self.sweep.one))
@@ -62,12 +62,14 @@ class HostsReferenceResult(Reported):
             rows.append(
                 (
                     f"two hosts, {found['rate_bit_s'] / 1e6:.0f} Mbit/s link",
-                    format_seconds(found["alpha_s"]),
+                    _alpha(found["alpha_s"]),
                     format_rate(found["beta_bytes_per_s"], "B/s"),
-                    _size(break_even_bytes(found["alpha_s"], found["beta_bytes_per_s"])),
+                    "-"
+                    if found["alpha_s"] <= 0
+                    else _size(break_even_bytes(found["alpha_s"], found["beta_bytes_per_s"])),
                     f"{found['beta_over_rate']:.2f}",
                     held,
-                    _training_words(self.hosts["training"]) if slowest else "",
+                    _training_words(self.hosts["training"]) if slowest else "- (slowest link only)",
                 )
             )
         machine = self.hosts["machine"]
@@ -104,10 +106,11 @@ class HostsReferenceResult(Reported):
                 ("overlapped", format_seconds(copy["overlapped_s"])),
                 ("hidden by overlap", f"{copy['hidden_fraction']:.0%}"),
             ]
-            # The committed run's own verdict says whether its saving stood out of its noise.
-            inside = copy.get("verdict", "").startswith("No measurable difference")
+            # The committed run's own verdict says whether its saving stood out of its noise:
+            # only "Overlapped ran faster ..." is a measured saving; anything else is not one.
+            inside = not copy.get("verdict", "").startswith("Overlapped ran faster")
             if inside:
-                rows[-1] = (rows[-1][0], f"{rows[-1][1]} (inside the noise: not a result)")
+                rows[-1] = (rows[-1][0], f"{rows[-1][1]} (not a result: see the verdict below)")
             if ceiling is not None:
                 rows.append(("hidden by overlap, at most (one launch paid)", f"{ceiling:.0%}"))
             if "verdict" in copy:  # whether that share stood out of the run's noise
@@ -144,6 +147,13 @@ def _training_words(training: dict) -> str:
 def break_even_bytes(alpha_s: float, beta_bytes_per_s: float) -> float:
     """The message size whose transfer time S / beta equals the latency alpha."""
     return alpha_s * beta_bytes_per_s
+
+
+def _alpha(alpha_s: float) -> str:
+    """A fitted latency; the fit keeps alpha >= 0, so 0 means it was not resolved."""
+    if alpha_s <= 0:
+        return "not resolved (the fit hit alpha = 0: latency below this link's noise)"
+    return format_seconds(alpha_s)
 
 
 def _size(nbytes: float) -> str:
