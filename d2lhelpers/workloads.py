@@ -46,7 +46,8 @@ def chains_in_one_graph(devices, n):
     """One tf.function with one `n`-matmul chain per device: call it with one matrix per device.
 
     The chains share no data, so TensorFlow's dependency tracker may run them at the same time.
-    Separate eager calls on CPU devices would run one after the other: each returns when done.
+    Separate eager calls on CPU devices would run one after the other (TensorFlow's behaviour,
+    not measured here).
     """
     names = [device_name(d) for d in devices]
 

@@ -171,6 +171,20 @@ def test_the_failure_verdict_compares_after_with_n_minus_1_over_n():
     more = FailureResult([failover(2000)], 2)  # after above before: the before window was idle
     assert len(more.flags()) == 1 and "2.00x as much after losing a device" in more.flags()[0]
     assert "impossible, so not a result" in str(more)
+    # More after than before inside a wide band: too noisy to test, never "as predicted".
+    wobbly = failover(1100)
+    # bursts: each after-window sub-window holds all of its tokens or none (a wide IQR)
+    wobbly.log.passes = [
+        (t, 10 if t < 1 else (24 if int((t - 1.05) / 0.11875) % 2 else 0), 0)
+        for t, _, _ in wobbly.log.passes
+    ]
+    assert wobbly.ratio > 1 and wobbly.test == "untestable"
+    assert "(too noisy to test (n - 1) / n)" in FailureResult([wobbly], 2).verdict
+    assert "too noisy to test (n - 1) / n = 0.50" in wobbly.sentence()
+    # The before-window's share of the measured capacity is printed with each sentence.
+    held = failover(500)
+    held.capacity = 1250.0
+    assert held.sentence().endswith("before the loss it served 0.80x its measured capacity")
 
 
 def test_a_serving_run_reads_its_window(devices):

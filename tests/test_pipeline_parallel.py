@@ -137,8 +137,13 @@ def test_a_bubble_at_the_no_overlap_level_says_the_stages_did_not_overlap():
     run = _pipeline(step=1.0, busy=1.0)
     assert run.measured_bubble == pytest.approx(0.5) and run.trusted
     assert run.bubble_reading.startswith("above the least possible 20% beyond its noise: the model")
-    assert "at or above 50% = 1 - 1/p" in run.bubble_reading and "no overlap" in run.bubble_reading
+    assert "within its noise of 50% = 1 - 1/p" in run.bubble_reading
+    assert "no time gained from overlapping the stages" in run.bubble_reading
+    assert "whether they overlapped is the trace's to say" in run.bubble_reading
     assert run.bubble_reading in str(run)
+    # 33% is the model at m = 2; a bubble of 40% with a wide band covers both it and 50%.
+    wide = _pipeline(step=1 / (2 * 0.6), busy=1.0, m=2, noise=0.12)
+    assert wide.bubble_reading.endswith("this run cannot tell them apart")
 
 
 def test_negative_bubble_is_flagged_not_printed_as_a_result():

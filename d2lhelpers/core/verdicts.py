@@ -161,10 +161,13 @@ def model_test(measured: Timed | float, model: Timed | float, alternative: float
     """'missed', 'held' or 'untestable': whether `measured` matched `model` within both noises,
     and whether that agreement means anything. A model holds only where this run could have
     told it from `alternative` (what a reader would expect with no model at all, e.g. no gain
-    over one device): when the same noise band covers both, the test could not have failed."""
+    over one device): when the same noise band covers both, the test could not have failed; and
+    never on a noisy run (`noisy_run`), as everywhere else."""
     c = compare(measured, model)
     if c.measurable:
         return "missed"
+    if isinstance(measured, Timed) and noisy_run(measured):  # as everywhere: noise stops "held"
+        return "untestable"
     gap = abs(median_of(model) - alternative)
     if gap <= 1e-9 * abs(alternative):  # the model predicts the alternative: only a miss tests it
         return "held"

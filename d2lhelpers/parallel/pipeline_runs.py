@@ -125,20 +125,29 @@ class PipelineResult(ParallelResult):
 
     @property
     def bubble_reading(self) -> str:
-        """The measured bubble against the model and against 1 - 1/p, the idle share of p stages
-        that never compute at the same time: whether this run shows the stages overlapping."""
+        """The bubble (from times) against the model and against 1 - 1/p, the idle share of p
+        stages taking turns: whether the pipeline gained any time from overlapping its stages.
+        Whether the stages overlapped at all is a trace's to say (a stage slowed by sharing
+        cores can overlap and still gain nothing)."""
         bubble, noise, p = self.measured_bubble, self.bubble_noise, self.stages
-        serial = 1 - 1 / p
-        if bubble > self.bubble_floor + noise:
-            said = f"above the least possible {self.bubble_floor:.0%} beyond its noise: the model "
-            said += "did not hold here"
-        else:
-            said = "within its noise of the least possible: the model held"
-        if p > 1 and bubble >= serial - noise:
+        floor, serial = self.bubble_floor, 1 - 1 / p
+        near_floor, near_serial = bubble <= floor + noise, abs(bubble - serial) <= noise
+        if p > 1 and near_floor and near_serial and floor < serial:
+            return (
+                f"within its noise of both the least possible {floor:.0%} and {serial:.0%} = "
+                f"1 - 1/p (stages taking turns): this run cannot tell them apart"
+            )
+        said = (
+            "within its noise of the least possible: the model held"
+            if near_floor
+            else f"above the least possible {floor:.0%} beyond its noise: the model did not hold"
+        )
+        if p > 1 and not near_floor and (near_serial or bubble > serial):
+            where = "within its noise of" if near_serial else "above"
             said += (
-                f"; at or above {serial:.0%} = 1 - 1/p, the idle share of {p} stages that never "
-                "compute at the same time, so this run shows no overlap of the stages (why is "
-                "not measured: shared cores, the hand-overs and another program are candidates)"
+                f"; {where} {serial:.0%} = 1 - 1/p, the idle share of {p} stages taking turns: "
+                "no time gained from overlapping the stages (whether they overlapped is the "
+                "trace's to say; shared cores, the hand-overs and another program are candidates)"
             )
         return said
 

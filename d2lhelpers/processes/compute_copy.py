@@ -41,7 +41,8 @@ def run_and_copy(worker, host, n, overlap=True):
     """A tf.function: x -> the chain's n results computed on `worker`, copied to `host`.
 
     overlap=False holds every copy until the last matmul, on the worker, where the sends start
-    (a dependency on the receiving side would not stop the bytes moving).
+    (a hypothesis, not tested here: a dependency on the receiving side would not stop the bytes
+    moving).
     """
 
     @tf.function

@@ -1,6 +1,7 @@
 """Notebook 07: one device lost while each layout is overloaded, its throughput before and after.
 
-Offered more than its capacity, a layout serves at its capacity, so the throughput measured in a
+Offered more than its capacity, a layout should serve at its capacity (the before-window's share
+of the measured capacity says how close it came), so the throughput measured in a
 window before the loss and in one after it compares the capacities: for replicas, the seed's
 claim that a failure "removes only that capacity" predicts after / before = (n - 1) / n. A group
 (tensor parallel, pipeline) loses every sequence in flight with the device; here it is rebuilt
@@ -16,7 +17,7 @@ from collections.abc import Callable
 from d2lhelpers.core.progress import Steps
 from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import format_rate, format_seconds, usable_cores
-from d2lhelpers.core.verdicts import compare, higher_or_lower, impossible
+from d2lhelpers.core.verdicts import compare, higher_or_lower, impossible, model_test
 from d2lhelpers.devices import on_gpu
 from d2lhelpers.lessons.l07_serving.points import (
     Window,
@@ -44,6 +45,13 @@ class Failover:
     log: LoadLog
     before: tuple[float, float]
     after: tuple[float, float]
+    capacity: float | None = None  # tokens/s measured from its steps before the run
+
+    @property
+    def utilisation(self) -> float | None:
+        """Throughput before the loss / measured capacity: how close the before-window came to
+        serving at capacity, which the comparison with (n - 1) / n assumes."""
+        return self.throughput_before.median / self.capacity if self.capacity else None
 
     def _throughput(self, span) -> Spread:
         return rate_in_window([(t, made) for t, made, _ in self.log.passes], *span)
@@ -68,14 +76,30 @@ class Failover:
     def restarted(self) -> int:
         return sum(r.restarted > 0 for r in self.log.requests)
 
+    @property
+    def test(self) -> str:
+        """(n - 1) / n against this run: 'held', 'missed' or 'untestable' (the band covers no
+        loss at all too, or more came after than before inside the noise)."""
+        before = self.throughput_before
+        found = model_test(self.throughput_after, before.scaled(self.expected), before.median)
+        return "untestable" if found == "held" and self.ratio > 1 else found
+
     def sentence(self) -> str:
         before = self.throughput_before
-        return higher_or_lower(
+        said = higher_or_lower(
             self.throughput_after,
             before.scaled(self.expected),
             f"{self.layout}: throughput after",
             f"(n - 1) / n = {self.expected:.2f} x before",
         )
+        if self.test == "untestable":
+            said = (
+                f"{self.layout}: after / before {self.ratio:.2f}: too noisy to test (n - 1) / n = "
+                f"{self.expected:.2f}, its band covers no loss at all too"
+            )
+        if self.utilisation is not None:
+            said += f"; before the loss it served {self.utilisation:.2f}x its measured capacity"
+        return said
 
     def row(self) -> list:
         pause = self.log.rebuild_s
@@ -103,11 +127,11 @@ class FailureResult(Reported):
         parts = []
         for r in self.runs:
             c = compare(r.throughput_after, r.throughput_before.scaled(r.expected))
-            how = (
-                "as (n - 1) / n predicts"
-                if not c.measurable
-                else ("less than (n - 1) / n" if c.a < c.b else "more than (n - 1) / n")
-            )
+            how = {
+                "held": "as (n - 1) / n predicts",
+                "untestable": "too noisy to test (n - 1) / n",
+                "missed": "less than (n - 1) / n" if c.a < c.b else "more than (n - 1) / n",
+            }[r.test]
             parts.append(f"{r.layout} kept {r.ratio:.0%} ({how})")
         return "after losing one device: " + "; ".join(parts)
 
@@ -144,8 +168,10 @@ class FailureResult(Reported):
             "and building and warming new tf.functions, during which the group serves nothing; "
             "replicas need none.",
             f"(n - 1) / n assumes the devices compute at once; {self.at_once} can here "
-            f"(cores shared), so the most a loss can remove is "
-            f"1 - min(n - 1, {self.at_once}) / min(n, {self.at_once}) of the throughput.",
+            f"(cores shared), so the most a loss can remove from replicas' capacity is "
+            f"1 - min(n - 1, {self.at_once}) / min(n, {self.at_once}); a group's window after "
+            "also holds what its rebuild lost. Both assume the window before served at capacity "
+            "(its share is in each sentence above).",
         ]
         rows = [r.row() for r in self.runs]
         title = "throughput before and after one device is lost"
@@ -173,7 +199,8 @@ def run_serving_failure(
     runs = []
     for name in layouts:
         engines = ready_engines(name, config, devices, slots_per_device, code, prompt_len)
-        rate = OVERLOAD * measure_capacity(engines, prompt_len, n_out).requests_per_s
+        capacity = measure_capacity(engines, prompt_len, n_out)
+        rate = OVERLOAD * capacity.requests_per_s
 
         def rebuild(name=name):
             return ready_engines(name, config, devices[:-1], slots_per_device, code, prompt_len)
@@ -190,7 +217,12 @@ def run_serving_failure(
         resumed = (log.failed_at_s or fail_at) + log.rebuild_s + SETTLE_S
         end = longer.end_s
         after = (resumed, max(end, resumed + window.measure_s / 4))
-        runs.append(Failover(name, n_devices, log, (window.warmup_s, fail_at), after))
+        runs.append(
+            Failover(
+                name, n_devices, log, (window.warmup_s, fail_at), after,
+                capacity.tokens_per_s.median,
+            )
+        )  # fmt: skip
         steps.finish(name)
     at_once = n_devices if on_gpu() else max(1, min(n_devices, usable_cores()))
     return FailureResult(runs, at_once)
