@@ -184,6 +184,10 @@ def test_baseline_verdict_flags_devices_above_what_they_can_at_best_reach():
     assert "impossible" not in l01.baseline_verdict(noisy, one, baseline, "logical CPU")
     below = l01.baseline_verdict(rate("both", 1.5e11, None), one, baseline, "virtual GPU")
     assert "at best they can match it: below that by more than the noise" in below
+    # Their own peak (2 x 80 GFLOP/s) is below the baseline: 'below' says little, and it says so.
+    capped = l01.baseline_verdict(rate("both", 1.5e11, 1.6e11), one, baseline, "logical CPU")
+    assert "(but their own measured peak allows only 0.80 of it" in capped
+    assert "allows only" not in below  # no peak known: nothing to add
     gpus = l01.baseline_verdict(rate("both", 3.9e11, None), one, baseline, "GPU")
     assert "at best they can reach 2x it, and do" in gpus and "impossible" not in gpus
     above_one = l01.baseline_verdict(one, rate("one", 2.3e11, None), baseline, "GPU")

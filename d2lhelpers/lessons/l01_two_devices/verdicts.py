@@ -93,4 +93,12 @@ def _against(m: Measurement, base: float, times: int, baseline: dict, plural: bo
         return f"{said}. " + impossible(f"above that by more than the noise of {noise:.0%}")
     if m.rate > times * base * (1 - noise):
         return f"{said}, and {'do' if plural else 'does'}, within the noise of {noise:.0%}"
-    return f"{said}: below that by more than the noise of {noise:.0%}"
+    said += f": below that by more than the noise of {noise:.0%}"
+    peak = m.best_peak
+    if peak and peak < times * base * (1 - noise):  # their own ceiling sits below the baseline
+        said += (
+            f" (but {'their' if plural else 'its'} own measured peak allows only "
+            f"{peak / base:.2f} of it: the baseline runs TensorFlow's default threads with oneDNN "
+            "on, the devices one thread per op, so 'below' here says little)"
+        )
+    return said
