@@ -181,9 +181,10 @@ def test_a_rate_above_a_remeasured_peak_lists_the_causes_in_order():
     )
     order = [warning.index(f"({i}) ") for i in (1, 2, 3)]
     assert order == sorted(order)
-    assert "(1) the runs were too noisy" in warning and "(these runs were not noisy)" in warning
+    # 45x the peak, far beyond a 5% noise: work not done comes first, noise last.
+    assert "(1) the work was deduplicated" in warning
     assert "(2) the reference (peak or baseline) was measured low (measured again" in warning
-    assert "(3) the work was deduplicated" in warning
+    assert "(3) the runs were too noisy" in warning and "(these runs were not noisy)" in warning
 
 
 def test_a_rate_above_the_peak_within_the_noise_does_not_remeasure():
@@ -405,14 +406,17 @@ def test_every_warning_word_for_word():
     assert impossible == (
         "50.0 GB/s is 5.00x the device's measured peak (10.0 GB/s, 11.0 GB/s when measured "
         "again), beyond the noise of 5%: impossible, so not a result. Likely causes, in order: "
-        "(1) the runs were too noisy (another program, or another copy of this notebook, was "
-        "running) (these runs were not noisy); (2) the reference (peak or baseline) was "
-        "measured low (measured again, it still explains nothing); (3) the work was "
-        "deduplicated (identical ops merged) or skipped, or the clock stopped before the device "
-        "finished"
-    )
+        "(1) the work was deduplicated (identical ops merged) or skipped, or the clock stopped "
+        "before the device finished; (2) the reference (peak or baseline) was measured low "
+        "(measured again, it still explains nothing); (3) the runs were too noisy (another "
+        "program, or another copy of this notebook, was running) (these runs were not noisy), "
+        "which cannot reach 71x the noise"
+    )  # 4.55x the re-measured peak is 3.55 / 0.05 = 71 times the noise: work not done first
     noisy = measurement_warnings(Measurement("r", [1, 1, 2, 3, 3], work=50e9, peak=1e9))
-    assert "(these runs were noisy); (2)" in noisy[1]
+    assert "(these runs were noisy), which cannot reach" in noisy[1]
+    # Just beyond the noise, noise still comes first.
+    near = measurement_warnings(Measurement("r", [1.0] * 3, work=1.12e9, peak=1e9))
+    assert "in order: (1) the runs were too noisy" in near[0]  # 12% over 5%: 2.4x the noise
 
 
 def test_a_measurement_prints_in_one_piece():

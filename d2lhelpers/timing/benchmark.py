@@ -308,6 +308,9 @@ def measurement_warnings(m: Measurement) -> list[str]:
         "the work was deduplicated (identical ops merged) or skipped, or the clock stopped "
         "before the device finished"
     )
+    beyond = (m.rate / (m.best_peak or m.peak) - 1) / max(m.rate_noise, 1e-9)
+    if beyond > len(causes):  # far beyond any noise: work not done comes first
+        causes = [causes[2], causes[1], f"{causes[0]}, which cannot reach {beyond:.0f}x the noise"]
     found.append(
         impossible(
             f"{rate} is {m.rate / m.peak:.2f}x the device's measured peak ({first}{again}), "

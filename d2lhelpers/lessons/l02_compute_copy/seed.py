@@ -115,8 +115,8 @@ class SeedReadingResult(Reported):
                 f"{self.matmul_rate / 1e12:.0f} TFLOP/s, {self.matmul_rate / H100_TF32_PEAK:.2f}x "
                 f"an H100/H200's dense TF32 peak ({H100_TF32_PEAK / 1e12:.0f} TFLOP/s, NVIDIA's "
                 "datasheet), the highest before the Blackwell generation; the seed names no GPU, "
-                "but on any earlier one this is not credible as a rate (no chain of matmuls "
-                f"reaches its datasheet peak). Likely causes, in order: {causes}"
+                "but on any earlier one this rate is above the datasheet's peak. Likely causes, "
+                f"in order: {causes}"
             )
         columns = ["timing", "value", "what"]
         return [Table("The seed's numbers, read carefully", columns, rows, verdicts, flags)]
