@@ -270,7 +270,7 @@ class TrainingSweepResult(Reported):
                     job.n_workers,
                     format_seconds(job.step_s),
                     "" if predicted is None else format_seconds(predicted),
-                    "" if predicted is None else f"{(job.step_s - predicted) / job.step_s:+.0%}",
+                    "" if predicted is None else f"{(job.step_s - predicted) / predicted:+.0%}",
                     f"{job.throughput:,.0f}",
                     f"{job.throughput / one.throughput:.2f}x" if one else "",
                     f"{losses[0]:.2f} -> {losses[-1]:.2f}",
