@@ -116,7 +116,12 @@ def test_a_growing_queue_inside_the_noise_reads_cant_tell():
     unsure = LayoutSweep("tensor parallel", cap, Spread(cap.tokens_per_s.median, 50), [near])
     said = unsure.sentences()[-1]
     assert "saturated it beyond the noise: at 1 load(s) its queue grew" in said
+    unsure_only = LoadSweepResult(2, 2, cap, [unsure], step_flops=1e6, peak=1e12)
+    assert unsure_only.verdict.startswith("no layout saturated beyond the noise; for tensor")
+    assert "raise the highest offered load" not in unsure_only.verdict
     clear = LayoutSweep("pipeline", cap, Spread(1, 0), [point(400, 100, started=True)])
+    idle = LoadSweepResult(2, 2, cap, [clear], step_flops=1e6, peak=1e12)
+    assert idle.verdict == "no layout saturated in this sweep: raise the highest offered load"
     assert clear.sentences()[-1].endswith("too low for how it served")
 
 

@@ -210,6 +210,17 @@ class LoadSweepResult(Reported):
     def verdict(self) -> str:
         done = [s for s in self.sweeps if s.saturation_point is not None]
         if not done:
+            unsure = [
+                s.layout
+                for s in self.sweeps
+                if any(p.saturated_word == "can't tell" for p in s.points)
+            ]
+            if unsure:
+                return (
+                    f"no layout saturated beyond the noise; for {' and '.join(unsure)} a queue "
+                    "grew while throughput stayed within the noise of the offered load (can't "
+                    "tell): a longer window (more requests per point) would tell"
+                )
             return "no layout saturated in this sweep: raise the highest offered load"
         best = max(done, key=lambda s: s.saturation_point.throughput.median)
         top = best.saturation_point.throughput
