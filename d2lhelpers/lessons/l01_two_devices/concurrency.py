@@ -15,6 +15,7 @@ from d2lhelpers import workloads
 from d2lhelpers.core.checks import require_count
 from d2lhelpers.core.concurrency import devices_at_once, slowdown_model
 from d2lhelpers.core.counts import chain_bytes, chain_flops
+from d2lhelpers.core.progress import Steps
 from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import cores_phrase, format_seconds, plural, usable_cores
 from d2lhelpers.core.verdicts import (
@@ -26,8 +27,9 @@ from d2lhelpers.core.verdicts import (
     slower_cause,
 )
 from d2lhelpers.devices import check_fits, select_devices
-from d2lhelpers.timing.benchmark import Measurement, measure
-from d2lhelpers.timing.estimate import CALL_S, call_seconds, measure_seconds, trace_seconds
+from d2lhelpers.timing.benchmark import Measurement
+from d2lhelpers.timing.estimate import CALL_S, call_seconds, interleaved_seconds, trace_seconds
+from d2lhelpers.timing.interleaved import ROUNDS, measure_interleaved, turn_options
 
 MAX_MATMULS = 1000  # ops per chain: a graph this long already takes seconds to trace
 
@@ -170,8 +172,9 @@ def run_concurrency(
     `chains_in_one_graph(devices, n)` builds the graph and `random_matrix(size, device, seed)`
     the inputs: pass the notebook's own to run what it defines. Refuses bad values and sizes that
     do not fit before building anything. `progress(done, total, status)` is called after each
-    timed block ("measuring 2 of 4 devices, repeat 3"). With `device_peak` (FLOP/s of one device),
-    k devices' rate is checked against the peak of those that can compute at once.
+    timed block ("measuring 2 chains on 2 devices (round 1 of 2), repeat 3"); the device counts
+    are timed in turns, round after round. With `device_peak` (FLOP/s of one device), k devices'
+    rate is checked against the peak of those that can compute at once.
     """
     size = require_count("size (the 'matrix size' slider)", size, 1)
     n_matmuls = require_count(
@@ -180,27 +183,27 @@ def run_concurrency(
     devices = select_devices(require_count("max_devices (the 'devices' slider)", max_devices, 1))
     what = f"a {size}x{size} chain on each of {plural(max_devices, 'device')}"
     check_fits(chain_bytes(size), devices, what + " (the 'matrix size' slider)")
-    report = progress or (lambda done, total, status="": None)
+    steps = Steps(progress, ROUNDS)
     cores, kind = usable_cores(), devices[0].kind
     xs = [random_matrix(size, d, seed=i) for i, d in enumerate(devices)]
-    measurements = []
+    runs = []
     for k in range(1, max_devices + 1):
-        doing = f"measuring {k} of {max_devices} devices"
-        report(k - 1, max_devices, f"{doing}: tracing and warm-up")
+        steps.say(f"tracing {plural(k, 'chain')} on {plural(k, 'device')}")
         run = chains_in_one_graph(devices[:k], n_matmuls)
-        measurements.append(
-            measure(
-                lambda run=run, k=k: run(*xs[:k]),
-                f"{plural(k, 'chain')} on {plural(k, 'device')}",
-                flops=k * chain_flops(size, n_matmuls),
-                peak=devices_at_once(k, kind, cores) * device_peak if device_peak else None,
-                on_repeat=lambda r, doing=doing, k=k: report(
-                    k - 1, max_devices, f"{doing}, repeat {r}"
-                ),
-                **measure_options,
-            )
-        )
-    report(max_devices, max_devices, "done")
+        peak = devices_at_once(k, kind, cores) * device_peak if device_peak else None
+        label = f"{plural(k, 'chain')} on {plural(k, 'device')}"
+        rate = {"flops": k * chain_flops(size, n_matmuls), "peak": peak}
+        runs.append((lambda run=run, k=k: run(*xs[:k]), label, rate))
+    # In turns (`measure_interleaved`): a load that changes meanwhile slows every k alike.
+    measurements = measure_interleaved(
+        runs,
+        ROUNDS,
+        on_round=lambda: steps.finish(f"round {steps.done + 1} of {ROUNDS}"),
+        on_repeat=lambda r, label, n: steps.say(
+            f"measuring {label} (round {r} of {ROUNDS}), repeat {n}", force=n == 1
+        ),
+        **turn_options(measure_options, ROUNDS),
+    )
     return ConcurrencyResult(size, n_matmuls, kind, measurements, cores)
 
 
@@ -214,5 +217,7 @@ def estimate_seconds(
     for k in range(1, max_devices + 1):
         slowdown = slowdown_model(k, kind, cores) or k
         call = call_seconds(chain_flops(size, n_matmuls) * slowdown, peak)
-        total += trace_seconds(k * n_matmuls) + measure_seconds(max(call, CALL_S), **options)
+        total += trace_seconds(k * n_matmuls) + interleaved_seconds(
+            max(call, CALL_S), ROUNDS, **options
+        )
     return total
