@@ -43,7 +43,8 @@ REPO = Path(__file__).resolve().parent.parent
 ALL_NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
 SELECTED = [k.strip() for k in os.environ.get("BROWSER_NOTEBOOKS", "").split(",") if k.strip()]
 NOTEBOOKS = [p for p in ALL_NOTEBOOKS if not SELECTED or p.name.startswith(tuple(SELECTED))]
-BUDGET_S = 600  # all notebooks together; the bound
+BUDGET_S = 600  # all notebooks together on a quiet machine: a goal, reported, never asserted
+HANG_S = 2 * BUDGET_S  # every wait stops here: a stuck run fails, a slow or busy machine does not
 NOTEBOOK_CAP_S = 300  # one notebook's Run All
 PANEL_RUN_CAP_S = 120  # one press of Run at small or default sizes
 RUNS_PER_PANEL = int(os.environ.get("BROWSER_RUNS_PER_PANEL", "1"))  # 1 keeps make test < 15 min
@@ -164,7 +165,7 @@ def lab(tmp_path_factory, request):
         with capture.global_and_fixture_disabled():
             reporter.write_line(f"[browser] {line}")
 
-    deadline = browser.Deadline(BUDGET_S)
+    deadline = browser.Deadline(HANG_S)
     before = committed_notebooks_state()
     work = tmp_path_factory.mktemp("browser")
     root, screenshots = work / "notebooks", work / "screenshots"
@@ -197,7 +198,10 @@ def lab(tmp_path_factory, request):
             except Exception as error:  # keep going: the server must still be stopped
                 report(f"closing the browser: {type(error).__name__}: {error}")
         survivors = server.stop()
-        report(f"browser test: {deadline.elapsed():.1f} s in all (bound {BUDGET_S} s)")
+        report(
+            f"browser test: {deadline.elapsed():.1f} s in all (goal {BUDGET_S} s on a quiet "
+            f"machine; waits stop at {HANG_S} s)"
+        )
     children = {
         pid: command
         for pid, command in browser.descendants(os.getpid()).items()
@@ -206,7 +210,6 @@ def lab(tmp_path_factory, request):
     assert not survivors and not children, f"processes left behind: {survivors} {children}"
     after = committed_notebooks_state()
     assert after == before, f"the committed notebooks changed: {before} -> {after}"
-    assert deadline.elapsed() <= BUDGET_S
 
 
 def error_outputs(notebook: dict) -> list[str]:
