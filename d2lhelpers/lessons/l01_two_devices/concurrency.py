@@ -103,7 +103,9 @@ class ConcurrencyResult(Reported):
         if slower:
             k = slower[0]
             took, want = self.slowdowns[k - 1], self.model[k - 1]
-            cause = slower_cause(self.cores, beyond_serial=took > k)
+            one, mk = self.measurements[0], self.measurements[k - 1]
+            serial = Comparison(mk.median, k * one.median, noise_of(mk) + k * noise_of(one))
+            cause = slower_cause(self.cores, beyond_serial=serial.a_slower)  # beyond the noise
             return (
                 f"slower than the model {where} at k = {slower} ({took:.2f}x one chain "
                 f"at k = {k}, model {want:.2f}x): {cause}"
