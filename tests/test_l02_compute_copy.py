@@ -391,6 +391,12 @@ def test_try_it_2_the_forced_order_matches_run_plus_copy():
     assert "matches run + copy - launch, as the worked answer says" in forced.which_ideal()
     assert "not what the worked answer says" in slow.which_ideal()
     assert overlapping.which_ideal().startswith("Not a result")  # faster than its ideal
+    # Both ideals inside a wide band: the time cannot say "nothing overlapped", and neither
+    # sentence says it.
+    both = fake_result(run=0.030, copy=0.010, sequential=0.039, overlapped=None, spread=0.3)
+    assert both.closest_ideal().startswith("both")
+    assert "the time cannot tell whether anything overlapped" in both.verdict
+    assert "nothing overlapped" not in both.verdict
 
 
 def test_a_fallback_trace_says_so():

@@ -237,6 +237,11 @@ class ComputeCopyResult(Reported):
                 if not c.measurable
                 else f"is {c.ratio:.2f}x it"
             )
+            if self.closest_ideal().startswith("both"):  # the time alone cannot say which
+                how = (
+                    f"matches it, and max(run, copy) = {format_seconds(self.ideal_overlapped)} "
+                    "too, within the noise: the time cannot tell whether anything overlapped"
+                )
             return (
                 f"One after the other took {format_seconds(c.a)}; its ideal run + copy - "
                 f"launch is {format_seconds(c.b)}: it {how}."
