@@ -32,6 +32,7 @@ from d2lhelpers.core.verdicts import (
 MIN_BLOCK_S = 0.01  # a timed block at least this long keeps the ~40 µs sync+clock cost below 1%
 MAX_NUMBER = 1000
 MIN_RUNS_IN_BUDGET = 3  # even when the budget is spent, a median needs a few runs
+FAR_OUT = 3  # noise bands past the limit: Tukey's outer fence (3 IQRs), beyond any noisy run
 TOO_SHORT_S = 1e-6  # a call faster than this did no device work (a TF op alone costs ~10 µs)
 
 
@@ -309,7 +310,7 @@ def measurement_warnings(m: Measurement) -> list[str]:
         "before the device finished"
     )
     beyond = (m.rate / (m.best_peak or m.peak) - 1) / max(m.rate_noise, 1e-9)
-    if beyond > len(causes):  # far beyond any noise: work not done comes first
+    if beyond > FAR_OUT:  # far beyond any noise: work not done comes first
         causes = [causes[2], causes[1], f"{causes[0]}, which cannot reach {beyond:.0f}x the noise"]
     found.append(
         impossible(

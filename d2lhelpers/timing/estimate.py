@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 from d2lhelpers.timing.benchmark import MAX_NUMBER, MIN_BLOCK_S, MIN_RUNS_IN_BUDGET
+from d2lhelpers.timing.interleaved import turn_options
 
 TRACE_S = 0.3  # building and tracing one small tf.function, on 2 CPU cores (measured: 0.1-0.5 s)
 PROCESS_START_S = 3.0  # a fresh Python process importing TensorFlow, on an idle 2-core machine
@@ -64,6 +65,4 @@ def trace_seconds(ops: int) -> float:
 def interleaved_seconds(call_s: float, rounds: int, **options) -> float:
     """Seconds one run takes in `measure_interleaved(..., rounds)`: `rounds` turns, each a
     `measure` with its share of the time budget (`turn_options`)."""
-    from d2lhelpers.timing.interleaved import turn_options
-
     return rounds * measure_seconds(call_s, **turn_options(options, rounds))

@@ -32,6 +32,7 @@ from d2lhelpers.serving.steady import Spread
 from d2lhelpers.timing.benchmark import Measurement, measure
 
 MICROBATCHES = (1, 2, 4, 8)
+READING = {"held": "held", "missed": "missed", "untestable": "too noisy to test"}  # model_test
 
 
 def decode_time(engine: Engine) -> Measurement:
@@ -119,7 +120,6 @@ class PipelineInFlightResult(Reported):
             seqs = m * self.per_microbatch
             speedup = one.median / pipe.median
             band = speedup * (relative_noise(one) + relative_noise(pipe))
-            reading = {"held": "held", "missed": "missed", "untestable": "too noisy to test"}
             rows.append(
                 [
                     seqs,
@@ -128,7 +128,7 @@ class PipelineInFlightResult(Reported):
                     format_rate(seqs / pipe.median, "tok/s"),
                     f"{speedup:.2f} ± {band:.2f}",
                     f"{self.model(m):.2f}",
-                    reading[tests[m]],
+                    READING[tests[m]],
                     faster_or_slower(pipe, one, "pipeline", "one device"),
                 ]
             )
