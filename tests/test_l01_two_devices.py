@@ -377,7 +377,9 @@ def test_at_once_verdict_reads_the_model_for_the_usable_cores():
     turns = l01.at_once_verdict(timed(0.020), timed(0.010), "logical CPU", cores=1)
     assert "as the model's 2.00x (1 usable CPU core) says" in turns and "took turns" in turns
     slow = l01.at_once_verdict(timed(0.016), timed(0.010), "logical CPU", cores=2)
-    assert "slower than the model's 1.00x" in slow
+    assert "slower than the model's 1.00x" in slow and "slower even than" not in slow
+    serial = l01.at_once_verdict(timed(0.026), timed(0.010), "logical CPU", cores=2)
+    assert "slower even than the same work one after the other" in serial  # 2.6x > 2 chains
     # A miss beyond the band is a miss, however spread the runs: not "too noisy to check".
     spread = Measurement("both", [0.016, 0.018, 0.020, 0.024, 0.026])  # IQR 30% of its median
     missed = l01.at_once_verdict(spread, timed(0.010), "logical CPU", cores=2)

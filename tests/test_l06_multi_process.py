@@ -378,6 +378,14 @@ def test_failure_demo_measures_the_loss_from_the_steps():
         "model: 50%; less than the model beyond the noise (the survivors' own speed-up was not "
         "measurable: why is not shown)"
     )
+    # A band wide enough to reach "nothing lost" cannot test the model.
+    after, t = [], 0.1
+    for i in range(60):  # blocks of ten steps, alternately 0.4 ms and 2.4 ms apart
+        t += 0.4e-3 if (i // 10) % 2 == 0 else 2.4e-3
+        after.append({**_reports(1e-3, t, 1, 102 + i)[0]})
+    wobbly = [_reports(1e-3, 0.0, 101), _reports(1e-3, 0.0, 101) + after]
+    vague = _failure("replicas", wobbly, [False, True])
+    assert vague.model_reading().startswith("model: 50%: too noisy to test, its band")
     # The survivor runs twice as fast once it has the core to itself: less is lost, and why.
     sped = [_reports(1e-3, 0.0, 101), _reports(1e-3, 0.0, 101) + _reports(0.5e-3, 0.1005, 400, 102)]
     demo = _failure("replicas", sped, [False, True], cores=1)

@@ -158,9 +158,14 @@ def test_the_in_flight_verdict_says_where_the_pipeline_missed_its_model():
     assert table.rows[0][4] == "1.00 ± 0.10"  # both steps at the 5% noise floor
     assert "one device's steps: 10.00 ms ± 5%, 10.00 ms ± 5%" in table.verdicts[0]
     assert noisy.verdict.endswith(
-        "at m = [2] the noise band covers one device's time too, so "
-        "the model could not be told from no gain there (too noisy to test)"
+        "at m = [2] too noisy to test: its runs spread by more than 10% of their median"
     )
+    # A pipeline faster than its model beyond the noise is flagged, never "too noisy".
+    fast = PipelineInFlightResult(
+        2, 2, 4, [2], [Measurement("one", [0.010] * 5)], [Measurement("pipe", [0.004] * 5)]
+    )
+    assert fast.model_tests() == {2: "missed"} and "too noisy to test" not in fast.verdict
+    assert "at m = [2] faster than its model beyond the noise: impossible" in fast.verdict
 
 
 def test_the_failure_verdict_compares_after_with_n_minus_1_over_n():
@@ -183,13 +188,24 @@ def test_the_failure_verdict_compares_after_with_n_minus_1_over_n():
         (t, 10 if t < 1 else (24 if int((t - 1.05) / 0.11875) % 2 else 0), 0)
         for t, _, _ in wobbly.log.passes
     ]
-    assert wobbly.ratio > 1 and wobbly.test == "untestable"
+    assert wobbly.ratio > 1 and wobbly.test == "noisy"
     assert "(too noisy to test (n - 1) / n)" in FailureResult([wobbly], 2).verdict
-    assert "too noisy to test (n - 1) / n = 0.50" in wobbly.sentence()
-    # The before-window's share of the measured capacity is printed with each sentence.
+    assert "too noisy to test (n - 1) / n = 0.50: its runs spread by more than 10%" in (
+        wobbly.sentence()
+    )
+    # The before-window's share of its measured capacity is printed; measurably below it, the
+    # model (which compares capacities) is not tested.
     held = failover(500)
+    held.capacity = 1020.0
+    assert held.test == "held"
+    assert held.sentence().endswith("before the loss it served 0.98x its measured capacity")
     held.capacity = 1250.0
-    assert held.sentence().endswith("before the loss it served 0.80x its measured capacity")
+    assert held.test == "below capacity"
+    assert held.sentence().endswith(
+        "0.80x its measured capacity, measurably less: (n - 1) / n compares capacities, so it "
+        "is not tested here"
+    )
+    assert "(not at capacity before: (n - 1) / n not tested)" in FailureResult([held], 2).verdict
 
 
 def test_a_serving_run_reads_its_window(devices):

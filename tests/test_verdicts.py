@@ -147,8 +147,11 @@ def test_a_model_holds_only_where_the_run_could_have_told_it_from_no_gain():
     assert model_test(quiet, 1.0, alternative=2.0) == "held"
     assert model_test(quiet, 1.5, alternative=2.0) == "missed"
     wide = Measurement("m", [0.4, 0.6, 1.0, 1.6, 2.0])  # IQR 1.0 around 1.0
-    assert model_test(wide, 1.0, alternative=1.8) == "untestable"  # band covers both
-    assert model_test(wide, 1.0, alternative=3.0) == "untestable"  # a noisy run holds nothing
+    assert model_test(wide, 1.0, alternative=3.0) == "noisy"  # a noisy run holds nothing
+    # Quiet runs, band 0.1 (two 5% floors): an alternative 0.08 away is inside it, 0.12 is not.
+    assert model_test(quiet, 1.0, alternative=1.08) == "untestable"
+    assert model_test(quiet, 1.0, alternative=1.12) == "held"
+    assert model_test(quiet, 1.0, alternative=1.04) == "held"  # within the floor: the same
     assert model_test(wide, 3.0, alternative=1.0) == "missed"  # but a miss beyond it is a miss
     spread = Measurement("m", [0.8, 1.0, 1.0, 1.0, 1.2])  # IQR 0: quiet, a wide-ish band
     assert model_test(spread, 1.0, alternative=3.0) == "held"

@@ -233,7 +233,7 @@ def test_watch_sees_every_state_and_progress_can_be_waited_for(target):
         # The watch runs only while some worker is still starting. Which worker became ready
         # first, and whether both were seen starting at once, is the scheduler's doing (a busy
         # machine saw worker 0 ready before the first look): not asserted.
-        assert all(len(states) == 2 and "starting" in states for states in seen)
+        assert seen and all(len(states) == 2 and "starting" in states for states in seen)
         assert group.states == ["ready", "ready"]
         heard = []
         latest = group.wait_for_progress(

@@ -30,6 +30,7 @@ from d2lhelpers.core.units import cores_phrase, format_rate, format_seconds, plu
 from d2lhelpers.core.verdicts import (
     NOISE_FLOOR,
     Comparison,
+    compare,
     faster_or_slower,
     impossible,
     noise_of,
@@ -166,11 +167,12 @@ class BranchResult(Reported):
             where += f" on {cores_phrase(self.cores)}"
         if c.a_faster:
             return f"{outcome}; faster than the {where}: impossible, see the warnings"
-        if c.a_slower:
+        if c.a_slower:  # slower than all branches on one device too: not missing overlap
+            serial = compare(self.split, self.one_device).a_slower
             return (
                 f"{outcome}; measured speedup {self.speedup:.2f}x, slower than the {where}: "
-                f"{slower_cause(self.cores)} (the trace above shows each branch's busy time "
-                "and the join's)"
+                f"{slower_cause(self.cores, serial)} (the trace above shows each branch's busy "
+                "time and the join's)"
             )
         if noisy_run(self.one_device) or noisy_run(self.split):
             return f"{outcome}; too noisy to check the {where} (a run spread by more than 10%)"

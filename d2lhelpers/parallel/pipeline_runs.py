@@ -132,22 +132,33 @@ class PipelineResult(ParallelResult):
         bubble, noise, p = self.measured_bubble, self.bubble_noise, self.stages
         floor, serial = self.bubble_floor, 1 - 1 / p
         near_floor, near_serial = bubble <= floor + noise, abs(bubble - serial) <= noise
+        bound = "the model held"
+        if floor > self.model_bubble:  # fewer cores than stages: not GPipe's bound
+            bound = (
+                f"the cores' bound 1 - c/p = {floor:.0%} held (GPipe's "
+                f"{self.model_bubble:.0%} needs a core per stage)"
+            )
         if p > 1 and near_floor and near_serial and floor < serial:
             return (
                 f"within its noise of both the least possible {floor:.0%} and {serial:.0%} = "
                 f"1 - 1/p (stages taking turns): this run cannot tell them apart"
             )
         said = (
-            "within its noise of the least possible: the model held"
+            f"within its noise of the least possible: {bound}"
             if near_floor
             else f"above the least possible {floor:.0%} beyond its noise: the model did not hold"
         )
-        if p > 1 and not near_floor and (near_serial or bubble > serial):
-            where = "within its noise of" if near_serial else "above"
+        if p > 1 and not near_floor and near_serial:
             said += (
-                f"; {where} {serial:.0%} = 1 - 1/p, the idle share of {p} stages taking turns: "
-                "no time gained from overlapping the stages (whether they overlapped is the "
-                "trace's to say; shared cores, the hand-overs and another program are candidates)"
+                f"; within its noise of {serial:.0%} = 1 - 1/p, the idle share of {p} stages "
+                "taking turns: this run shows no time gained from overlapping them (whether "
+                "they overlapped is the trace's to say)"
+            )
+        elif p > 1 and bubble > serial:
+            said += (
+                f"; above {serial:.0%} = 1 - 1/p beyond its noise: slower than the {p} stages "
+                "taking turns would be, so something else cost time (shared cores, the "
+                "hand-overs and another program are candidates)"
             )
         return said
 

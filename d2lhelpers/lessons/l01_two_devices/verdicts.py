@@ -30,7 +30,8 @@ def at_once_verdict(both: Measurement, one: Measurement, kind: str, k: int = 2, 
     if c.a_faster:
         return impossible(f"{said}, faster than {where}")
     if c.a_slower:  # beyond the band, which holds both runs' spread: a miss however noisy
-        return f"{said}, slower than {where}: {slower_cause(cores)}"
+        serial = Comparison(both.median, k * one.median, noise_of(both) + k * noise_of(one))
+        return f"{said}, slower than {where}: {slower_cause(cores, serial.a_slower)}"
     if noisy_run(both) or noisy_run(one):
         return f"{said}; too noisy to check it against {where} (a run spread by more than 10%)"
     if want == 1.0:
@@ -94,8 +95,8 @@ def _against(m: Measurement, base: float, times: int, baseline: dict, plural: bo
     if m.rate > times * base * (1 - noise):
         return f"{said}, and {'do' if plural else 'does'}, within the noise of {noise:.0%}"
     said += f": below that by more than the noise of {noise:.0%}"
-    peak = m.best_peak
-    if peak and peak < times * base * (1 - noise):  # their own ceiling sits below the baseline
+    peak, peak_noise = m.best_peak, m.peak_noise + baseline.get("noise", 0.0)
+    if peak and peak < times * base * (1 - peak_noise):  # their own ceiling is below it
         said += (
             f" (but {'their' if plural else 'its'} own measured peak allows only "
             f"{peak / base:.2f} of it: the baseline runs TensorFlow's default threads with oneDNN "

@@ -104,8 +104,13 @@ class PipelineTraceResult(Reported):
         serial = 1 - 1 / len(self.devices)
         if len(self.devices) > 1 and low >= serial:
             where += (
-                f"; every call at or above {serial:.0%} = 1 - 1/p, the idle share of stages that "
-                "never compute at the same time: no traced call shows the stages overlapping"
+                f"; every call at or above {serial:.0%} = 1 - 1/p, the idle share of stages "
+                "taking turns: no traced call shows time gained from overlapping them"
+            )
+        elif len(self.devices) > 1 and high < serial:  # busy time summed beyond the span
+            where += (
+                f"; every call below {serial:.0%} = 1 - 1/p: the stages computed at the same "
+                "time in every traced call"
             )
         return f"idle share in the traces: {self.bubble:.0%} ({self.spread}); {where}"
 

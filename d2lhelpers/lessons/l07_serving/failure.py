@@ -17,7 +17,15 @@ from collections.abc import Callable
 from d2lhelpers.core.progress import Steps
 from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import format_rate, format_seconds, usable_cores
-from d2lhelpers.core.verdicts import compare, higher_or_lower, impossible, model_test
+from d2lhelpers.core.verdicts import (
+    UNTESTED,
+    Comparison,
+    compare,
+    higher_or_lower,
+    impossible,
+    model_test,
+    noise_of,
+)
 from d2lhelpers.devices import on_gpu
 from d2lhelpers.lessons.l07_serving.points import (
     Window,
@@ -78,11 +86,15 @@ class Failover:
 
     @property
     def test(self) -> str:
-        """(n - 1) / n against this run: 'held', 'missed' or 'untestable' (the band covers no
-        loss at all too, or more came after than before inside the noise)."""
+        """(n - 1) / n against this run: 'below capacity' when the window before the loss served
+        measurably less than the measured capacity (the model compares capacities, so it does
+        not apply), else `model_test`'s word against no loss at all."""
         before = self.throughput_before
-        found = model_test(self.throughput_after, before.scaled(self.expected), before.median)
-        return "untestable" if found == "held" and self.ratio > 1 else found
+        if self.capacity:
+            served = Comparison(before.median, self.capacity, noise_of(before))
+            if served.measurable and served.a < served.b:
+                return "below capacity"
+        return model_test(self.throughput_after, before.scaled(self.expected), before.median)
 
     def sentence(self) -> str:
         before = self.throughput_before
@@ -92,13 +104,16 @@ class Failover:
             f"{self.layout}: throughput after",
             f"(n - 1) / n = {self.expected:.2f} x before",
         )
-        if self.test == "untestable":
+        test = self.test
+        if test in UNTESTED:
             said = (
                 f"{self.layout}: after / before {self.ratio:.2f}: too noisy to test (n - 1) / n = "
-                f"{self.expected:.2f}, its band covers no loss at all too"
+                f"{self.expected:.2f}: {UNTESTED[test]}"
             )
         if self.utilisation is not None:
             said += f"; before the loss it served {self.utilisation:.2f}x its measured capacity"
+        if test == "below capacity":
+            said += ", measurably less: (n - 1) / n compares capacities, so it is not tested here"
         return said
 
     def row(self) -> list:
@@ -129,7 +144,9 @@ class FailureResult(Reported):
             c = compare(r.throughput_after, r.throughput_before.scaled(r.expected))
             how = {
                 "held": "as (n - 1) / n predicts",
+                "noisy": "too noisy to test (n - 1) / n",
                 "untestable": "too noisy to test (n - 1) / n",
+                "below capacity": "not at capacity before: (n - 1) / n not tested",
                 "missed": "less than (n - 1) / n" if c.a < c.b else "more than (n - 1) / n",
             }[r.test]
             parts.append(f"{r.layout} kept {r.ratio:.0%} ({how})")

@@ -17,9 +17,11 @@ from d2lhelpers.core.progress import Steps
 from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import format_rate, format_seconds, usable_cores
 from d2lhelpers.core.verdicts import (
+    UNTESTED,
     Comparison,
     compare,
     faster_or_slower,
+    impossible,
     model_test,
     noise_of,
     relative_noise,
@@ -32,7 +34,12 @@ from d2lhelpers.serving.steady import Spread
 from d2lhelpers.timing.benchmark import Measurement, measure
 
 MICROBATCHES = (1, 2, 4, 8)
-READING = {"held": "held", "missed": "missed", "untestable": "too noisy to test"}  # model_test
+READING = {
+    "held": "held",
+    "missed": "missed",
+    "noisy": "too noisy to test",
+    "untestable": "too noisy to test",
+}
 
 
 def decode_time(engine: Engine) -> Measurement:
@@ -100,15 +107,16 @@ class PipelineInFlightResult(Reported):
             held = [m for m, t in tests.items() if t == "held"]
             if len(held) == len(tests):
                 return said + "; the model held within the noise at every m"
-            rest = [m for m in tests if m not in held]
-            return (
-                said
-                + (f"; the model held within the noise at m = {held}" if held else "")
-                + (
-                    f"; at m = {rest} the noise band covers one device's time too, so the model "
-                    "could not be told from no gain there (too noisy to test)"
-                )
-            )
+            if held:
+                said += f"; the model held within the noise at m = {held}"
+            faster = [m for m, t in tests.items() if t == "missed"]  # not below: above it
+            if faster:
+                said += "; " + impossible(f"at m = {faster} faster than its model beyond the noise")
+            for word, why in UNTESTED.items():
+                at = [m for m, t in tests.items() if t == word]
+                if at:
+                    said += f"; at m = {at} too noisy to test: {why}"
+            return said
         if len(below) == len(self.microbatches):
             return said + "; it was slower than its model at every m: here the model did not hold"
         return said + f"; it was slower than its model at m = {below}"

@@ -17,7 +17,14 @@ import tensorflow as tf
 from d2lhelpers.core.progress import Steps
 from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import device_names, format_rate, format_seconds, usable_cores
-from d2lhelpers.core.verdicts import beats_ideal, compare, higher_or_lower, impossible, model_test
+from d2lhelpers.core.verdicts import (
+    UNTESTED,
+    beats_ideal,
+    compare,
+    higher_or_lower,
+    impossible,
+    model_test,
+)
 from d2lhelpers.devices import on_gpu
 from d2lhelpers.lessons.l07_serving.points import (
     POINT_COLUMNS,
@@ -174,7 +181,6 @@ class LoadSweepResult(Reported):
         tests = {s.layout: model_test(s.capacity.tokens_per_s, s.model, one) for s in self.sweeps}
         held = [name for name, t in tests.items() if t == "held"]
         missed = [name for name, t in tests.items() if t == "missed"]
-        untestable = [name for name, t in tests.items() if t == "untestable"]
         step = format_seconds(self.one_device.decode[0].median)
         text = (
             f"Arithmetic at the measured peak explains {self.compute_share:.0%} of one device's "
@@ -188,12 +194,13 @@ class LoadSweepResult(Reported):
             text += f"; not for {' and '.join(missed)}." if missed else "."
         elif missed:
             text += f" It held for no layout tested here (missed: {' and '.join(missed)})."
-        if untestable:
-            text += (
-                f" Too noisy to test for {' and '.join(untestable)}: the noise band of the "
-                "capacity and the model covers one device's capacity too, so agreeing with the "
-                "model could not have failed (run again on a quieter machine)."
-            )
+        for word, why in UNTESTED.items():  # agreeing with the model could not have failed
+            names = [name for name, t in tests.items() if t == word]
+            if names:
+                text += (
+                    f" Too noisy to test for {' and '.join(names)}: {why} (one device's capacity "
+                    "is the no-model outcome; run again on a quieter machine)."
+                )
         return text
 
     def flags(self) -> list[str]:
