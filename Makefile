@@ -89,10 +89,11 @@ lint: $(READY)
 	$(PY) tools/dead_code.py
 
 # Two pytest-xdist workers, whole files each (tests/conftest.py orders them); TEST_WORKERS=0 runs
-# the suite in this process alone.
+# the suite in this process alone. Matplotlib's font cache lives in the .venv, not in ~/.cache:
+# one left half-built by another install made every kernel warn "findfont" into checked outputs.
 TEST_WORKERS ?= 2
 test: lint
-	$(PY) -m pytest $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder) --nbval-lax --durations=10 tests notebooks
+	MPLCONFIGDIR=$(abspath $(VENV))/matplotlib $(PY) -m pytest $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder) --nbval-lax --durations=10 tests notebooks
 
 bench: $(READY)
 	$(PY) benchmarks/run_all.py

@@ -12,6 +12,7 @@ import argparse
 import dataclasses
 import datetime
 import json
+import math
 import os
 import platform
 import resource
@@ -496,6 +497,19 @@ def multi_process_rows() -> list[Row]:
                     float(measured),
                     ">= 1",
                     both.verdict[:120],
+                )
+            )
+            # How soon the one-group job's survivor failed after the kill (a time, measured here
+            # and not asserted by a test): within the collective timeout plus start-up slack.
+            timeout_s = 5.0  # run_replicas_vs_group's default collective_timeout_s
+            peer_s = max(both.group.error_after_s, default=math.nan)
+            rows.append(
+                Row(
+                    "06 failure demo: survivor's error after the kill / (collective timeout + 3 s)",
+                    peer_s / (timeout_s + 3),
+                    "<= 1",
+                    "errors after the kill: "
+                    + ", ".join(f"{after:.1f} s" for after in both.group.error_after_s),
                 )
             )
     return rows

@@ -1,11 +1,14 @@
 """Shared set-up: the test process's devices are set up once, before any test's first op."""
 
+import contextlib
+import importlib
 import os
 import pathlib
 import subprocess
 import sys
 import textwrap
 import time
+from unittest import mock
 
 import pytest
 
@@ -56,6 +59,49 @@ class FakeClock:
 @pytest.fixture
 def devices():
     return d2l.setup_devices()
+
+
+class Built(BaseException):
+    """Raised by a trapped builder; a BaseException, so no `except Exception` hides it."""
+
+
+# What an experiment calls to make tensors, graphs, figures or processes: a refusal comes first.
+# Named, not imported here: conftest imports d2lhelpers before TensorFlow (oneDNN's threads).
+BUILDERS = {
+    "tensorflow.random": ("normal", "uniform", "stateless_normal", "stateless_uniform"),
+    "tensorflow": ("zeros", "ones", "fill", "constant", "range", "Variable", "function", "matmul"),
+    "tensorflow.linalg": ("matmul",),
+    "matplotlib.pyplot": ("figure", "subplots"),
+    "subprocess": ("Popen",),
+    "multiprocessing.Process": ("start",),
+}
+
+
+def _owner(dotted: str):
+    top, *rest = dotted.split(".")
+    owner = importlib.import_module(top)
+    for name in rest:  # tf.random, multiprocessing.Process: attributes, not importable modules
+        owner = getattr(owner, name)
+    return owner
+
+
+@contextlib.contextmanager
+def builds_nothing():
+    """Inside: every builder in BUILDERS raises `Built` naming itself.
+
+    How a refusal is shown to come before the work, on any machine, in place of timing it."""
+
+    def trap(name):
+        def trapped(*args, **kwargs):
+            raise Built(f"{name} was called before the refusal")
+
+        return trapped
+
+    with contextlib.ExitStack() as stack:
+        for owner, names in BUILDERS.items():
+            for name in names:
+                stack.enter_context(mock.patch.object(_owner(owner), name, trap(f"{owner}.{name}")))
+        yield
 
 
 # --- the process table: no worker may be left behind ---------------------------------------------

@@ -1,7 +1,5 @@
 """Notebook 01's lesson: the concurrency model and its verdicts, the merge probe, the panel."""
 
-import time
-
 import matplotlib
 import nbformat
 import pytest
@@ -15,7 +13,7 @@ from d2lhelpers.timing.benchmark import Measurement
 from d2lhelpers.timing.estimate import CALL_S, measure_seconds, trace_seconds
 from d2lhelpers.tracing.optimizer_probe import SWITCHES, ProbeRun
 from d2lhelpers.workloads import chains_in_one_graph
-from tests.conftest import ROOT
+from tests.conftest import ROOT, builds_nothing
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the headless backend)
@@ -272,11 +270,10 @@ def test_run_merge_probe_runs_each_switch_and_reports_progress(monkeypatch):
         (lambda: l01.run_merge_probe(3, 64.0), TypeError, "matrix size"),
     ],
 )
-def test_bad_values_are_refused_in_well_under_a_second(devices, call, error, words):
-    start = time.perf_counter()
-    with pytest.raises(error, match=words):
-        call()
-    assert time.perf_counter() - start < 1.0
+def test_bad_values_are_refused_before_anything_is_built(devices, call, error, words):
+    with builds_nothing():
+        with pytest.raises(error, match=words):
+            call()
 
 
 def test_run_concurrency_reports_progress_with_a_status(devices):

@@ -21,7 +21,7 @@ from d2lhelpers.processes import worker_main
 from d2lhelpers.processes.tf_servers import BOTH_TRACED, DRIVER_TRACED
 from d2lhelpers.timing.benchmark import Measurement
 from d2lhelpers.tracing.timeline import OpEvent
-from tests.conftest import run_python
+from tests.conftest import builds_nothing, run_python
 from tests.notebook_runs import run_edited
 
 matplotlib.use("Agg")
@@ -236,11 +236,10 @@ def nothing_may_start(monkeypatch):
         ({"min_runs": 0}, ValueError),
     ],
 )
-def test_bad_input_is_refused_in_well_under_a_second(nothing_may_start, kwargs, error):
-    began = time.monotonic()
-    with pytest.raises(error):
-        experiment.run_compute_copy(**{"size": 64, "n_matmuls": 2, **kwargs})
-    assert time.monotonic() - began < 1.0
+def test_bad_input_is_refused_before_anything_is_built(nothing_may_start, kwargs, error):
+    with builds_nothing():
+        with pytest.raises(error):
+            experiment.run_compute_copy(**{"size": 64, "n_matmuls": 2, **kwargs})
 
 
 def test_too_large_for_this_machine_is_refused_and_names_the_slider(nothing_may_start):

@@ -2,7 +2,6 @@
 cost model's verdicts and plot; the traced pipeline's idle share."""
 
 import dataclasses
-import time
 
 import matplotlib
 import pytest
@@ -44,6 +43,7 @@ from d2lhelpers.parallel.tensor_parallel_runs import TensorParallelResult
 from d2lhelpers.timing.benchmark import Measurement
 from d2lhelpers.timing.estimate import trace_seconds
 from d2lhelpers.tracing.timeline import OpEvent, Trace
+from tests.conftest import builds_nothing
 from tests.notebook_runs import run_edited
 
 matplotlib.use("Agg")
@@ -130,10 +130,9 @@ def _texts(ax):
     ],
 )
 def test_three_schemes_are_all_validated_before_any_runs(devices, values, message):
-    start = time.perf_counter()
-    with pytest.raises(ValueError, match=message):
-        run_three_schemes(*values)
-    assert time.perf_counter() - start < 1.0
+    with builds_nothing():
+        with pytest.raises(ValueError, match=message):
+            run_three_schemes(*values)
 
 
 def test_wrong_types_name_the_slider(devices):
@@ -401,13 +400,12 @@ ENTRY_POINTS = {  # small valid arguments; one of them is replaced by a bad valu
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(st.sampled_from(sorted(ENTRY_POINTS)), st.data(), BAD_VALUES)
-def test_every_entry_point_refuses_bad_values_fast(devices, name, data, bad):
+def test_every_entry_point_refuses_bad_values_before_building(devices, name, data, bad):
     function, arguments = ENTRY_POINTS[name]
     argument = data.draw(st.sampled_from(sorted(arguments)))
-    start = time.perf_counter()
-    with pytest.raises((ValueError, TypeError)):
-        function(**{**arguments, argument: bad})
-    assert time.perf_counter() - start < 1.0
+    with builds_nothing():
+        with pytest.raises((ValueError, TypeError)):
+            function(**{**arguments, argument: bad})
 
 
 def test_the_panel_runs_the_notebooks_edited_cell():

@@ -4,7 +4,6 @@ runs); every entry point refuses bad input fast, before anything is allocated.""
 
 import math
 import re
-import time
 
 import matplotlib
 import nbformat
@@ -27,7 +26,7 @@ from d2lhelpers.lessons.l05_collectives.sweep import alpha_beta_models
 from d2lhelpers.timing.benchmark import Measurement
 from d2lhelpers.timing.estimate import DRAW_S
 from d2lhelpers.tracing.timeline import OpEvent, Trace
-from tests.conftest import ROOT
+from tests.conftest import ROOT, builds_nothing
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the headless backend)
@@ -85,11 +84,10 @@ def test_rounds_and_bytes_plot():
         lambda: l05.plot_rounds_and_bytes(nbytes=0),
     ],
 )
-def test_plots_refuse_bad_input_fast(call):
-    start = time.perf_counter()
-    with pytest.raises((TypeError, ValueError)):
-        call()
-    assert time.perf_counter() - start < 1.0
+def test_plots_refuse_bad_input_before_drawing(call):
+    with builds_nothing():
+        with pytest.raises((TypeError, ValueError)):
+            call()
 
 
 # --- The sweep -----------------------------------------------------------------------------------
@@ -208,13 +206,12 @@ def _no_allocation(*args, **kwargs):
         ({"rounds": 0}, ValueError, "rounds"),
     ],
 )
-def test_sweep_refuses_bad_input_fast_before_allocating(devices, monkeypatch, kwargs, error, match):
+def test_sweep_refuses_bad_input_before_allocating(devices, monkeypatch, kwargs, error, match):
     monkeypatch.setattr(sweep_module, "allreduce_inputs", _no_allocation)
     kwargs = {"n_devices": 2, "sizes": [4096, 8192], **kwargs}
-    start = time.perf_counter()
-    with pytest.raises(error, match=match):
-        l05.run_allreduce_sweep(**kwargs)
-    assert time.perf_counter() - start < 1.0
+    with builds_nothing():
+        with pytest.raises(error, match=match):
+            l05.run_allreduce_sweep(**kwargs)
 
 
 def _overlap(combined, allreduce=4e-3, compute=10e-3, launch=1e-3, overlap=True, rows=()):
@@ -372,12 +369,11 @@ def test_overlap_runs_trace_every_device_in_their_dependency_order(devices):
         ({"rounds": 1.5}, TypeError),
     ],
 )
-def test_overlap_refuses_bad_input_fast_before_allocating(devices, monkeypatch, kwargs, error):
+def test_overlap_refuses_bad_input_before_allocating(devices, monkeypatch, kwargs, error):
     monkeypatch.setattr(overlap_module, "allreduce_inputs", _no_allocation)
-    start = time.perf_counter()
-    with pytest.raises(error):
-        l05.run_allreduce_overlap(**kwargs)
-    assert time.perf_counter() - start < 1.0
+    with builds_nothing():
+        with pytest.raises(error):
+            l05.run_allreduce_overlap(**kwargs)
 
 
 def test_one_device_is_refused_saying_why(devices):
@@ -441,7 +437,7 @@ bad_counts = st.one_of(
     field=st.integers(0, 2),
     value=bad_counts,
 )
-def test_entry_points_refuse_random_bad_values_within_a_second(devices, which, field, value):
+def test_entry_points_refuse_random_bad_values_before_building(devices, which, field, value):
     calls = {
         # Counts only: a positive float is a valid budget_s, and a drawn 1.0 ran a whole sweep.
         "sweep": (l05.run_allreduce_sweep, ["n_devices", "sizes", "rounds"]),
@@ -453,10 +449,9 @@ def test_entry_points_refuse_random_bad_values_within_a_second(devices, which, f
     if which == "sweep" and names[field] == "n_devices" and value is None:
         value = 1  # None means every set-up device: a valid choice
     kwargs[names[field]] = value
-    start = time.perf_counter()
-    with pytest.raises((TypeError, ValueError)):
-        call(**kwargs)
-    assert time.perf_counter() - start < 1.0
+    with builds_nothing():
+        with pytest.raises((TypeError, ValueError)):
+            call(**kwargs)
 
 
 def test_plain_text_view_shows_the_tables():

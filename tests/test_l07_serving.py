@@ -1,8 +1,6 @@
 """Notebook 07's experiments: verdicts on injected numbers, tiny real runs, refusals, the panel,
 and an edited notebook cell changing what the panel runs."""
 
-import time
-
 import matplotlib.pyplot as plt
 import pytest
 
@@ -28,6 +26,7 @@ from d2lhelpers.serving.load import LoadLog
 from d2lhelpers.serving.requests import Request
 from d2lhelpers.serving.steady import Spread
 from d2lhelpers.timing.benchmark import Measurement
+from tests.conftest import builds_nothing
 from tests.notebook_runs import run_edited
 
 TINY = {"width": 16, "layers": 2, "prompt_len": 3, "n_out": 4, "slots_per_device": 2}
@@ -235,11 +234,10 @@ def test_a_serving_run_reads_its_window(devices):
         ({"width": 4096, "layers": 64, "slots_per_device": 100}, "needs"),
     ],
 )
-def test_bad_values_are_refused_at_once(devices, kwargs, message):
-    started = time.perf_counter()
-    with pytest.raises((ValueError, TypeError), match=message):
-        run_serving(**{**TINY, **kwargs})
-    assert time.perf_counter() - started < 1.0
+def test_bad_values_are_refused_before_anything_is_built(devices, kwargs, message):
+    with builds_nothing():
+        with pytest.raises((ValueError, TypeError), match=message):
+            run_serving(**{**TINY, **kwargs})
 
 
 def test_the_largest_batch_is_the_last_that_fits(devices, monkeypatch):
@@ -278,17 +276,15 @@ def test_the_experiments_run_at_tiny_sizes(devices):
     assert len(pipe.pipeline) == 2 and "in flight" in str(pipe)
 
 
-def test_the_panel_runs_from_its_sliders_within_its_estimate(devices):
+def test_the_panel_runs_from_its_sliders_and_estimates_its_time(devices):
     panel = serving_panel()
     panel.sliders["width"].value = 16
     panel.sliders["n_out"].value = 3
     panel.sliders["window_ms"].value = 200
-    started = time.perf_counter()
     result = panel.run()
     assert panel.error is None, panel.error
     assert len(result.sweeps[0].points) == 4
     assert panel.estimate(**panel.values()) > 0
-    assert time.perf_counter() - started > 0
 
 
 LOOP_LINE = "    waiting, held, open_ = collections.deque(), [None] * engine.slots, True"

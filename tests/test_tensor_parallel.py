@@ -1,7 +1,5 @@
 """Tensor parallelism: notebook 04's saved code (Megatron's split) against one device; its run."""
 
-import time
-
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -24,6 +22,7 @@ from d2lhelpers.parallel.tensor_parallel import (
     tensor_parallel_mlp,
 )
 from d2lhelpers.parallel.tensor_parallel_runs import run_tensor_parallel
+from tests.conftest import builds_nothing
 
 FAST = {"min_runs": 3, "max_runs": 3, "budget_s": 0.05}
 CLOSE = {"rtol": 1e-5, "atol": 1e-5}
@@ -151,8 +150,7 @@ def test_run_tensor_parallel_small(devices):
         (lambda: run_tensor_parallel(2**18, 2**10, 4), ValueError, "is free"),
     ],
 )
-def test_run_tensor_parallel_refuses_bad_input_fast(devices, call, error, message):
-    start = time.perf_counter()
-    with pytest.raises(error, match=message):
-        call()
-    assert time.perf_counter() - start < 1.0
+def test_run_tensor_parallel_refuses_bad_input_before_building(devices, call, error, message):
+    with builds_nothing():
+        with pytest.raises(error, match=message):
+            call()
