@@ -25,6 +25,7 @@ import d2lhelpers as d2l
 from d2lhelpers.core.units import format_rate, format_seconds, usable_cores
 from d2lhelpers.core.verdicts import NOISE_FLOOR
 from d2lhelpers.lessons.l01_two_devices import run_concurrency
+from d2lhelpers.lessons.l06_multi_process.failure import COLLECTIVE_TIMEOUT_S
 from d2lhelpers.references import RESULTS_DIR
 from d2lhelpers.timing.benchmark import MIN_BLOCK_S
 from d2lhelpers.tracing.timeline import busy_intervals, busy_seconds, overlap_seconds
@@ -501,7 +502,7 @@ def multi_process_rows() -> list[Row]:
             )
             # How soon the one-group job's survivor failed after the kill (a time, measured here
             # and not asserted by a test): within the collective timeout plus start-up slack.
-            timeout_s = 5.0  # run_replicas_vs_group's default collective_timeout_s
+            timeout_s = COLLECTIVE_TIMEOUT_S  # run_replicas_vs_group's default
             peer_s = max(both.group.error_after_s, default=math.nan)
             rows.append(
                 Row(

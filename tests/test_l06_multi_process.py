@@ -129,10 +129,11 @@ def test_both_layouts_are_measured_before_and_after_the_kill():
     assert group.errors[0].startswith("worker 1 of 2") and "killed by SIGKILL" in group.errors[0]
     assert group.errors[1].startswith("worker 0 of 2")  # its peer fails too, never hangs
     assert all(e.endswith(".") and "{{node" not in e and "[Op:" not in e for e in group.errors)
-    # When each error came is a measurement (make bench: the failure demo's detection row); what
-    # holds anywhere is that both were timed from the kill. A peer that hung would fail the run's
-    # own wait with another message than errors[1]'s.
-    assert all(0 <= after < math.inf for after in group.error_after_s)
+    # How soon each error came is a measurement (make bench: the failure demo's detection row);
+    # what holds anywhere: both were seen after the kill, the lost worker's first, both inside the
+    # run. A peer that hung would fail the run's own wait with another message than errors[1]'s.
+    first, peer = group.error_after_s
+    assert 0 <= first <= peer < group.wall_s
     assert group.measured_before and group.rate_after == 0 and group.lost_share == 1.0
     assert group.verdict.startswith("the job failed as a whole: all 2 workers stopped")
     assert both.verdict == f"replicas: {replicas.verdict}; one group: {group.verdict}"

@@ -4,6 +4,7 @@ and an edited notebook cell changing what the panel runs."""
 import matplotlib.pyplot as plt
 import pytest
 
+from d2lhelpers.core.verdicts import Spread
 from d2lhelpers.lessons.l07_serving import (
     Window,
     check_layout_tokens,
@@ -24,7 +25,6 @@ from d2lhelpers.lessons.l07_serving.sweep import LayoutSweep, LoadSweepResult
 from d2lhelpers.serving.config import bytes_per_device, decoder_config
 from d2lhelpers.serving.load import LoadLog
 from d2lhelpers.serving.requests import Request
-from d2lhelpers.serving.steady import Spread
 from d2lhelpers.timing.benchmark import Measurement
 from tests.conftest import builds_nothing
 from tests.notebook_runs import run_edited

@@ -8,10 +8,11 @@ import time
 import numpy as np
 import pytest
 
+from d2lhelpers.core.verdicts import Spread
 from d2lhelpers.serving.load import serve_load
 from d2lhelpers.serving.requests import Request, make_requests, poisson_arrivals
 from d2lhelpers.serving.server import admit, decode, server_loop
-from d2lhelpers.serving.steady import Spread, percentile, rate_in_window
+from d2lhelpers.serving.steady import percentile, rate_in_window
 
 STEP_S = 0.002
 

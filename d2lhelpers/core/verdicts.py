@@ -9,6 +9,8 @@ its likely causes, in order, never shown as a plain result.
 from __future__ import annotations
 
 import dataclasses
+import statistics
+from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from d2lhelpers.core.cache import machine_busy
@@ -35,6 +37,25 @@ class Timed(Protocol):
 
     @property
     def iqr(self) -> float: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class Spread:
+    """A value with its noise (median and IQR of repeated readings): a `Timed` not in seconds."""
+
+    median: float
+    iqr: float
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Spread:
+        values = list(values)
+        if len(values) < 2:
+            return cls(values[0] if values else 0.0, 0.0)
+        q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
+        return cls(statistics.median(values), q3 - q1)
+
+    def scaled(self, factor: float) -> Spread:
+        return Spread(self.median * factor, self.iqr * abs(factor))
 
 
 def noise_of(m: Timed | float) -> float:

@@ -13,32 +13,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import statistics
 from collections.abc import Sequence
 
 from d2lhelpers.core.units import format_seconds
+from d2lhelpers.core.verdicts import Spread
 
 BATCHES = 8  # sub-windows of a window: enough for a median and an IQR
 CONFIDENCE = 0.95
-
-
-@dataclasses.dataclass(frozen=True)
-class Spread:
-    """A value with its noise (median and IQR of repeated readings), as a verdict wants."""
-
-    median: float
-    iqr: float
-
-    @classmethod
-    def of(cls, values: Sequence[float]) -> Spread:
-        values = list(values)
-        if len(values) < 2:
-            return cls(values[0] if values else 0.0, 0.0)
-        q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
-        return cls(statistics.median(values), q3 - q1)
-
-    def scaled(self, factor: float) -> Spread:
-        return Spread(self.median * factor, self.iqr * abs(factor))
 
 
 def rate_in_window(events: Sequence[tuple[float, float]], start: float, end: float) -> Spread:

@@ -15,7 +15,7 @@ from d2lhelpers.collectives.costs import AlphaBeta, fit_alpha_beta
 from d2lhelpers.core.checks import require_count, require_sweep
 from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import BYTES_PER_FLOAT, format_bytes, format_rate, format_seconds
-from d2lhelpers.core.verdicts import relative_noise
+from d2lhelpers.core.verdicts import Spread, relative_noise
 from d2lhelpers.lessons.l06_multi_process.jobs import (
     machine_defaults,
     memory_table,
@@ -27,7 +27,6 @@ from d2lhelpers.lessons.l06_multi_process.jobs import (
 from d2lhelpers.processes import mwms
 from d2lhelpers.processes.progress import ProgressBoard
 from d2lhelpers.processes.worker_memory import RING_COPIES, WORKER_BYTES, worker_memory_bytes
-from d2lhelpers.serving.steady import Spread
 
 
 @dataclasses.dataclass

@@ -42,6 +42,7 @@ DEMO_WIDTH, DEMO_BATCH = 1024, 1024
 WINDOW_S, KILL_AFTER_S = 3.0, 1.0  # each worker trains this long; one dies this far in
 WARMUP = 2  # untimed steps before the common start (the first traces the tf.function)
 START_MARGIN_S = 0.2  # the start time is set this far ahead, so every worker sees it in time
+COLLECTIVE_TIMEOUT_S = 5.0  # how long a survivor waits on a dead peer's collective before it errs
 UNITS = 100  # a worker's progress: hundredths of its window
 
 
@@ -271,7 +272,7 @@ def run_failure(
     width: int = DEMO_WIDTH,
     batch_per_worker: int = DEMO_BATCH,
     timeout_s: float = 30.0,
-    collective_timeout_s: float = 5.0,
+    collective_timeout_s: float = COLLECTIVE_TIMEOUT_S,
     progress=None,
     worker=mwms.training_worker,
     board: ProgressBoard | None = None,

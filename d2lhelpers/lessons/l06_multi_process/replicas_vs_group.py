@@ -10,6 +10,7 @@ import matplotlib.pyplot as plt
 
 from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.lessons.l06_multi_process.failure import (
+    COLLECTIVE_TIMEOUT_S,
     DEMO_BATCH,
     DEMO_WIDTH,
     KILL_AFTER_S,
@@ -81,7 +82,7 @@ def run_replicas_vs_group(
             options.get("width", DEMO_WIDTH),
             options.get("batch_per_worker", DEMO_BATCH),
             options.get("timeout_s", 30.0),
-            options.get("collective_timeout_s", 5.0),
+            options.get("collective_timeout_s", COLLECTIVE_TIMEOUT_S),
         )
     board = ProgressBoard(progress, 2 * n_workers * UNITS)
     demos = [

@@ -20,6 +20,7 @@ from d2lhelpers.core.units import format_rate, format_seconds, usable_cores
 from d2lhelpers.core.verdicts import (
     UNTESTED,
     Comparison,
+    Spread,
     compare,
     higher_or_lower,
     impossible,
@@ -37,7 +38,7 @@ from d2lhelpers.lessons.l07_serving.points import (
 from d2lhelpers.serving.config import SPLIT_LAYOUTS
 from d2lhelpers.serving.engines import ServingCode
 from d2lhelpers.serving.load import LoadLog
-from d2lhelpers.serving.steady import Spread, rate_in_window
+from d2lhelpers.serving.steady import rate_in_window
 
 OVERLOAD = 1.5  # offered load, as a multiple of the layout's measured capacity
 SETTLE_S = 0.05  # after the loss (and any rebuild), before the window after it starts

@@ -19,6 +19,7 @@ from d2lhelpers.core.units import format_rate, format_seconds, usable_cores
 from d2lhelpers.core.verdicts import (
     UNTESTED,
     Comparison,
+    Spread,
     compare,
     faster_or_slower,
     impossible,
@@ -30,7 +31,6 @@ from d2lhelpers.devices import on_gpu, select_devices
 from d2lhelpers.lessons.l07_serving.points import ready_engines
 from d2lhelpers.serving.config import decoder_config
 from d2lhelpers.serving.engines import Engine, ServingCode
-from d2lhelpers.serving.steady import Spread
 from d2lhelpers.timing.benchmark import Measurement, measure
 
 MICROBATCHES = (1, 2, 4, 8)

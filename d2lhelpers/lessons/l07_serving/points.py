@@ -16,13 +16,13 @@ import numpy as np
 
 from d2lhelpers.core import checks
 from d2lhelpers.core.units import format_rate, format_seconds
-from d2lhelpers.core.verdicts import compare
+from d2lhelpers.core.verdicts import Spread, compare
 from d2lhelpers.devices import check_fits, select_devices
 from d2lhelpers.serving.config import ModelConfig, bytes_per_device, decoder_config
 from d2lhelpers.serving.engines import Engine, ServingCode, build_engines
 from d2lhelpers.serving.load import LoadLog, serve_load
 from d2lhelpers.serving.requests import make_requests
-from d2lhelpers.serving.steady import Percentile, Spread, percentile, rate_in_window
+from d2lhelpers.serving.steady import Percentile, percentile, rate_in_window
 from d2lhelpers.timing.benchmark import Measurement, measure
 
 MAX_SLOTS = 256

@@ -19,6 +19,7 @@ from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import device_names, format_rate, format_seconds, usable_cores
 from d2lhelpers.core.verdicts import (
     UNTESTED,
+    Spread,
     beats_ideal,
     compare,
     higher_or_lower,
@@ -39,7 +40,6 @@ from d2lhelpers.lessons.l07_serving.points import (
 from d2lhelpers.parallel.tensor_parallel import allreduce_sum
 from d2lhelpers.serving.config import LAYOUTS, SPLIT_LAYOUTS
 from d2lhelpers.serving.engines import ServingCode
-from d2lhelpers.serving.steady import Spread
 from d2lhelpers.timing.benchmark import Measurement, measure
 from d2lhelpers.timing.peaks import device_peak_rate
 
