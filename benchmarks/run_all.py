@@ -115,6 +115,7 @@ def rate_rows(devices, size: int, n: int) -> list[Row]:
                 m.rate / fair,
                 ">= 0.8",
                 f"{format_rate(m.rate)} vs {format_rate(baseline)} / {sharing}",
+                ceiling=1.0,  # a device's share of the machine can at best match the whole
             )
         )
     return rows

@@ -174,6 +174,20 @@ def machine_label(result: dict) -> str:
     )
 
 
+def bound_note(row: dict) -> str:
+    """A committed ratio past the bound it cannot pass (a rate above its peak, a time below its
+    ideal): flagged, never shown as a plain result. Within `make bench`'s 5% noise floor it was
+    let through there; here it still says so."""
+    ceiling, floor, ratio = row.get("ceiling"), row.get("floor"), row["ratio"]
+    if row.get("verdict") == "IMPOSSIBLE":
+        return "impossible: past its bound beyond the noise, so not a result"
+    if ceiling is not None and ratio > ceiling:
+        return f"above its ceiling {ceiling:.2f}, within the 5% noise floor: the bound ran low"
+    if floor is not None and ratio < floor:
+        return f"below its floor {floor:.2f}, within the 5% noise floor: the bound ran high"
+    return ""
+
+
 def reference_table(topic: str, results: list[dict] | None = None) -> Table:
     """The committed rows of `topic` as one table, each machine named once in its title (as A,
     B, ... when there are several) and labelled as not the learner's machine."""
@@ -190,9 +204,12 @@ def reference_table(topic: str, results: list[dict] | None = None) -> Table:
     names = [f"{chr(65 + i)}: {label}" if several else label for i, (label, _) in enumerate(found)]
     rows = [
         ([chr(65 + i)] if several else [])
-        + [row["name"], f"{row['ratio']:.2f}", row.get("detail") or row.get("notes", "")]
+        + [row["name"], f"{row['ratio']:.2f}", (row.get("detail") or row.get("notes", ""))]
+        + ([bound_note(row)] if any(bound_note(r) for _, rs in found for r in rs) else [])
         for i, (_, machine_rows) in enumerate(found)
         for row in machine_rows
     ]
     columns = (["machine"] if several else []) + ["what was measured there", "ratio", "detail"]
+    if rows and len(rows[0]) > len(columns):
+        columns.append("bound")
     return Table(f"{REFERENCE_TITLE}: {'; '.join(names)}", columns, rows)

@@ -380,9 +380,11 @@ def test_at_once_verdict_reads_the_model_for_the_usable_cores():
     # A miss beyond the band is a miss, however spread the runs: not "too noisy to check".
     spread = Measurement("both", [0.016, 0.018, 0.020, 0.024, 0.026])  # IQR 30% of its median
     missed = l01.at_once_verdict(spread, timed(0.010), "logical CPU", cores=2)
-    assert "slower than the model's 1.00x" in missed and "too noisy" not in missed
+    assert "slower than the model's 1.00x" in missed and "beyond both runs' noise" in missed
+    assert "too noisy" not in missed
     near = Measurement("both", [0.008, 0.009, 0.0105, 0.012, 0.013])  # as spread, inside
-    assert "too noisy to check" in l01.at_once_verdict(near, timed(0.010), "logical CPU", cores=2)
+    inside = l01.at_once_verdict(near, timed(0.010), "logical CPU", cores=2)
+    assert "too noisy to check" in inside and "within their noise of the model's" in inside
     assert "impossible" in l01.at_once_verdict(timed(0.006), timed(0.010), "GPU")
     assert "no model" in l01.at_once_verdict(timed(0.012), timed(0.010), "virtual GPU")
 

@@ -64,10 +64,14 @@ def test_a_noisy_run_gives_no_verdict_about_the_model():
     noisy = result(0.010, 0.005)
     noisy.split.times = [0.004, 0.005, 0.0055, 0.006, 0.007]
     assert noisy.verdict.startswith("one branch per device") and "too noisy" in noisy.verdict
+    assert "within their noise of the model's" in noisy.verdict  # why a miss was not called
     # Spread as widely, but its whole band slower than the model: a miss, not "too noisy".
     missed = result(0.010, 0.009)
     missed.split.times = [0.0072, 0.0081, 0.009, 0.0108, 0.0117]
     assert "slower than the model" in missed.verdict and "too noisy" not in missed.verdict
+    assert "beyond both runs' noise, wide as it is" in missed.verdict
+    quiet_miss = result(0.010, 0.009).verdict  # a quiet run's miss says nothing of width
+    assert "slower than the model" in quiet_miss and "beyond both" not in quiet_miss
 
 
 def test_table_shows_both_runs_and_the_models_time():

@@ -119,7 +119,10 @@ def test_sweep_result_residuals_and_bound_from_known_numbers():
     assert "3 of 3 within the noise of their own run and of the two runs α and β" in sweep.verdict
     text = str(sweep)
     assert "1.00 ms" in text and "calibrates β" in text and "least squares" in text
-    assert "B is 1.50x the rate at which one device copies 7.8 KiB alone, 3.00x" in text
+    # each ratio with both runs' noise: here each at the 5% floor, 10% of the ratio
+    assert "B is 1.50x ± 0.15 the rate at which one device copies 7.8 KiB alone, 3.00x ± 0.30" in (
+        text
+    )
     assert "<table>" in sweep._repr_html_()
 
 

@@ -104,6 +104,14 @@ def test_saturation_is_the_most_sustained_and_any_point_above_capacity_is_flagge
     alone = LoadSweepResult(2, 2, cap, [sweep], step_flops=1e6, peak=1e12)
     assert alone.verdict == "replicas saturated at 2.0 ktokens/s"  # one layout: no "highest"
     assert any("4.0 ktokens/s" in f and "above its capacity" in f for f in flagged.flags())
+    assert flagged.above_capacity() is None  # flagged as impossible, not also told as a bound
+    # Above the capacity but within the noise: not impossible, but said beside the numbers.
+    near = LayoutSweep("replicas", cap, Spread(1, 0), [point(2350, 1000, True)])
+    assert near.flags() == [] and "served up to 1.03x its measured capacity" in str(
+        near.above_capacity()
+    )
+    assert near.above_capacity() in near.sentences()
+    assert sweep.above_capacity() is None  # all points below the capacity
 
 
 def test_a_growing_queue_inside_the_noise_reads_cant_tell():
@@ -133,7 +141,10 @@ def test_the_in_flight_verdict_says_where_the_pipeline_missed_its_model():
         return PipelineInFlightResult(2, 2, 4, [1, 2, 4][: len(pipe_times)], one, pipe)
 
     held = result([0.010, 0.0075, 0.00625])  # speedups 1.0, 1.33, 1.6: the model's
-    assert held.verdict.endswith("the model held within the noise at every m")
+    assert held.verdict.endswith(
+        "the model held within the noise at every m (at m = [1] it predicts no gain: only a miss "
+        "would have tested it)"
+    )
     assert "from 8 sequences in flight on" in held.verdict
     missed = result([0.012, 0.014, 0.026])  # never faster, always below the model
     assert missed.verdict.startswith("the pipeline beat one device at none")
@@ -151,9 +162,11 @@ def test_the_in_flight_verdict_says_where_the_pipeline_missed_its_model():
             Measurement("pipe", [0.005, 0.006, 0.0075, 0.009, 0.010]),
         ],
     )  # m = 2: median on the model (7.5 ms), but the band reaches one device's 10 ms
-    assert "the model held within the noise at m = [1]" in noisy.verdict
+    assert "the model held within the noise at m = [1] (at m = [1] it predicts no gain" in (
+        noisy.verdict
+    )  # m = 1: the model is one device's time, so agreeing with it says only "no gain"
     (table,) = noisy.tables()
-    assert [row[6] for row in table.rows] == ["held", "too noisy to test"]
+    assert [row[6] for row in table.rows] == ["held (no gain predicted)", "too noisy to test"]
     assert table.rows[0][4] == "1.00 ± 0.10"  # both steps at the 5% noise floor
     assert "one device's steps: 10.00 ms ± 5%, 10.00 ms ± 5%" in table.verdicts[0]
     assert noisy.verdict.endswith(
@@ -197,12 +210,17 @@ def test_the_failure_verdict_compares_after_with_n_minus_1_over_n():
     held = failover(500)
     held.capacity = 1020.0
     assert held.test == "held"
-    assert held.sentence().endswith("before the loss it served 0.98x its measured capacity")
+    assert held.sentence().endswith("before the loss it served 0.98x ± 0.05 its measured capacity")
+    held.capacity = 900.0  # served above it, beyond the noise: said, not printed bare
+    assert held.sentence().endswith(
+        "1.11x ± 0.06 its measured capacity, more than it beyond the noise: its capacity was "
+        "measured low on this run, so the share it served is a rough one"
+    )
     held.capacity = 1250.0
     assert held.test == "below capacity"
     assert held.sentence().endswith(
-        "0.80x its measured capacity, measurably less: (n - 1) / n compares capacities, so it "
-        "is not tested here"
+        "0.80x ± 0.04 its measured capacity, measurably less: (n - 1) / n compares capacities, "
+        "so it is not tested here"
     )
     assert "(not at capacity before: (n - 1) / n not tested)" in FailureResult([held], 2).verdict
 

@@ -127,3 +127,23 @@ def test_a_ratio_within_the_spread_of_the_single_times_is_not_called_a_differenc
 def test_a_copy_rate_that_would_outlast_the_timing_is_refused(rates):
     with pytest.raises(ValueError, match="copy rates must be above 1.02 GB/s"):
         seed_without_copy(rates)
+
+
+def test_a_ratio_past_its_bound_is_flagged_beside_it():
+    rows = [
+        {"name": "concurrent rate / peak", "ratio": 1.04, "detail": "", "ceiling": 1.0},
+        {
+            "name": "concurrent time / ideal",
+            "ratio": 0.9,
+            "detail": "",
+            "floor": 1.0,
+            "verdict": "IMPOSSIBLE",
+        },
+        {"name": "concurrent 2 chains / 1 chain", "ratio": 1.02, "detail": "49 ms"},
+    ]
+    table = reference_table("concurrency", [{"machine": CPU["machine"], "rows": rows}])
+    assert table.columns[-1] == "bound"
+    assert table.rows[0][-1].startswith("above its ceiling 1.00, within the 5% noise floor")
+    assert table.rows[1][-1].startswith("impossible")
+    assert table.rows[2][-1] == ""
+    assert reference_table("concurrency", [CPU]).columns[-1] == "detail"  # none past a bound

@@ -29,6 +29,7 @@ from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import cores_phrase, format_rate, format_seconds, plural, usable_cores
 from d2lhelpers.core.verdicts import (
     NOISE_FLOOR,
+    UNTESTED,
     Comparison,
     compare,
     faster_or_slower,
@@ -105,8 +106,9 @@ def overlap_sentence(rows: Sequence[OpEvent], devices: Sequence[Device | str]) -
     return sentence
 
 
-def baseline_sentence(split: Measurement, baseline: dict) -> str:
-    """The split's rate against the whole machine's baseline (notebook 01), within both noises.
+def baseline_sentence(split: Measurement, baseline: dict, name: str = "split") -> str:
+    """A run's rate (the split's, or `name`'s) against the whole machine's baseline (notebook
+    01), within both noises.
 
     `baseline` is `machine_baseline_rate()`: its 'noise' is its own relative spread.
     """
@@ -118,7 +120,7 @@ def baseline_sentence(split: Measurement, baseline: dict) -> str:
     else:
         where = "measurably above it" if rate > whole else "measurably below it"
     return (
-        f"split rate {format_rate(rate)} = {rate / whole:.2f} of the whole machine's baseline "
+        f"{name} rate {format_rate(rate)} = {rate / whole:.2f} of the whole machine's baseline "
         f"{format_rate(whole)} (measured {baseline.get('measured_at', 'in this run')}, as "
         f"notebook 01 prints it; noise ±{relative * rate / whole:.2f}): {where}"
     )
@@ -167,15 +169,21 @@ class BranchResult(Reported):
             where += f" on {cores_phrase(self.cores)}"
         if c.a_faster:
             return f"{outcome}; faster than the {where}: impossible, see the warnings"
+        noisy = noisy_run(self.one_device) or noisy_run(self.split)
         if c.a_slower:  # slower than all branches on one device too: not missing overlap
             serial = compare(self.split, self.one_device).a_slower
+            beyond = " beyond both runs' noise, wide as it is" if noisy else ""
             return (
-                f"{outcome}; measured speedup {self.speedup:.2f}x, slower than the {where}: "
+                f"{outcome}; measured speedup {self.speedup:.2f}x, slower than the {where}"
+                f"{beyond}: "
                 f"{slower_cause(self.cores, serial)} (the trace above shows each branch's busy "
                 "time and the join's)"
             )
-        if noisy_run(self.one_device) or noisy_run(self.split):
-            return f"{outcome}; too noisy to check the {where} (a run spread by more than 10%)"
+        if noisy:
+            return (
+                f"{outcome}; too noisy to check the {where}: {UNTESTED['noisy']}, and the "
+                "split's time is within their noise of the model's"
+            )
         return f"{outcome}; measured speedup {self.speedup:.2f}x: the {where} holds"
 
     def tables(self) -> list[Table]:

@@ -28,9 +28,10 @@ def branch_weights(width, hidden, branches, seed=0):
 def mlp_branches_in_one_graph(devices, join, one_at_a_time=False):
     """y = sum_b relu(x W1_b) W2_b in one tf.function: branch b on devices[b], the sum on `join`.
 
-    Call it as run(x, weights). The branches share only x, so the dependency tracker runs them at
-    the same time; the join waits for all of them. With `one_at_a_time`, each branch waits for
-    the one before (a control dependency): what one device with one stream of work does.
+    Call it as run(x, weights). The branches share only x, so nothing orders them: the runtime is
+    free to run them at once (the trace shows whether it did); the join waits for all of them.
+    With `one_at_a_time`, each branch waits for the one before (a control dependency): what one
+    device with one stream of work does.
     """
 
     @tf.function

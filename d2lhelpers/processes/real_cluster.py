@@ -54,7 +54,8 @@ class RealClusterResult(Reported):
         launcher = (
             "From here a launcher takes over: Kubernetes (Kubeflow's TFJob) or Vertex AI writes "
             "each worker's TF_CONFIG and starts, restarts and ends the processes (on Slurm, TF's "
-            "SlurmClusterResolver); the worker code stays this one."
+            "SlurmClusterResolver); the worker code stays this one. (From those tools' "
+            "documentation: no launcher is run here.)"
         )
         return [Table("what each host runs", ("host", "command"), rows, verdicts=[launcher])]
 

@@ -85,11 +85,12 @@ class MeasuredPeak(float):
         return self.record.noise
 
     def remeasure(self) -> float | None:
-        """The peak measured again (the record keeps the higher), or None when it cannot be."""
+        """The peak as measured again now (the record keeps the higher of its readings, which
+        `current` gives), or None when it cannot be measured again."""
         if self.record.measure_again is None:
             return None
         self.record.remeasure()
-        return self.current
+        return self.record.readings[-1] * self.factor
 
     def __mul__(self, k):
         if not isinstance(k, numbers.Real):
@@ -185,7 +186,12 @@ class Measurement:
             peak_now = self.best_peak
             if peak_now:
                 peak = format_rate(peak_now, self.unit)
-                again = " (re-measured)" if self.remeasured_peak else ""
+                again = (
+                    f" (the best reading kept; measured again now: "
+                    f"{format_rate(self.remeasured_peak, self.unit)})"
+                    if self.remeasured_peak
+                    else ""
+                )
                 text += f" = {self.rate / peak_now:.2f} of the peak {peak}{again}"
                 if self.rate > peak_now and not self.above_peak:
                     text += f" (above it by less than the noise of {self.rate_noise:.0%})"

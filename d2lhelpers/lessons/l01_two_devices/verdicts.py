@@ -6,6 +6,7 @@ from __future__ import annotations
 from d2lhelpers.core.concurrency import slowdown_model
 from d2lhelpers.core.units import cores_phrase, format_rate, plural, usable_cores
 from d2lhelpers.core.verdicts import (
+    UNTESTED,
     Comparison,
     above_limit,
     impossible,
@@ -31,9 +32,15 @@ def at_once_verdict(both: Measurement, one: Measurement, kind: str, k: int = 2, 
         return impossible(f"{said}, faster than {where}")
     if c.a_slower:  # beyond the band, which holds both runs' spread: a miss however noisy
         serial = Comparison(both.median, k * one.median, noise_of(both) + k * noise_of(one))
-        return f"{said}, slower than {where}: {slower_cause(cores, serial.a_slower)}"
+        beyond = (
+            " beyond both runs' noise, wide as it is" if noisy_run(both) or noisy_run(one) else ""
+        )
+        return f"{said}, slower than {where}{beyond}: {slower_cause(cores, serial.a_slower)}"
     if noisy_run(both) or noisy_run(one):
-        return f"{said}; too noisy to check it against {where} (a run spread by more than 10%)"
+        return (
+            f"{said}; too noisy to check it against {where}: {UNTESTED['noisy']}, and this "
+            "time is within their noise of the model's"
+        )
     if want == 1.0:
         return f"{said}, as {where} says: they ran at the same time"
     return f"{said}, as {where} says: more chains than cores, so they took turns on the cores"

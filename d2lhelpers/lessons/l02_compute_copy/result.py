@@ -359,7 +359,12 @@ class ComputeCopyResult(Reported):
             "Rates",
             ["what", "rate", "beside"],
             [
-                ["run", format_rate(self.run.rate), "one worker thread"],
+                [
+                    "run",
+                    format_rate(self.run.rate),
+                    "one worker thread: no peak is measured for it here, so this rate is not "
+                    "checked against one",
+                ],
                 [
                     "copy over gRPC",
                     f"{self.copy_rate / GB:.2f} GB/s",

@@ -27,7 +27,14 @@ from d2lhelpers.collectives.costs import AlphaBeta, Residual, bus_bandwidth_boun
 from d2lhelpers.collectives.tf_allreduce import FRESH_PAGES_BYTES, TINY_BYTES
 from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import format_bytes, format_rate, format_seconds
-from d2lhelpers.core.verdicts import LIKELY_CAUSES, beats_ideal, impossible, noise_of, noisy_run
+from d2lhelpers.core.verdicts import (
+    LIKELY_CAUSES,
+    beats_ideal,
+    impossible,
+    noise_of,
+    noisy_run,
+    relative_noise,
+)
 from d2lhelpers.timing.benchmark import Measurement
 
 BOUND_CAUSES = (
@@ -174,9 +181,14 @@ class AllreduceSweepResult(Reported):
             rows.append(
                 ("bus bandwidth B", format_rate(bus, "B/s"), "β·2(n-1)/n: each rank's link")
             )
+            # B comes from the largest all-reduce: its noise and the reference's, summed
+            own = relative_noise(self.measurements[-1])
+            copy, add = own + relative_noise(self.copy), own + relative_noise(self.add)
             verdicts.append(
-                f"B is {bus / self.copy.rate:.2f}x the rate at which one device copies "
-                f"{largest} alone, {bus / self.add.rate:.2f}x the rate at which it adds."
+                f"B is {bus / self.copy.rate:.2f}x ± {bus / self.copy.rate * copy:.2f} the rate "
+                f"at which one device copies {largest} alone, {bus / self.add.rate:.2f}x ± "
+                f"{bus / self.add.rate * add:.2f} the rate at which it adds (each band: both "
+                "runs' noise)."
             )
         rows.append(("one device copies", format_rate(self.copy.rate, "B/s"), largest))
         rows.append(("one device adds", format_rate(self.add.rate, "B/s"), largest))

@@ -120,7 +120,9 @@ class AllReduceJobResult(Reported):
                 f"per link (ring of {self.n_workers}): alpha_link = "
                 f"{format_seconds(link.alpha_s)}, beta_link = {_rate(link.beta_bytes_per_s)}"
                 + (
-                    "; on loopback a 'link' is gRPC through the kernel, on the cores that compute"
+                    "; on loopback a 'link' is gRPC through the kernel, on the cores that "
+                    "compute: it has no fixed rate to set beta against (notebook 02 times raw "
+                    "TCP on it; the two-host rows below set beta against a link's set rate)"
                     if self.where == "loopback"
                     else ""
                 )

@@ -112,7 +112,17 @@ class Failover:
                 f"{self.expected:.2f}: {UNTESTED[test]}"
             )
         if self.utilisation is not None:
-            said += f"; before the loss it served {self.utilisation:.2f}x its measured capacity"
+            before = self.throughput_before
+            band = noise_of(before) / self.capacity
+            said += (
+                f"; before the loss it served {self.utilisation:.2f}x ± {band:.2f} its measured "
+                "capacity"
+            )
+            if self.utilisation > 1 + band:  # more than its steps allow: the capacity ran low
+                said += (
+                    ", more than it beyond the noise: its capacity was measured low on this run, "
+                    "so the share it served is a rough one"
+                )
         if test == "below capacity":
             said += ", measurably less: (n - 1) / n compares capacities, so it is not tested here"
         return said

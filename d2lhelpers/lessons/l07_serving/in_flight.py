@@ -17,6 +17,7 @@ from d2lhelpers.core.progress import Steps
 from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import format_rate, format_seconds, usable_cores
 from d2lhelpers.core.verdicts import (
+    NOISE_FLOOR,
     UNTESTED,
     Comparison,
     Spread,
@@ -64,6 +65,11 @@ class PipelineInFlightResult(Reported):
         n = self.n_devices
         return min(self.at_once, m * n / (m + n - 1))
 
+    def no_gain(self, m: int) -> bool:
+        """The model predicts one device's time (within the noise floor): agreeing with it
+        says only that nothing was gained; a miss is what would test it."""
+        return abs(self.model(m) - 1) <= NOISE_FLOOR
+
     @property
     def pays_off_at(self) -> int | None:
         """The fewest sequences in flight at which the pipeline beat one device beyond noise."""
@@ -105,10 +111,16 @@ class PipelineInFlightResult(Reported):
         if not below:
             tests = self.model_tests()
             held = [m for m, t in tests.items() if t == "held"]
+            same = [m for m in held if self.no_gain(m)]
+            note = (
+                f" (at m = {same} it predicts no gain: only a miss would have tested it)"
+                if same
+                else ""
+            )
             if len(held) == len(tests):
-                return said + "; the model held within the noise at every m"
+                return said + "; the model held within the noise at every m" + note
             if held:
-                said += f"; the model held within the noise at m = {held}"
+                said += f"; the model held within the noise at m = {held}" + note
             faster = [m for m, t in tests.items() if t == "missed"]  # not below: above it
             if faster:
                 said += "; " + impossible(f"at m = {faster} faster than its model beyond the noise")
@@ -136,7 +148,7 @@ class PipelineInFlightResult(Reported):
                     format_rate(seqs / pipe.median, "tok/s"),
                     f"{speedup:.2f} ± {band:.2f}",
                     f"{self.model(m):.2f}",
-                    READING[tests[m]],
+                    READING[tests[m]] + (" (no gain predicted)" if self.no_gain(m) else ""),
                     faster_or_slower(pipe, one, "pipeline", "one device"),
                 ]
             )
