@@ -81,3 +81,29 @@ def test_pooled_times_keep_the_peaks_noise_and_its_remeasure():
     assert m.remeasured_peak == 120e9 and m.best_peak == 120e9
     assert m.peak_noise == pytest.approx(70 / 120)  # round 2 saw the gap between the readings
     assert not any("impossible" in w for w in m.warnings)
+
+
+def test_measure_in_turns_tells_each_round_and_turn_on_its_steps():
+    from d2lhelpers.core.progress import Steps
+    from d2lhelpers.timing.interleaved import measure_in_turns
+
+    now, seen, freed = [0.0], [], []
+
+    def run():
+        now[0] += 0.01
+
+    steps = Steps(lambda done, total, status: seen.append((done, total, status)), 2)
+    (m,) = measure_in_turns(
+        [(run, "a", {})],
+        steps,
+        2,
+        after_round=lambda: freed.append(steps.done),  # before the round is counted
+        min_runs=2,
+        max_runs=2,
+        budget_s=4.0,
+        **fake_options(now),
+    )
+    assert len(m.times) == 4 and freed == [0, 1] and steps.done == 2
+    assert (0, 2, "measuring a (round 1 of 2), repeat 1") in seen
+    assert (1, 2, "done: round 1 of 2") in seen and seen[-1] == (2, 2, "finished")
+    assert (1, 2, "measuring a (round 2 of 2), repeat 1") in seen

@@ -181,7 +181,7 @@ def test_run_mlp_branches_at_a_tiny_size_reports_progress(devices):
     assert matmuls == [("MatMul", CPU1), ("MatMul_1", CPU1), ("MatMul_2", CPU2), ("MatMul_3", CPU2)]
     statuses = [c[2] for c in calls]
     assert any(
-        s.startswith("timing one branch per device (2) (round 2 of 2), repeat") for s in statuses
+        s.startswith("measuring one branch per device (2) (round 2 of 2), repeat") for s in statuses
     )
     assert "done: round 1 of 2" in statuses and calls[-1] == (3, 3, "finished")
 

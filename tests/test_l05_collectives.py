@@ -174,7 +174,7 @@ def test_sweep_measures_tiny_sizes(devices, n):
     done = [c for c in calls if c[2].startswith("done") or c[2] == "finished"]
     assert [c[0] for c in done] == [1, 2] and all(len(c) == 3 and c[1] == 2 for c in calls)
     assert any(c[2].startswith("measuring all-reduce of 1.0 KiB") for c in calls)
-    assert any("(round 2 of 2), repeat 3" in c[2] for c in calls)
+    assert any("(round 2 of 2), repeat 1" in c[2] for c in calls)  # each turn says it began
     assert len(result.tiny.times) == len(result.copy.times) == 6  # 3 runs a turn, pooled
     assert result.sizes == [64, 1024, 4096] and result.n_devices == n
     assert len(result.measurements) == len(result.predicted) == 3

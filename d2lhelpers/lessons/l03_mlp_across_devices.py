@@ -48,7 +48,7 @@ from d2lhelpers.timing.estimate import (
     interleaved_seconds,
     trace_seconds,
 )
-from d2lhelpers.timing.interleaved import ROUNDS, measure_interleaved, turn_options
+from d2lhelpers.timing.interleaved import ROUNDS, measure_in_turns
 from d2lhelpers.timing.peaks import device_peak_rate
 from d2lhelpers.tracing.timeline import (
     OpEvent,
@@ -255,20 +255,17 @@ def run_mlp_branches(
     # At most min(k, c) logical CPU devices compute at once: above that rate is impossible.
     at_once = branches if devices[0].kind != "logical CPU" else min(branches, usable_cores())
     together_peak = at_once * peak
-    # In turns (`measure_interleaved`): a load that changes between rounds slows both alike.
-    timed = measure_interleaved(
+    # In turns (`measure_in_turns`): a load that changes between rounds slows both alike.
+    timed = measure_in_turns(
         [
             (lambda: together(x, weights), "all branches on one device, one after another",
              {"flops": flops, "peak": peak}),
             (lambda: split(x, weights), f"one branch per device ({branches})",
              {"flops": flops, "peak": together_peak}),
         ],
+        steps,
         ROUNDS,
-        on_round=lambda: steps.finish(f"round {steps.done + 1} of {ROUNDS}"),
-        on_repeat=lambda r, label, n: steps.say(
-            f"timing {label} (round {r} of {ROUNDS}), repeat {n}", force=n == 1
-        ),
-        **turn_options(measure_options, ROUNDS),
+        **measure_options,
     )  # fmt: skip
     steps.say("tracing one call of the split model")
     rows = trace(split, x, weights)

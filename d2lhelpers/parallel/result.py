@@ -23,7 +23,7 @@ from d2lhelpers.core.verdicts import (
 )
 from d2lhelpers.parallel.model import MATCH_TOLERANCE
 from d2lhelpers.timing.benchmark import Measurement
-from d2lhelpers.timing.interleaved import ROUNDS, measure_interleaved, turn_options
+from d2lhelpers.timing.interleaved import ROUNDS, measure_in_turns
 
 
 def communication_note(kind: str) -> str:
@@ -211,7 +211,7 @@ def measure_calls(
     rounds: int = ROUNDS,
     **measure_options,
 ) -> list[Measurement]:
-    """Each (label, call, devices) measured in turns, `rounds` times (`measure_interleaved`), its
+    """Each (label, call, devices) measured in turns, `rounds` times (`measure_in_turns`), its
     peak `devices` x `device_peak`: a load that changes meanwhile slows them alike, so their
     ratios hold, and each run's times pool its rounds, so its IQR holds the drift between them.
 
@@ -222,12 +222,4 @@ def measure_calls(
         (call, label, {"flops": flops, "peak": k * device_peak if device_peak else None})
         for label, call, k in calls
     ]
-    return measure_interleaved(
-        runs,
-        rounds,
-        on_round=lambda: steps.finish(f"round {steps.done + 1} of {rounds}"),
-        on_repeat=lambda r, label, n: steps.say(  # each turn's first repeat always shows
-            f"measuring {label} (round {r} of {rounds}), repeat {n}", force=n == 1
-        ),
-        **turn_options(measure_options, rounds),
-    )
+    return measure_in_turns(runs, steps, rounds, **measure_options)

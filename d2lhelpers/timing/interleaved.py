@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from d2lhelpers.core.progress import Steps
 from d2lhelpers.timing.benchmark import Measurement, measure, measurement_warnings
 
 
@@ -60,3 +61,30 @@ def turn_options(options: dict, rounds: int) -> dict:
     turn = {**options, "budget_s": options.get("budget_s", BUDGET_S) / rounds}
     turn.setdefault("min_runs", MIN_RUNS_PER_TURN)
     return turn
+
+
+def measure_in_turns(
+    runs: Sequence[tuple[Callable[[], object], str, dict]],
+    steps: Steps,
+    rounds: int = ROUNDS,
+    after_round: Callable[[], None] | None = None,
+    **options,
+) -> list[Measurement]:
+    """`measure_interleaved` as every lesson runs it: `options`' budget shared out among the
+    turns (`turn_options`), each round counted on `steps` once done (after `after_round()`),
+    and each turn's repeats said on it ("measuring LABEL (round 1 of 2), repeat 3")."""
+
+    def on_round() -> None:
+        if after_round is not None:
+            after_round()
+        steps.finish(f"round {steps.done + 1} of {rounds}")
+
+    return measure_interleaved(
+        runs,
+        rounds,
+        on_round=on_round,
+        on_repeat=lambda r, label, n: steps.say(  # each turn's first repeat always shows
+            f"measuring {label} (round {r} of {rounds}), repeat {n}", force=n == 1
+        ),
+        **turn_options(options, rounds),
+    )

@@ -29,7 +29,7 @@ from d2lhelpers.core.verdicts import (
 from d2lhelpers.devices import check_fits, select_devices
 from d2lhelpers.timing.benchmark import Measurement
 from d2lhelpers.timing.estimate import CALL_S, call_seconds, interleaved_seconds, trace_seconds
-from d2lhelpers.timing.interleaved import ROUNDS, measure_interleaved, turn_options
+from d2lhelpers.timing.interleaved import ROUNDS, measure_in_turns
 
 MAX_MATMULS = 1000  # ops per chain: a graph this long already takes seconds to trace
 
@@ -196,16 +196,8 @@ def run_concurrency(
         label = f"{plural(k, 'chain')} on {plural(k, 'device')}"
         rate = {"flops": k * chain_flops(size, n_matmuls), "peak": peak}
         runs.append((lambda run=run, k=k: run(*xs[:k]), label, rate))
-    # In turns (`measure_interleaved`): a load that changes meanwhile slows every k alike.
-    measurements = measure_interleaved(
-        runs,
-        ROUNDS,
-        on_round=lambda: steps.finish(f"round {steps.done + 1} of {ROUNDS}"),
-        on_repeat=lambda r, label, n: steps.say(
-            f"measuring {label} (round {r} of {ROUNDS}), repeat {n}", force=n == 1
-        ),
-        **turn_options(measure_options, ROUNDS),
-    )
+    # In turns (`measure_in_turns`): a load that changes meanwhile slows every k alike.
+    measurements = measure_in_turns(runs, steps, ROUNDS, **measure_options)
     return ConcurrencyResult(size, n_matmuls, kind, measurements, cores)
 
 

@@ -25,11 +25,11 @@ from d2lhelpers.collectives.tf_allreduce import (
 )
 from d2lhelpers.core.checks import require_count, require_measure_options
 from d2lhelpers.core.counts import chain_bytes, chain_flops
+from d2lhelpers.core.heap import return_freed_memory
 from d2lhelpers.core.progress import Steps
 from d2lhelpers.core.units import MiB, device_names, format_bytes
 from d2lhelpers.lessons.l05_collectives.overlap_result import AllreduceOverlapResult
-from d2lhelpers.lessons.l05_collectives.sweep import finish_round
-from d2lhelpers.timing.interleaved import measure_interleaved, turn_options
+from d2lhelpers.timing.interleaved import measure_in_turns
 from d2lhelpers.workloads import chains_in_one_graph, random_matrix
 
 MAX_CHAIN_SIZE = 8192  # matrices beyond this take minutes per chain on CPUs
@@ -61,7 +61,7 @@ def run_allreduce_overlap(
     `chain_size`² per device: each alone, then together in one function, and trace that one.
     The all-reduce alone is `allreduce_in_one_graph(devices)`; both together are
     `allreduce_and_compute(devices, chain_length, overlap)`.
-    The four are timed in turns, `rounds` times (`measure_interleaved`), so a machine whose load
+    The four are timed in turns, `rounds` times (`measure_in_turns`), so a machine whose load
     changes meanwhile slows them alike.
 
     The defaults make the two parts similar (a few ms each on 2 cores), where the two ideals
@@ -99,15 +99,7 @@ def run_allreduce_overlap(
         (lambda: compute_only(*tiny_xs), "launch: the compute function on 1x1 matrices", {}),
         (lambda: combined(grads, xs), both, {}),
     ]  # fmt: skip
-    measured = measure_interleaved(
-        runs,
-        rounds,
-        on_round=lambda: finish_round(steps, rounds),
-        on_repeat=lambda r, label, repeat: steps.say(
-            f"measuring {label} (round {r} of {rounds}), repeat {repeat}"
-        ),
-        **turn_options(options, rounds),
-    )
+    measured = measure_in_turns(runs, steps, rounds, return_freed_memory, **options)
     steps.say("tracing one call of both in one function")
     names = device_names(devices)
     traced = trace_with_allreduce(combined, grads, xs, devices=names)

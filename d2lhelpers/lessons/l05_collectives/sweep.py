@@ -31,7 +31,7 @@ from d2lhelpers.core.progress import Progress, Steps
 from d2lhelpers.core.units import device_name, format_bytes
 from d2lhelpers.devices import Device
 from d2lhelpers.lessons.l05_collectives.sweep_result import AllreduceSweepResult
-from d2lhelpers.timing.interleaved import measure_interleaved, turn_options
+from d2lhelpers.timing.interleaved import measure_in_turns
 
 
 def local_copy_and_add(nbytes: int, device: Device | str) -> tuple[Callable, Callable]:
@@ -77,13 +77,6 @@ def alpha_beta_models(
     return model, fit_alpha_beta(fit_sizes, list(seconds[::2])), fit_sizes
 
 
-def finish_round(steps: Steps, rounds: int) -> None:
-    """A round of timed turns is done: say so, and give back what its all-reduces freed (the
-    next round's warm-up calls take the pages again, untimed)."""
-    return_freed_memory()
-    steps.finish(f"round {steps.done + 1} of {rounds}")
-
-
 def run_allreduce_sweep(
     n_devices: int | None = None,
     sizes: Sequence[int] = DEFAULT_SIZES,
@@ -96,7 +89,7 @@ def run_allreduce_sweep(
     per device) on the first `n_devices` devices (None: all).
 
     Also a 4-byte all-reduce (alpha) and one device copying and adding the largest size, all
-    timed in turns, `rounds` times (`measure_interleaved`): a load that changes meanwhile slows
+    timed in turns, `rounds` times (`measure_in_turns`): a load that changes meanwhile slows
     them alike. Checked before anything is allocated: 2 devices or more, two sizes or more, each
     a multiple of 4 bytes, all fitting in memory at once. `progress(done, total, status)` after
     every timed block; `measure_options` go to `measure` (budget_s shared among the rounds).
@@ -125,14 +118,10 @@ def run_allreduce_sweep(
     copy, add = local_copy_and_add(sizes[-1], devices[0])
     runs.append((copy, f"one device's copy of {largest}", {"nbytes": sizes[-1]}))
     runs.append((add, f"one device's add of {largest}", {"nbytes": sizes[-1]}))
-    tiny, *measurements, copied, added = measure_interleaved(
-        runs,
-        rounds,
-        on_round=lambda: finish_round(steps, rounds),
-        on_repeat=lambda r, label, repeat: steps.say(
-            f"measuring {label} (round {r} of {rounds}), repeat {repeat}"
-        ),
-        **turn_options(options, rounds),
+    # each round gives back what its all-reduces freed (the next round's warm-up calls take
+    # the pages again, untimed)
+    tiny, *measurements, copied, added = measure_in_turns(
+        runs, steps, rounds, return_freed_memory, **options
     )
     model, fitted, fit_sizes = alpha_beta_models(
         sizes, [m.median for m in measurements], tiny.median
