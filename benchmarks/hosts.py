@@ -263,7 +263,7 @@ def payload_share() -> float:
 
 def allreduce_at(hosts: Hosts, l06, group: dict) -> dict:
     """The all-reduce sweep across the link: fit on FIT_SIZES, predict HELD_OUT_SIZES."""
-    from d2lhelpers.collectives.costs import fit_alpha_beta
+    from d2lhelpers.collectives.costs import Residual, fit_alpha_beta
 
     sizes = sorted(FIT_SIZES + HELD_OUT_SIZES)
     job = l06.run_allreduce_job(2, sizes, repeats=5, warmup=1, timeout_s=120, **group)
@@ -275,7 +275,7 @@ def allreduce_at(hosts: Hosts, l06, group: dict) -> dict:
             "bytes": s,
             "measured_s": times[s],
             "predicted_s": fit.predict(s),
-            "residual": times[s] / fit.predict(s) - 1,
+            "residual": Residual(s, times[s], fit.predict(s)).relative,
         }
         for s in HELD_OUT_SIZES
     ]

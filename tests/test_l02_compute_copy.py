@@ -523,6 +523,19 @@ def test_panel_runs_the_functions_it_was_given_draws_and_estimates(monkeypatch):
     assert [t.get_text() for t in figure.axes[0].get_yticklabels()][-1] == "overlapped"
     # After a run, the estimate uses its measured rates (faster than the guesses here).
     assert p.estimate(**p.values()) < guess
+    assert panel.rates_worth_keeping(fake).keys() == {"flops_per_s"}  # copy: 5 launches only
+
+
+def test_a_launch_bound_run_does_not_set_the_next_estimate():
+    # 64² matmuls and a 16 KiB copy take about one launch: their "rates" are launch costs.
+    tiny = fake_result(0.003, 0.004, 0.006, 0.005, launch=0.002)
+    assert panel.rates_worth_keeping(tiny) == {}
+    copy_bound = fake_result(0.003, 0.040, 0.042, 0.041, launch=0.002)
+    assert panel.rates_worth_keeping(copy_bound).keys() == {"link_bytes_per_s"}
+    # Scaled to the largest sliders, a launch-bound rate would promise days.
+    one_64 = 2 * 64**3 / 0.003  # one 64² matmul in 3 ms, as a rate
+    slow = experiment.estimate_compute_copy_s(2048, 50, flops_per_s=one_64)
+    assert slow > 100 * experiment.estimate_compute_copy_s(2048, 50)
 
 
 def test_the_estimate_follows_the_work_and_refuses_what_the_run_would():

@@ -108,7 +108,7 @@ def test_sweep_result_residuals_and_bound_from_known_numbers():
     assert sweep.model.beta_bytes_per_s == pytest.approx(8000 / 1e-3)
     assert sweep.predicted == pytest.approx([1e-3 + s / 8e6 for s in sweep.sizes])
     assert [r.nbytes for r in sweep.residuals] == [1000, 2000, 4000]
-    assert sweep.residuals[0].relative == pytest.approx((1.1e-3 - 1.125e-3) / 1.1e-3)
+    assert sweep.residuals[0].relative == pytest.approx((1.1e-3 - 1.125e-3) / 1.125e-3)
     assert sweep.held_out_sizes == [2000, 8000]
     assert [r.nbytes for r in sweep.held_out_residuals] == [2000, 8000]
     assert sweep.bus_bandwidth == pytest.approx(8e6 * 2 * 3 / 4)

@@ -3,7 +3,10 @@ how many requests they come from and a confidence interval.
 
 The window leaves out the warm-up (the servers filling) and the drain (no more arrivals). A rate
 in the window is its total over the window's length; the window is cut into `BATCHES` equal
-sub-windows (batch means), and the IQR of their rates is its noise. A percentile of N values is
+sub-windows (batch means), and the 95% confidence half-width of their mean (Student's t with
+`BATCHES` - 1 degrees of freedom) is its noise: the window's rate is their mean, so its noise is
+that of a mean of `BATCHES` readings, not the spread of one (their IQR, used until 2026-12-02,
+was about 1.6 times as wide as this interval for normal readings). A percentile of N values is
 given with the distribution-free interval of order statistics (the binomial count of values
 below it); where N is too small for the interval to have an upper end, the largest value is given
 as "max of N".
@@ -13,13 +16,15 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import statistics
 from collections.abc import Sequence
 
 from d2lhelpers.core.units import format_seconds
 from d2lhelpers.core.verdicts import Spread
 
-BATCHES = 8  # sub-windows of a window: enough for a median and an IQR
+BATCHES = 8  # sub-windows of a window (batch means): enough readings for a spread
 CONFIDENCE = 0.95
+T_95_7 = 2.365  # Student's t, 0.975 quantile, 7 = BATCHES - 1 degrees of freedom (any t table)
 
 
 def rate_in_window(events: Sequence[tuple[float, float]], start: float, end: float) -> Spread:
@@ -29,9 +34,12 @@ def rate_in_window(events: Sequence[tuple[float, float]], start: float, end: flo
     for t, amount in events:
         if start <= t < end:
             sums[min(BATCHES - 1, int((t - start) / width))] += amount
-    # the rate is the window's total over its length (sub-windows of a bursty load can be
-    # empty, so their median would not be); their IQR is its noise
-    return Spread(sum(sums) / (end - start), Spread.of([s / width for s in sums]).iqr)
+    # the rate is the window's total over its length, the mean of the sub-windows' rates (a
+    # bursty load can leave some empty, so their median would not be); its noise is that mean's
+    # confidence half-width (as a Spread's `iqr`: the band every verdict reads)
+    rates = [s / width for s in sums]
+    half = T_95_7 * statistics.stdev(rates) / math.sqrt(BATCHES)
+    return Spread(sum(sums) / (end - start), half)
 
 
 def binomial_cdfs(n: int, p: float) -> list[float]:

@@ -54,6 +54,22 @@ def plot_compute_copy(result: ComputeCopyResult):
     return figure
 
 
+WORK_BOUND = 10  # a call this many times one launch is mostly work: its rate is the work's
+
+
+def rates_worth_keeping(result: ComputeCopyResult) -> dict:
+    """The run's and the copy's rates, each only when its call took `WORK_BOUND` launches or
+    more: a launch-bound call's "rate" (a 64² matmul, a 16 KiB copy) is its launch cost, and
+    scaled up to the largest sliders it would promise days instead of minutes."""
+    launch = result.launch.median
+    kept = {}
+    if result.run.median >= WORK_BOUND * launch:
+        kept["flops_per_s"] = result.run.rate
+    if result.copy.median >= WORK_BOUND * launch:
+        kept["link_bytes_per_s"] = result.copy_rate
+    return kept
+
+
 def compute_copy_panel(chain_on=None, copy_to=None, run_and_copy=None) -> Panel:
     """Notebook 02: the notebook's three functions, computing in a worker process and copying
     each result to a driver; overlap on or off. Each defaults to `processes.compute_copy`'s."""
@@ -67,7 +83,7 @@ def compute_copy_panel(chain_on=None, copy_to=None, run_and_copy=None) -> Panel:
 
     def experiment(progress, size, n_matmuls, overlap):
         result = run_compute_copy(size, n_matmuls, overlap, progress, **functions)
-        measured.update(flops_per_s=result.run.rate, link_bytes_per_s=result.copy_rate)
+        measured.update(rates_worth_keeping(result))
         return result
 
     def estimate(size, n_matmuls, overlap):

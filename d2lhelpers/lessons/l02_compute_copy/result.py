@@ -261,7 +261,7 @@ class ComputeCopyResult(Reported):
                     "does not show overlap as the cause."
                 )
             return (
-                f"{faster}; the traced call shows copies during matmuls for "
+                f"{faster}; the traced call (one call) shows copies during matmuls for "
                 f"{self.traced_overlap:.0%} of the shorter part."
             )
         if c.a_slower:
@@ -384,7 +384,8 @@ class ComputeCopyResult(Reported):
                 [
                     f"traced {what} call: copies during matmuls",
                     f"{self.traced_overlap:.0%} of the shorter part",
-                    "worker and driver on one clock",
+                    "one call, worker and driver on one clock: no spread (a second call may "
+                    "differ)",
                 ]
             )
         else:

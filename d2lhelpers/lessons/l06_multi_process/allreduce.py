@@ -11,7 +11,7 @@ import math
 
 import matplotlib.pyplot as plt
 
-from d2lhelpers.collectives.costs import AlphaBeta, fit_alpha_beta
+from d2lhelpers.collectives.costs import AlphaBeta, Residual, fit_alpha_beta
 from d2lhelpers.core.checks import require_count, require_sweep
 from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import BYTES_PER_FLOAT, format_bytes, format_rate, format_seconds
@@ -100,10 +100,8 @@ class AllReduceJobResult(Reported):
         rows = []
         for i, (size, noise) in enumerate(zip(self.sizes, self.noises, strict=True)):
             t = self.times[i]
-            models = [
-                f"{format_seconds(m.predict(size))} ({(t - m.predict(size)) / t:+.0%})"
-                for m in (fit, two)
-            ]
+            said = [Residual(size, t, m.predict(size)) for m in (fit, two)]
+            models = [f"{format_seconds(r.predicted_s)} ({r.relative:+.0%})" for r in said]
             each = [format_seconds(w[i]) for w in self.worker_medians_s]
             spread = "-" if noise is None else f"± {noise:.0%}"
             rows.append((format_bytes(size), *each, format_seconds(t), spread, *models))

@@ -18,7 +18,7 @@ import statistics
 import matplotlib.pyplot as plt
 
 from d2lhelpers.collectives.algorithms import allreduce_time_s
-from d2lhelpers.collectives.costs import AlphaBeta
+from d2lhelpers.collectives.costs import AlphaBeta, Residual
 from d2lhelpers.core.checks import require_count, require_processes, require_sweep
 from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import (
@@ -270,7 +270,9 @@ class TrainingSweepResult(Reported):
                     job.n_workers,
                     format_seconds(job.step_s),
                     "" if predicted is None else format_seconds(predicted),
-                    "" if predicted is None else f"{(job.step_s - predicted) / predicted:+.0%}",
+                    ""
+                    if predicted is None
+                    else f"{Residual(0, job.step_s, predicted).relative:+.0%}",
                     f"{job.throughput:,.0f}",
                     f"{job.throughput / one.throughput:.2f}x" if one else "",
                     f"{losses[0]:.2f} -> {losses[-1]:.2f}",
