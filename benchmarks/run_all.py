@@ -530,6 +530,7 @@ def serving_rows(devices) -> list[Row]:
         detail = (
             f"{format_rate(point.throughput.median, 'tokens/s')} vs capacity "
             f"{format_rate(capacity, 'tokens/s')}; engines busy {point.engine_busy:.0%}"
+            + s.per_busy_second(point)
             if point
             else "did not saturate"
         )

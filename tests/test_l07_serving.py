@@ -331,3 +331,28 @@ def test_an_edited_notebook_cell_changes_what_the_panel_runs():
     }
     outputs = run_edited("07_serving", heavy, until="result = panel.run()")
     assert "the edited server loop ran" in outputs[-1] and "panel error: None" in outputs[-1]
+
+
+def test_saturation_below_capacity_is_taken_apart_from_the_windows_own_steps():
+    cap = capacity(decode_s=0.004, prefill_s=0.001, slots=4, n_out=4)  # 4 / 4 ms = 1000 tok/s
+    saturated = point(400, 100, started=False)  # 4 tokens a pass, 100 passes a second
+    # Every pass a decoding step of 8 ms (twice the 4 ms timed with every slot busy).
+    saturated.log.engine_calls = [(i / 100, 0.008, "decode") for i in range(100)]
+    sweep = LayoutSweep("replicas", cap, Spread(1000, 50), [saturated])
+    assert saturated.engine_busy == pytest.approx(0.8)
+    assert saturated.slot_fill(4) == pytest.approx(1.0)  # 4 tokens from 4 slots, no prefill
+    said = sweep.per_busy_second(saturated)
+    assert said.startswith("; per busy engine-second it made 0.50x the tokens its capacity")
+    assert "steps took 8.00 ms in the window against 4.00 ms timed" in said
+    assert said.endswith("and 100% of their slots held a sequence")
+    # busy share x tokens per busy second = saturation / capacity (0.8 x 0.5 = 0.4 of 1000)
+    assert saturated.throughput.median == pytest.approx(0.8 * 0.5 * 1000)
+    # Half the passes a prefill (1 token each): the decoded tokens fill fewer slots.
+    saturated.log.engine_calls += [(i / 100 + 0.001, 0.001, "prefill") for i in range(0, 100, 2)]
+    assert saturated.slot_fill(4) == pytest.approx((320 - 40) / (80 * 4))
+    assert (
+        LayoutSweep("replicas", cap, Spread(1000, 50), [point(400, 100, False)]).per_busy_second(
+            point(400, 100, False)
+        )
+        == ""
+    )  # no engine calls recorded: nothing to take apart

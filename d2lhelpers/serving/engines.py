@@ -49,26 +49,27 @@ class Engine:
         self._step, self._prefill = tf.function(placed), tf.function(placed)
         self._all_slots = tf.range(slots, dtype=tf.int32)
         self.lost = False  # set when a device is lost: the server loop stops at its next pass
-        self.calls: list[tuple[float, float]] = []  # (end, seconds) of each decode and prefill
+        # (end, seconds, "decode" or "prefill") of each call
+        self.calls: list[tuple[float, float, str]] = []
 
-    def _timed(self, step, *args):
+    def _timed(self, kind, step, *args):
         start = self.clock()
         out, cache = step(*args)
         out = out.numpy()
-        self.calls.append((self.clock(), self.clock() - start))
+        self.calls.append((self.clock(), self.clock() - start, kind))
         return out, cache
 
     def decode(self, tokens: np.ndarray, positions: np.ndarray) -> np.ndarray:
         """Every slot's next token (idle slots compute too: the shapes stay fixed)."""
         args = (tf.constant(tokens, tf.int32), self._all_slots, tf.constant(positions, tf.int32))
-        out, self.cache = self._timed(self._step, self.params, self.cache, *args)
+        out, self.cache = self._timed("decode", self._step, self.params, self.cache, *args)
         return out
 
     def prefill(self, slot: int, prompt: Sequence[int]) -> int:
         """The prompt's keys and values into `slot`'s cache in one pass; its first token."""
         n = len(prompt)
         args = (tf.constant(prompt, tf.int32), tf.fill([n], slot), tf.range(n, dtype=tf.int32))
-        out, self.cache = self._timed(self._prefill, self.params, self.cache, *args)
+        out, self.cache = self._timed("prefill", self._prefill, self.params, self.cache, *args)
         return int(out[-1])
 
     def warm(self, prompt_len: int) -> None:
@@ -94,7 +95,7 @@ class LockstepEngine(Engine):
         r, n = slot // self.per_replica, len(prompt)
         local = slot - r * self.per_replica
         args = (tf.constant(prompt, tf.int32), tf.fill([n], local), tf.range(n, dtype=tf.int32))
-        out, cache = self._timed(self._prefills[r], self.params[r], self.cache[r], *args)
+        out, cache = self._timed("prefill", self._prefills[r], self.params[r], self.cache[r], *args)
         self.cache = [cache if i == r else c for i, c in enumerate(self.cache)]
         return int(out[-1])
 

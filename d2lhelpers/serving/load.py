@@ -28,7 +28,7 @@ class LoadLog:
     layout: str
     requests: list[Request]
     passes: list[tuple[float, int, int]]  # (time, tokens made, waiting) of every server's passes
-    engine_calls: list[tuple[float, float]]  # (end, seconds) of every decode and prefill
+    engine_calls: list[tuple[float, float, str]]  # (end, seconds, kind) of every engine call
     servers: int
     wall_s: float
     failed_at_s: float | None = None
@@ -137,7 +137,7 @@ def serve_load(
         engines[0].name,
         requests,
         sorted(p for log in servers.logs for p in log),
-        sorted((end - start, seconds) for e in servers.engines for end, seconds in e.calls),
+        sorted((end - start, s, kind) for e in servers.engines for end, s, kind in e.calls),
         len(engines),
         now(),
         failed_at,

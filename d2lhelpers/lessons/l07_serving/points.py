@@ -185,8 +185,31 @@ class LoadPoint:
         """Share of the window the engines spent in their steps (the rest: the loops, the
         balancer, waiting), averaged over the servers."""
         a, b = self.span
-        busy = sum(s for end, s in self.log.engine_calls if a <= end < b)
-        return busy / ((b - a) * self.log.servers)
+        return self.busy_s / ((b - a) * self.log.servers)
+
+    def calls_in_window(self, kind: str) -> list[float]:
+        """Seconds of each engine call of `kind` ('decode' or 'prefill') that ended in the
+        window."""
+        a, b = self.span
+        return [s for end, s, k in self.log.engine_calls if a <= end < b and k == kind]
+
+    @property
+    def busy_s(self) -> float:
+        """Engine-seconds spent in steps in the window, every server's summed."""
+        return sum(self.calls_in_window("decode")) + sum(self.calls_in_window("prefill"))
+
+    @property
+    def tokens(self) -> float:
+        """Tokens made in the window, by every server."""
+        a, b = self.span
+        return sum(made for t, made, _ in self.log.passes if a <= t < b)
+
+    def slot_fill(self, slots: int) -> float | None:
+        """Of the `slots` each decoding step computes, the share that held a sequence: decoding
+        tokens (each prefill makes one token, the rest are decoded) over steps x slots."""
+        steps = len(self.calls_in_window("decode"))
+        decoded = self.tokens - len(self.calls_in_window("prefill"))
+        return max(0.0, decoded) / (steps * slots) if steps else None
 
     def ttft(self, q: float) -> Percentile:
         return percentile([r.ttft_s for r in self.in_window], q)

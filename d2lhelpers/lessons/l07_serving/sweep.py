@@ -139,8 +139,27 @@ class LayoutSweep:
             higher_or_lower(saturation, cap, f"{name}: saturation", "its measured capacity")
             + f"; its engines computed {point.engine_busy:.0%} of that window (the rest is not "
             "traced: the server loops' own Python, the balancer and waiting are candidates)"
+            + self.per_busy_second(point)
         )
         return said
+
+    def per_busy_second(self, point: LoadPoint) -> str:
+        """The rest of saturation / capacity, measured: tokens per busy engine-second against
+        what the capacity assumes, from the window's own decoding steps and how full their slots
+        were (saturation / capacity = busy share x this ratio, up to the window's edges)."""
+        decodes = point.calls_in_window("decode")
+        fill = point.slot_fill(self.capacity.slots[0])
+        if not decodes or point.busy_s <= 0 or fill is None:
+            return ""
+        assumed = self.capacity.tokens_per_s.median / len(self.capacity.slots)
+        ratio = point.tokens / point.busy_s / assumed
+        timed = statistics.median(m.median for m in self.capacity.decode)
+        return (
+            f"; per busy engine-second it made {ratio:.2f}x the tokens its capacity assumes: "
+            f"its decoding steps took {format_seconds(statistics.median(decodes))} in the window "
+            f"against {format_seconds(timed)} timed with every slot busy, and {fill:.0%} of "
+            "their slots held a sequence"
+        )
 
     def above_capacity(self) -> str | None:
         """A load point that served more than the measured capacity but within the noise: not
