@@ -135,6 +135,5 @@ def test_percentiles_say_how_many_and_when_there_are_too_few():
     assert "unfinished" in str(unfinished)
 
 
-def test_spread_of_readings():
-    s = Spread.of([1, 2, 3, 4, 5])
-    assert s.median == 3 and s.iqr == 2 and s.scaled(2) == Spread(6, 4)
+def test_a_spread_scales_with_its_noise():
+    assert Spread(3, 2).scaled(2) == Spread(6, 4) and Spread(3, 2).scaled(-1) == Spread(-3, 2)

@@ -9,8 +9,6 @@ its likely causes, in order, never shown as a plain result.
 from __future__ import annotations
 
 import dataclasses
-import statistics
-from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from d2lhelpers.core.cache import machine_busy
@@ -45,14 +43,6 @@ class Spread:
 
     median: float
     iqr: float
-
-    @classmethod
-    def of(cls, values: Sequence[float]) -> Spread:
-        values = list(values)
-        if len(values) < 2:
-            return cls(values[0] if values else 0.0, 0.0)
-        q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
-        return cls(statistics.median(values), q3 - q1)
 
     def scaled(self, factor: float) -> Spread:
         return Spread(self.median * factor, self.iqr * abs(factor))
