@@ -26,8 +26,10 @@ def test_device_peak_can_remeasure_itself_and_keeps_the_higher(devices, monkeypa
     assert peak.remeasure() == 8e9  # measured higher: the first was low
     assert peak.noise == pytest.approx(3 / 8)  # and the peak is known no better than 5 vs 8
     assert peaks.device_peak_rate(devices[1]).current == 8e9  # and kept for every logical CPU
-    assert (2 * peak).remeasure() == 16e9  # measured 6e9 now, but the best seen stays 8e9
-    assert peak.noise == pytest.approx(3 / 8) and peak.current == 8e9
+    two = 2 * peak
+    assert two.remeasure() == 12e9  # it says what it measured now: 6e9 a device, x2 ...
+    assert two.current == 16e9 and peak.current == 8e9  # ... but the best seen stays 8e9
+    assert peak.noise == pytest.approx(3 / 8)
 
 
 def test_the_peak_is_the_best_sizes_fastest_run_with_that_sizes_noise():
