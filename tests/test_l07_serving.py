@@ -107,9 +107,7 @@ def test_saturation_is_the_most_sustained_and_any_point_above_capacity_is_flagge
     assert flagged.above_capacity() is None  # flagged as impossible, not also told as a bound
     # Above the capacity but within the noise: not impossible, but said beside the numbers.
     near = LayoutSweep("replicas", cap, Spread(1, 0), [point(2350, 1000, True)])
-    assert near.flags() == [] and "served up to 1.03x its measured capacity" in str(
-        near.above_capacity()
-    )
+    assert near.flags() == [] and "served 1.03x its measured capacity" in str(near.above_capacity())
     assert near.above_capacity() in near.sentences()
     assert sweep.above_capacity() is None  # all points below the capacity
 
@@ -356,3 +354,17 @@ def test_saturation_below_capacity_is_taken_apart_from_the_windows_own_steps():
         )
         == ""
     )  # no engine calls recorded: nothing to take apart
+
+
+def test_lock_step_table_says_when_a_mode_served_above_its_capacity():
+    from d2lhelpers.lessons.l07_serving.lockstep import LockstepResult
+
+    cap = capacity(1e-3)  # 2286 tokens/s
+    near, far = point(2350, 1000, True), point(4000, 1000, True)
+    (table,) = LockstepResult([cap, cap], [near, far]).tables()
+    assert table.rows[0][1] == "2.3 ktok/s ±5%"  # the capacity with its noise (the floor)
+    assert any("replicas: served 1.03x its measured capacity" in v for v in table.verdicts)
+    assert len(table.flags) == 1 and "above its capacity" in table.flags[0]
+    assert "impossible" in table.flags[0]
+    (quiet,) = LockstepResult([cap, cap], [point(2000, 1000, True)] * 2).tables()
+    assert quiet.flags == [] and not any("served" in v for v in quiet.verdicts)

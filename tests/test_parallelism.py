@@ -182,3 +182,14 @@ def test_parallel_run_flags_beating_the_reachable_and_wrong_output():
 def test_virtual_gpus_say_the_reachable_speedup_assumes_separate_chips():
     assert "share one chip's compute" in str(_run(kind="virtual GPU"))
     assert "share one chip's compute" not in str(_run(kind="GPU"))
+
+
+def test_two_runs_of_one_experiment_are_read_against_each_other():
+    first, again = _run(times=(0.5, 0.5, 0.5)), _run(times=(0.52, 0.52, 0.52))
+    assert first.against_rerun(again).endswith("they agree within their noise")  # 2.00 vs 1.92
+    slower = _run(times=(1.0, 1.0, 1.0))  # 1.00x against 2.00x, bands 0.2 + 0.1
+    said = first.against_rerun(slower)
+    assert "2.00x in one run, 1.00x in the other (band ±0.30)" in said
+    assert "the machine changed between them" in said
+    other = _run(n=3)
+    assert first.against_rerun(other).endswith("not the same experiment, so not compared")

@@ -26,10 +26,11 @@ def pipeline_forward(x, stages, devices, microbatches):
     """Y_i = F_{p-1}( ... F_1(F_0(X_i)) ... ) for the m microbatches X_i of x, in order.
 
     Stage s (on device s) takes microbatch i once stage s-1 has handed it over (data), and once
-    it has finished microbatch i-1 (a control dependency: a device does one thing at a time, and
-    logical CPU devices could otherwise run several microbatches of one stage at once: a
-    hypothesis, not run here). Inside one tf.function, the dependency tracker may run stage s on
-    microbatch i while stage s+1 works on i-1 (the trace below shows whether it did).
+    it has finished microbatch i-1 (a control dependency: in this schedule a stage works on one
+    microbatch at a time, as GPipe's does; logical CPU devices could otherwise run several
+    microbatches of one stage at once: a hypothesis, not run here). Inside one tf.function, the
+    dependency tracker may run stage s on microbatch i while stage s+1 works on i-1 (the trace
+    below shows whether it did).
     """
     with tf.device(devices[0]):
         pieces = tf.split(x, split_sizes(int(x.shape[0]), microbatches, "rows"))

@@ -32,7 +32,8 @@ def communication_note(kind: str) -> str:
         return (
             "Communication here is a memory hand-over inside one process: logical CPU devices "
             "share the host's memory, so no bytes cross a link. Between real GPUs the same step "
-            "is a copy over NVLink or PCIe, and it costs time per byte."
+            "is a copy over NVLink or PCIe, and it costs time per byte (expected, not measured "
+            "here)."
         )
     if kind == "virtual GPU":
         return (
@@ -91,6 +92,29 @@ class ParallelResult(Reported):
             noise_of(self.measurement) / self.time + noise_of(self.reference) / self.reference_time
         )
         return self.speedup * relative
+
+    def against_rerun(self, other: ParallelResult) -> str:
+        """This run's speedup against another run of the same experiment (same scheme, devices,
+        rows and work), within both bands: when they miss each other, something changed between
+        the runs that neither run's own noise holds."""
+        same = (self.scheme, self.devices, self.samples, self.measurement.work) == (
+            other.scheme,
+            other.devices,
+            other.samples,
+            other.measurement.work,
+        )
+        if not same:
+            return f"{self.label} and {other.label}: not the same experiment, so not compared"
+        a, b = self.speedup, other.speedup
+        band = self.speedup_noise + other.speedup_noise
+        said = f"{self.label}: {a:.2f}x in one run, {b:.2f}x in the other (band ±{band:.2f})"
+        if abs(a - b) <= band:
+            return said + ": they agree within their noise"
+        return (
+            said + ": they differ beyond it, so the machine changed between them (its load, "
+            "another program); each run's noise holds only what happened during it, and each "
+            "verdict reads its own run"
+        )
 
     @property
     def core_limited(self) -> bool:

@@ -104,8 +104,9 @@ class SeedReadingResult(Reported):
             "of it; why it is so slow (e.g. pageable host memory, one tensor per call) is a "
             "hypothesis the seed does not test.",
             "TensorFlow runs float32 matmuls as TF32 on NVIDIA Ampere and newer GPUs by default "
-            "(tf.config.experimental.enable_tensor_float_32_execution), so a rate from the "
-            "seed's GPU would be a TF32 rate, not a float32 one.",
+            "(tf.config.experimental.enable_tensor_float_32_execution, per TensorFlow's "
+            "documentation; no GPU here to check it), so a rate from the seed's GPU would be a "
+            "TF32 rate, not a float32 one.",
         ]
         flags = []
         if self.matmul_rate > H100_TF32_PEAK:

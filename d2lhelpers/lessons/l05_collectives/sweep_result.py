@@ -255,7 +255,7 @@ class AllreduceSweepResult(Reported):
                     format_seconds(m.median),
                     format_seconds(m.iqr),
                     format_seconds(predicted),
-                    f"{(m.median - predicted) / m.median:+.0%}",
+                    f"{Residual(size, m.median, predicted).relative:+.0%}",
                     note,
                 )
             )

@@ -15,7 +15,7 @@ from d2lhelpers.core import checks
 from d2lhelpers.core.progress import Steps
 from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import format_rate
-from d2lhelpers.core.verdicts import higher_or_lower
+from d2lhelpers.core.verdicts import higher_or_lower, relative_noise
 from d2lhelpers.lessons.l07_serving.points import (
     Capacity,
     LoadPoint,
@@ -23,6 +23,7 @@ from d2lhelpers.lessons.l07_serving.points import (
     measure_capacity,
     ready_engines,
     run_point,
+    served_above,
     setup_run,
 )
 from d2lhelpers.serving.engines import ServingCode
@@ -66,7 +67,8 @@ class LockstepResult(Reported):
         rows = [
             [
                 mode,
-                format_rate(c.tokens_per_s.median, "tok/s"),
+                f"{format_rate(c.tokens_per_s.median, 'tok/s')} "
+                f"±{relative_noise(c.tokens_per_s):.0%}",
                 f"{p.offered:.0f}",
                 format_rate(p.throughput.median, "tok/s"),
                 str(p.ttft(50)),
@@ -90,7 +92,13 @@ class LockstepResult(Reported):
                 a.latency(50), b.latency(50), "independent median latency", "lock step's"
             )
         ]
-        return [Table("independent replicas and replicas in lock step", columns, rows, notes)]
+        flags = []
+        for mode, c, p in zip(MODES, self.capacities, self.points, strict=True):
+            found = served_above(mode, p.throughput, c.tokens_per_s, f"at {p.offered:.0f} req/s")
+            if found:
+                (flags if found[1] else notes).append(found[0])
+        title = "independent replicas and replicas in lock step"
+        return [Table(title, columns, rows, notes, flags)]
 
 
 def run_lockstep_comparison(

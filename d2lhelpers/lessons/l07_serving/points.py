@@ -16,7 +16,7 @@ import numpy as np
 
 from d2lhelpers.core import checks
 from d2lhelpers.core.units import format_rate, format_seconds
-from d2lhelpers.core.verdicts import Spread, compare
+from d2lhelpers.core.verdicts import Spread, compare, impossible
 from d2lhelpers.devices import check_fits, select_devices
 from d2lhelpers.serving.config import ModelConfig, bytes_per_device, decoder_config
 from d2lhelpers.serving.engines import Engine, ServingCode, build_engines
@@ -256,3 +256,23 @@ def run_point(engines, rate, config, n_out, window: Window, code: ServingCode, s
 
 def describe_step(m: Measurement) -> str:
     return f"{format_seconds(m.median)} (IQR {format_seconds(m.iqr)})"
+
+
+def served_above(name: str, served: Spread, capacity: Spread, at: str) -> tuple[str, bool] | None:
+    """A throughput above the capacity its steps allow with every slot busy: None when it is not
+    above; else its sentence and whether it is beyond both noises (impossible, a flag) or within
+    them (not impossible, but the capacity is then a rough bound on this run, and a reader is
+    told). `at` says where it was served ("at 205 requests/s offered")."""
+    if served.median <= capacity.median:
+        return None
+    c = compare(served, capacity)
+    if c.measurable:
+        return impossible(
+            f"{name} served {format_rate(c.a, 'tokens/s')} {at}, above its capacity "
+            f"{format_rate(c.b, 'tokens/s')} with every slot busy"
+        ), True
+    return (
+        f"{name}: served {c.ratio:.2f}x its measured capacity ({at}), within the noise "
+        f"(±{c.noise / c.b:.0%}): more than its steps timed with every slot busy allow, so on "
+        "this run its capacity is a rough bound, not a ceiling"
+    ), False

@@ -36,6 +36,7 @@ from d2lhelpers.lessons.l07_serving.points import (
     measure_capacity,
     ready_engines,
     run_point,
+    served_above,
     setup_run,
 )
 from d2lhelpers.parallel.tensor_parallel import allreduce_sum
@@ -162,35 +163,28 @@ class LayoutSweep:
         )
 
     def above_capacity(self) -> str | None:
-        """A load point that served more than the measured capacity but within the noise: not
-        impossible, but the capacity is then a rough bound on this run, and a reader is told."""
+        """The highest point's sentence when it served above the measured capacity within the
+        noise (beyond it, `flags` says it is impossible)."""
         top = max(self.points, key=lambda p: p.throughput.median, default=None)
-        cap = self.capacity.tokens_per_s
-        if top is None or top.throughput.median <= cap.median:
-            return None
-        c = compare(top.throughput, cap)
-        if c.measurable:
-            return None  # flagged as impossible instead
-        return (
-            f"{self.layout}: served up to {c.ratio:.2f}x its measured capacity (at "
-            f"{top.offered:.0f} requests/s offered), within the noise (±{c.noise / c.b:.0%}): "
-            "more than its steps timed with every slot busy allow, so on this run its capacity "
-            "is a rough bound, not a ceiling"
+        found = top and served_above(
+            self.layout, top.throughput, self.capacity.tokens_per_s, _at(top)
         )
+        return found[0] if found and not found[1] else None
 
     def flags(self) -> list[str]:
-        """Any load point, saturated or not, that served more than the measured capacity."""
+        """Any load point, saturated or not, that served more than the measured capacity beyond
+        the noise: the first, from the highest throughput."""
         for point in sorted(self.points, key=lambda p: -p.throughput.median):
-            c = compare(point.throughput, self.capacity.tokens_per_s)
-            if c.measurable and c.a > c.b:
-                return [
-                    impossible(
-                        f"{self.layout} served {format_rate(c.a, 'tokens/s')} at "
-                        f"{point.offered:.0f} requests/s offered, above its capacity "
-                        f"{format_rate(c.b, 'tokens/s')} with every slot busy"
-                    )
-                ]
+            found = served_above(
+                self.layout, point.throughput, self.capacity.tokens_per_s, _at(point)
+            )
+            if found and found[1]:
+                return [found[0]]
         return []
+
+
+def _at(point: LoadPoint) -> str:
+    return f"at {point.offered:.0f} requests/s offered"
 
 
 @dataclasses.dataclass(repr=False)  # IPython shows the tables: _repr_pretty_
