@@ -182,9 +182,15 @@ def bound_note(row: dict) -> str:
     if row.get("verdict") == "IMPOSSIBLE":
         return "impossible: past its bound beyond the noise, so not a result"
     if ceiling is not None and ratio > ceiling:
-        return f"above its ceiling {ceiling:.2f}, within the 5% noise floor: the bound ran low"
+        return (
+            f"above its ceiling {ceiling:.2f} by less than make bench's 5% floor: not impossible, "
+            "and not a result above the bound either"
+        )
     if floor is not None and ratio < floor:
-        return f"below its floor {floor:.2f}, within the 5% noise floor: the bound ran high"
+        return (
+            f"below its floor {floor:.2f} by less than make bench's 5% floor: not impossible, "
+            "and not a result below the bound either"
+        )
     return ""
 
 

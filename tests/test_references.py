@@ -143,7 +143,7 @@ def test_a_ratio_past_its_bound_is_flagged_beside_it():
     ]
     table = reference_table("concurrency", [{"machine": CPU["machine"], "rows": rows}])
     assert table.columns[-1] == "bound"
-    assert table.rows[0][-1].startswith("above its ceiling 1.00, within the 5% noise floor")
+    assert table.rows[0][-1].startswith("above its ceiling 1.00 by less than make bench's 5% floor")
     assert table.rows[1][-1].startswith("impossible")
     assert table.rows[2][-1] == ""
     assert reference_table("concurrency", [CPU]).columns[-1] == "detail"  # none past a bound
