@@ -368,3 +368,14 @@ def test_lock_step_table_says_when_a_mode_served_above_its_capacity():
     assert "impossible" in table.flags[0]
     (quiet,) = LockstepResult([cap, cap], [point(2000, 1000, True)] * 2).tables()
     assert quiet.flags == [] and not any("served" in v for v in quiet.verdicts)
+
+
+def test_a_saturation_above_capacity_beyond_the_noise_reads_impossible_in_its_sentence():
+    cap = capacity(1e-3)  # 2286 tokens/s
+    sweep = LayoutSweep("replicas", cap, Spread(2286, 50), [point(4000, 2000, False)])
+    (line,) = [s for s in sweep.sentences() if "saturation is" in s]
+    # the sentence a Try-it prints alone carries the flag, not only the table's warnings
+    assert line.startswith("replicas: saturation is 1.75x its measured capacity: higher beyond")
+    assert "impossible, so not a result" in line
+    below = LayoutSweep("replicas", cap, Spread(2286, 50), [point(1000, 2000, False)])
+    assert not any("impossible" in s for s in below.sentences())

@@ -136,8 +136,12 @@ class LayoutSweep:
             )
             return said
         saturation = point.throughput
+        reading = higher_or_lower(saturation, cap, f"{name}: saturation", "its measured capacity")
+        found = served_above(name, saturation, cap, _at(point))
+        if found and found[1]:  # above what every slot busy allows, beyond the noise
+            reading = impossible(reading)
         said.append(
-            higher_or_lower(saturation, cap, f"{name}: saturation", "its measured capacity")
+            reading
             + f"; its engines computed {point.engine_busy:.0%} of that window (the rest is not "
             "traced: the server loops' own Python, the balancer and waiting are candidates)"
             + self.per_busy_second(point)
