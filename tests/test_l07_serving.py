@@ -340,7 +340,8 @@ def test_saturation_below_capacity_is_taken_apart_from_the_windows_own_steps():
     assert saturated.engine_busy == pytest.approx(0.8)
     assert saturated.slot_fill(4) == pytest.approx(1.0)  # 4 tokens from 4 slots, no prefill
     said = sweep.per_busy_second(saturated)
-    assert said.startswith("; per busy engine-second it made 0.50x the tokens its capacity")
+    # with the capacity's noise (its steps at the 5% floor): 0.50 x 5% = 0.025
+    assert said.startswith("; per busy engine-second it made 0.50x ± 0.02 the tokens its capacity")
     assert "steps took 8.00 ms in the window against 4.00 ms timed" in said
     assert said.endswith("and 100% of their slots held a sequence")
     # busy share x tokens per busy second = saturation / capacity (0.8 x 0.5 = 0.4 of 1000)

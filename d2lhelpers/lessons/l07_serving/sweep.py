@@ -158,9 +158,11 @@ class LayoutSweep:
             return ""
         assumed = self.capacity.tokens_per_s.median / len(self.capacity.slots)
         ratio = point.tokens / point.busy_s / assumed
+        band = ratio * relative_noise(self.capacity.tokens_per_s)  # the capacity's noise
         timed = statistics.median(m.median for m in self.capacity.decode)
         return (
-            f"; per busy engine-second it made {ratio:.2f}x the tokens its capacity assumes: "
+            f"; per busy engine-second it made {ratio:.2f}x ± {band:.2f} the tokens its capacity "
+            "assumes: "
             f"its decoding steps took {format_seconds(statistics.median(decodes))} in the window "
             f"against {format_seconds(timed)} timed with every slot busy, and {fill:.0%} of "
             "their slots held a sequence"
