@@ -20,6 +20,7 @@ from importlib.resources.abc import Traversable
 from d2lhelpers.core.counts import chain_flops
 from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import BYTES_PER_FLOAT, GB, format_seconds
+from d2lhelpers.core.verdicts import NOISE_FLOOR
 
 RESULTS_DIR = resources.files("d2lhelpers") / "results"
 
@@ -176,20 +177,20 @@ def machine_label(result: dict) -> str:
 
 def bound_note(row: dict) -> str:
     """A committed ratio past the bound it cannot pass (a rate above its peak, a time below its
-    ideal): flagged, never shown as a plain result. Within `make bench`'s 5% noise floor it was
+    ideal): flagged, never shown as a plain result. Within `make bench`'s noise floor it was
     let through there; here it still says so."""
     ceiling, floor, ratio = row.get("ceiling"), row.get("floor"), row["ratio"]
     if row.get("verdict") == "IMPOSSIBLE":
         return "impossible: past its bound beyond the noise, so not a result"
     if ceiling is not None and ratio > ceiling:
         return (
-            f"above its ceiling {ceiling:.2f} by less than make bench's 5% floor: not impossible, "
-            "and not a result above the bound either"
+            f"above its ceiling {ceiling:.2f} by less than make bench's {NOISE_FLOOR:.0%} "
+            f"floor: not impossible, and not a result above the bound either"
         )
     if floor is not None and ratio < floor:
         return (
-            f"below its floor {floor:.2f} by less than make bench's 5% floor: not impossible, "
-            "and not a result below the bound either"
+            f"below its floor {floor:.2f} by less than make bench's {NOISE_FLOOR:.0%} "
+            f"floor: not impossible, and not a result below the bound either"
         )
     return ""
 
@@ -208,14 +209,15 @@ def reference_table(topic: str, results: list[dict] | None = None) -> Table:
         return Table(f"{REFERENCE_TITLE}: none for '{topic}' in {RESULTS_DIR.name}/ yet", [])
     several = len(found) > 1
     names = [f"{chr(65 + i)}: {label}" if several else label for i, (label, _) in enumerate(found)]
+    bounded = any(bound_note(r) for _, rs in found for r in rs)  # a column only when needed
     rows = [
         ([chr(65 + i)] if several else [])
         + [row["name"], f"{row['ratio']:.2f}", (row.get("detail") or row.get("notes", ""))]
-        + ([bound_note(row)] if any(bound_note(r) for _, rs in found for r in rs) else [])
+        + ([bound_note(row)] if bounded else [])
         for i, (_, machine_rows) in enumerate(found)
         for row in machine_rows
     ]
     columns = (["machine"] if several else []) + ["what was measured there", "ratio", "detail"]
-    if rows and len(rows[0]) > len(columns):
+    if bounded:
         columns.append("bound")
     return Table(f"{REFERENCE_TITLE}: {'; '.join(names)}", columns, rows)

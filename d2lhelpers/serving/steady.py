@@ -24,7 +24,9 @@ from d2lhelpers.core.verdicts import Spread
 
 BATCHES = 8  # sub-windows of a window (batch means): enough readings for a spread
 CONFIDENCE = 0.95
-T_95_7 = 2.365  # Student's t, 0.975 quantile, 7 = BATCHES - 1 degrees of freedom (any t table)
+# Student's t, 0.975 quantile, for BATCHES - 1 degrees of freedom (any t table); a KeyError
+# here means BATCHES changed without its quantile
+T_95 = {7: 2.365}[BATCHES - 1]
 
 
 def rate_in_window(events: Sequence[tuple[float, float]], start: float, end: float) -> Spread:
@@ -38,7 +40,7 @@ def rate_in_window(events: Sequence[tuple[float, float]], start: float, end: flo
     # bursty load can leave some empty, so their median would not be); its noise is that mean's
     # confidence half-width (as a Spread's `iqr`: the band every verdict reads)
     rates = [s / width for s in sums]
-    half = T_95_7 * statistics.stdev(rates) / math.sqrt(BATCHES)
+    half = T_95 * statistics.stdev(rates) / math.sqrt(BATCHES)
     return Spread(sum(sums) / (end - start), half)
 
 
