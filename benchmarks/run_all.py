@@ -27,6 +27,7 @@ from d2lhelpers.core.verdicts import NOISE_FLOOR
 from d2lhelpers.lessons.l01_two_devices import run_concurrency
 from d2lhelpers.lessons.l06_multi_process.failure import COLLECTIVE_TIMEOUT_S
 from d2lhelpers.references import RESULTS_DIR
+from d2lhelpers.timing import stopping
 from d2lhelpers.timing.benchmark import MIN_BLOCK_S
 from d2lhelpers.tracing.timeline import busy_intervals, busy_seconds, overlap_seconds
 from d2lhelpers.workloads import chains_in_one_graph
@@ -276,7 +277,7 @@ def estimate_row(name: str, panel, values: dict) -> Row:
     """A panel's run at `values` against the time its estimate announced: within x1.5 either way."""
     for slider, value in values.items():
         panel.sliders[slider].value = value
-    estimated = panel.estimate(**panel.values())
+    estimated, share = panel.estimate(**panel.values()), stopping.share_past_fewest()
     start = time.perf_counter()
     panel.run()
     seconds = time.perf_counter() - start
@@ -285,7 +286,8 @@ def estimate_row(name: str, panel, values: dict) -> Row:
         f"{name}: run / estimate ({panel.describe(values)[:40]})",
         max(ratio, 1 / ratio),
         "<= 1.5",
-        f"run {seconds:.1f} s, estimated {estimated:.1f} s (a quiet machine's time); load "
+        f"run {seconds:.1f} s, estimated {estimated:.1f} s (each measure expected {share:.0%} of "
+        "the way from its fewest runs to its cap, as this process's recent ones went); load "
         f"average {os.getloadavg()[0]:.1f} on {usable_cores()} usable cores"
         + (f"; ERROR {panel.error}" if panel.error else ""),
     )

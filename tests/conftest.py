@@ -14,6 +14,7 @@ import pytest
 
 import d2lhelpers as d2l
 from d2lhelpers.processes import worker_main
+from d2lhelpers.timing import stopping
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -44,6 +45,13 @@ def run_python(code: str, timeout: float = 120, env: dict | None = None, unset=(
         timeout=timeout,
         env={**environment, **(env or {})},
     )
+
+
+@pytest.fixture(autouse=True)
+def quiet_stopping_record():
+    """Every test's estimates start from a quiet machine's: no measure has run past its fewest
+    runs (a test that measured before it would otherwise change its expected time)."""
+    stopping.forget()
 
 
 class FakeClock:

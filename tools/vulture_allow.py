@@ -24,3 +24,5 @@ kill_worker
 # The one home of run-time estimates (timing/estimate.py), being adopted by every panel.
 PROCESS_START_S
 call_seconds
+# The stopping record's reset: each test starts from a quiet machine's (tests/conftest.py).
+forget

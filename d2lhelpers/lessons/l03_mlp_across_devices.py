@@ -280,7 +280,7 @@ def graph_ops(branches: int) -> int:
 
 
 def estimate_seconds(batch, width, hidden, branches, peak, at_once) -> float:
-    """Seconds `run_mlp_branches` takes on a quiet machine, by `measure`'s own rules.
+    """Seconds `run_mlp_branches` takes, by `measure`'s own rules and this machine's record of them.
 
     One device runs the MLP at `peak` FLOP/s; the split runs `at_once` branches at the same
     time. Two graphs of about 5 ops per branch are built and traced, then each is measured, then

@@ -28,10 +28,11 @@ from d2lhelpers.core.verdicts import (
     impossible,
     relative_noise,
 )
+from d2lhelpers.timing import stopping
+from d2lhelpers.timing.stopping import MIN_RUNS_IN_BUDGET
 
 MIN_BLOCK_S = 0.01  # a timed block at least this long keeps the ~40 µs sync+clock cost below 1%
 MAX_NUMBER = 1000
-MIN_RUNS_IN_BUDGET = 3  # even when the budget is spent, a median needs a few runs
 FAR_OUT = 3  # noise bands past the limit: Tukey's outer fence (3 IQRs), beyond any noisy run
 TOO_SHORT_S = 1e-6  # a call faster than this did no device work (a TF op alone costs ~10 µs)
 
@@ -258,6 +259,11 @@ def measure(
             break
         if len(times) >= MIN_RUNS_IN_BUDGET and end - began > budget_s:
             break
+    # Where it stopped, between its fewest runs and its cap, for the next estimate to expect.
+    stopping.record(
+        len(times),
+        *stopping.run_counts(statistics.mean(times) * number, min_runs, max_runs, budget_s),
+    )
     work, unit = (nbytes, "B/s") if nbytes is not None else (flops, "FLOP/s")
     measured = isinstance(peak, MeasuredPeak)
     result = Measurement(label, times, work, unit, peak.current if measured else peak)

@@ -1,17 +1,20 @@
 """How long a run will take, before it starts: the one home of every panel's estimate.
 
 An estimate is built from the same rules that `measure` follows (warm-up, one sizing call, blocks
-of at least `MIN_BLOCK_S`, `min_runs` blocks on a quiet machine, fewer once the time budget is
-spent) and a guess of one call's time from its work and a measured rate. It is a quiet machine's
-time: a busy one takes longer, and the panel says so when a run overshoots.
+of at least `MIN_BLOCK_S`, `min_runs` of them when they agree, more up to a cap when they do not)
+and a guess of one call's time from its work and a measured rate. How far past `min_runs` a
+measure goes is this machine's: the recent measures' record (`timing.stopping`), none before the
+first (a quiet machine's time). A machine that gets busier takes longer, and the panel says so
+when a run overshoots.
 """
 
 from __future__ import annotations
 
 import math
 
-from d2lhelpers.timing.benchmark import MAX_NUMBER, MIN_BLOCK_S, MIN_RUNS_IN_BUDGET
+from d2lhelpers.timing.benchmark import MAX_NUMBER, MIN_BLOCK_S
 from d2lhelpers.timing.interleaved import turn_options
+from d2lhelpers.timing.stopping import expected_runs, run_counts
 
 TRACE_S = 0.3  # building and tracing one small tf.function, on 2 CPU cores (measured: 0.1-0.5 s)
 PROCESS_START_S = 3.0  # a fresh Python process importing TensorFlow, on an idle 2-core machine
@@ -32,12 +35,15 @@ def measure_seconds(
     max_runs: int = 50,
     budget_s: float = 2.0,
     number: int | None = None,
+    share: float | None = None,
     **_ignored,
 ) -> float:
-    """Seconds one `measure(run, ...)` takes when each `run()` takes `call_s` (quiet machine).
+    """Seconds one `measure(run, ...)` takes when each `run()` takes `call_s`.
 
     Takes `measure`'s own options, so `measure_seconds(t, **options)` matches `measure(f,
-    **options)`; options that do not change the time (flops, peak, clock) are ignored.
+    **options)`; options that do not change the time (flops, peak, clock) are ignored. It
+    expects the runs this machine's recent measures took (`stopping`); `share=0` is a quiet
+    machine's time, where every measure stops at its fewest runs.
     """
     call_s = max(float(call_s), 1e-6)
     sizing = 0.0
@@ -45,8 +51,7 @@ def measure_seconds(
         sizing = call_s
         number = max(1, min(MAX_NUMBER, math.ceil(MIN_BLOCK_S / call_s)))
     block = number * call_s
-    within_budget = max(MIN_RUNS_IN_BUDGET, math.floor(budget_s / block) + 1)
-    runs = min(max_runs, min_runs, within_budget)
+    runs = expected_runs(*run_counts(block, min_runs, max_runs, budget_s), share)
     return warmup * call_s + sizing + runs * block
 
 

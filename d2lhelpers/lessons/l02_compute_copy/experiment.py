@@ -334,8 +334,9 @@ def estimate_compute_copy_s(
     flops_per_s: float | None = None,
     link_bytes_per_s: float | None = None,
 ) -> float:
-    """Expected seconds of `run_compute_copy` on a quiet machine: two processes start, each
-    function is built, every variant is `measure`d `rounds` times, one call is traced.
+    """Expected seconds of `run_compute_copy`: two processes start, each function is built,
+    every variant is `measure`d `rounds` times, one call is traced. The workers' measures are
+    expected to stop as this process's recent ones did (`timing.stopping`).
 
     Rates default to guesses (`ASSUMED_FLOPS`, `ASSUMED_LINK`); pass a previous run's.
     """

@@ -93,7 +93,8 @@ def graph_ops(n_devices: int, microbatches: int, n_layers: int) -> list[int]:
 def estimate_three_schemes(
     width, batch, microbatches, n_devices, peak: float, at_once: int, **measure_options
 ) -> float:
-    """Seconds `run_three_schemes` takes on a quiet machine: each measurement by `measure`'s rules.
+    """Seconds `run_three_schemes` takes: each measurement by `measure`'s rules, stopping as
+    this machine's recent measures did.
 
     One call of each model at `peak` FLOP/s on one device, and `at_once` times faster split
     (the devices that compute at the same time); each graph is built and traced once (its ops
