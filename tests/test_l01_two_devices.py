@@ -183,6 +183,11 @@ def test_baseline_verdict_flags_devices_above_what_they_can_at_best_reach():
     assert "at best it can match it, and does, within the noise of 7%" in alone
     above = l01.baseline_verdict(rate("both", 2.2e11, None), one, baseline, "logical CPU")
     assert "above that by more than the noise of 7%: impossible" in above
+    assert "from the cache" not in above  # measured in this run: no earlier run to blame
+    cached = {**baseline, "from_cache": True, "measured_at": "2026-11-30T10:00:00"}
+    stale = l01.baseline_verdict(rate("both", 2.2e11, None), one, cached, "logical CPU")
+    assert "Likely causes, in order: (1) the baseline was measured low: it is " in stale
+    assert "2026-11-30T10:00:00's, from the cache" in stale
     noisy = rate("both", 2.2e11, None, times=(0.9, 0.9, 1.0, 1.1, 1.1))  # IQR 20%
     assert "impossible" not in l01.baseline_verdict(noisy, one, baseline, "logical CPU")
     below = l01.baseline_verdict(rate("both", 1.5e11, None), one, baseline, "virtual GPU")

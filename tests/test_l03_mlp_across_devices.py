@@ -147,6 +147,10 @@ def test_baseline_sentence_reads_the_split_rate_within_both_noises():
         f"(measured {at}, as notebook 01 prints it; noise ±0.10): no measurable difference"
     )
     assert "= 0.96 of the whole machine's baseline" in same
+    cached = {"flops_per_s": 104e9, "noise": 0.02, "measured_at": at, "from_cache": True}
+    assert f"(measured {at} by an earlier run, read from the cache, as" in l03.baseline_sentence(
+        split, cached
+    )
     above = l03.baseline_sentence(split, {"flops_per_s": 80e9, "noise": 0.02})
     assert above.endswith("measurably above it")
     assert l03.baseline_sentence(split, {"flops_per_s": 150e9}).endswith("measurably below it")

@@ -94,6 +94,9 @@ def test_describe_devices_says_what_each_device_is(devices, monkeypatch):
     assert "(measured today)." in text
     monkeypatch.setattr(peaks, "machine_baseline_rate", lambda: {**fake, "not_cached": "not kept"})
     assert "(measured today; not kept)." in d2l.describe_devices()
+    assert "earlier run" not in text  # measured in this run
+    monkeypatch.setattr(peaks, "machine_baseline_rate", lambda: {**fake, "from_cache": True})
+    assert f"(measured today; {peaks.FROM_AN_EARLIER_RUN})." in d2l.describe_devices()
 
 
 # --- Edges found by mutation testing (make mutate) ---------------------------------------------

@@ -140,11 +140,12 @@ def cached_measurement(
 
     A value measured while `busy()` names a reason, or whose 'noise' is above `noisy_above`,
     or that the cache cannot hold (see the module's notes), is returned but not kept: it carries
-    'not_cached', one line saying why. `measure_now`'s own errors are raised as they are.
+    'not_cached', one line saying why. A value read from the file carries 'from_cache': True
+    (this run did not measure it). `measure_now`'s own errors are raised as they are.
     """
     keys = tuple(keys)
     if not refresh and (hit := read_cache(path, version, keys)) is not None:
-        return hit
+        return {**hit, "from_cache": True}
     with contextlib.ExitStack() as held:
         try:
             held.enter_context(cache_lock(path))
@@ -155,7 +156,7 @@ def cached_measurement(
         else:
             reason = None
             hit = read_cache(path, version, keys, discard_corrupt=True)
-            if not refresh and hit is not None:
+            if not refresh and hit is not None:  # another caller measured it while we waited
                 return hit
         result = _measure(measure_now, version, busy, noisy_above)
         if reason is not None:  # the folder's reason: it holds on a quiet machine too

@@ -121,7 +121,8 @@ def baseline_sentence(split: Measurement, baseline: dict, name: str = "split") -
         where = "measurably above it" if rate > whole else "measurably below it"
     return (
         f"{name} rate {format_rate(rate)} = {rate / whole:.2f} of the whole machine's baseline "
-        f"{format_rate(whole)} (measured {baseline.get('measured_at', 'in this run')}, as "
+        f"{format_rate(whole)} (measured {baseline.get('measured_at', 'in this run')}"
+        f"{' by an earlier run, read from the cache' if baseline.get('from_cache') else ''}, as "
         f"notebook 01 prints it; noise ±{relative * rate / whole:.2f}): {where}"
     )
 

@@ -97,6 +97,12 @@ print(json.dumps({"device": device, "size": size, "flops_per_s": rate, "noise": 
 """
 
 
+FROM_AN_EARLIER_RUN = (
+    "read from the cache: an earlier run measured it, on the machine as it was then; "
+    "`d2l.machine_baseline_rate(refresh=True)` measures it again"
+)
+
+
 def machine_baseline_rate(refresh: bool = False) -> dict:
     """The machine's best matmul rate with TensorFlow's default threading (a subprocess).
 
@@ -157,6 +163,7 @@ def describe_devices(devices: list[Device] | None = None) -> str:
         f"on one {baseline['size']}x{baseline['size']} matmul chain (measured "
         f"{baseline['measured_at']}"
         + (f"; {baseline['not_cached']}" if baseline.get("not_cached") else "")
+        + (f"; {FROM_AN_EARLIER_RUN}" if baseline.get("from_cache") else "")
         + ")."
     )
     return "\n".join(lines)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from d2lhelpers.core.concurrency import slowdown_model
 from d2lhelpers.core.units import cores_phrase, format_rate, plural, usable_cores
 from d2lhelpers.core.verdicts import (
+    LIKELY_CAUSES,
     UNTESTED,
     Comparison,
     above_limit,
@@ -98,7 +99,13 @@ def _against(m: Measurement, base: float, times: int, baseline: dict, plural: bo
     said = f"; at best {'they' if plural else 'it'} can "
     said += "match it" if times == 1 else f"reach {times}x it"
     if above_limit(m.rate, times * base, noise):
-        return f"{said}. " + impossible(f"above that by more than the noise of {noise:.0%}")
+        above = f"above that by more than the noise of {noise:.0%}"
+        if baseline.get("from_cache"):  # measured on the machine as it was in an earlier run
+            stale = (
+                f"the baseline was measured low: it is {baseline['measured_at']}'s, from the cache"
+            )
+            return f"{said}. " + impossible(above, (stale, *LIKELY_CAUSES))
+        return f"{said}. " + impossible(above)
     if m.rate > times * base * (1 - noise):
         return f"{said}, and {'do' if plural else 'does'}, within the noise of {noise:.0%}"
     said += f": below that by more than the noise of {noise:.0%}"
