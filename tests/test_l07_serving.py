@@ -166,7 +166,7 @@ def test_the_in_flight_verdict_says_where_the_pipeline_missed_its_model():
     (table,) = noisy.tables()
     assert [row[6] for row in table.rows] == ["held (no gain predicted)", "too noisy to test"]
     assert table.rows[0][4] == "1.00 ± 0.10"  # both steps at the 5% noise floor
-    assert "one device's steps: 10.00 ms ± 5%, 10.00 ms ± 5%" in table.verdicts[0]
+    assert "one device's steps: 10.00 ms ±5% (floor), 10.00 ms ±5% (floor)" in table.verdicts[0]
     assert noisy.verdict.endswith(
         "at m = [2] too noisy to test: its runs spread by more than 10% of their median"
     )
@@ -363,7 +363,7 @@ def test_lock_step_table_says_when_a_mode_served_above_its_capacity():
     cap = capacity(1e-3)  # 2286 tokens/s
     near, far = point(2350, 1000, True), point(4000, 1000, True)
     (table,) = LockstepResult([cap, cap], [near, far]).tables()
-    assert table.rows[0][1] == "2.3 ktok/s ±5%"  # the capacity with its noise (the floor)
+    assert table.rows[0][1] == "2.3 ktok/s ±5% (floor)"  # the capacity with its noise
     assert any("replicas: served 1.03x its measured capacity" in v for v in table.verdicts)
     assert len(table.flags) == 1 and "above its capacity" in table.flags[0]
     assert "impossible" in table.flags[0]

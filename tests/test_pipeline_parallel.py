@@ -216,7 +216,7 @@ def test_the_table_prints_each_measured_time_with_its_noise_and_the_model_withou
     (table,) = run.tables()
     assert table.columns[:3] == ("run", "time per batch", "noise")
     noise = {row[0]: row[2] for row in table.rows}
-    assert noise["one device"] == "± 5%"  # identical times: the noise floor
+    assert noise["one device"] == "±5% (floor)"  # identical times: the noise floor, and it says so
     assert noise["reachable here (hand-overs free)"] == "(model)"
     assert [row[2] for row in table.rows].count("(model)") == 1
     assert table.rows[2][4].startswith("1.60x ± ")  # the measured split's speedup, with its band

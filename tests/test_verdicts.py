@@ -15,6 +15,7 @@ from d2lhelpers.core.verdicts import (
     impossible,
     median_of,
     noise_of,
+    noise_text,
     noisy_run,
     relative_noise,
 )
@@ -128,6 +129,10 @@ def test_relative_noise_and_a_noisy_run():
     assert relative_noise(quiet(2.0, iqr=0.4)) == pytest.approx(0.2)
     assert relative_noise(quiet(2.0, iqr=0.0)) == pytest.approx(0.05)  # the floor
     assert relative_noise(Measurement("m", [0.0, 0.0, 0.0])) == float("inf")
+    # Printed: the floor says it is the floor; a spread at or above it is the runs' own.
+    assert noise_text(quiet(2.0, iqr=0.4)) == "±20%"
+    assert noise_text(quiet(2.0, iqr=0.0)) == "±5% (floor)"
+    assert noise_text(quiet(2.0, iqr=0.12)) == "±6%"  # just above the floor: the runs' own
     assert not noisy_run(quiet(1.0, iqr=0.09)) and noisy_run(quiet(1.0, iqr=0.11))
 
 

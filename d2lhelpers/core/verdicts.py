@@ -60,6 +60,13 @@ def relative_noise(m: Timed) -> float:
     return noise_of(m) / m.median if m.median > 0 else float("inf")
 
 
+def noise_text(m: Timed) -> str:
+    """'±16%', or '±5% (floor)' when the runs spread less than `NOISE_FLOOR`: the band is then
+    the floor every verdict uses, not the runs' own spread."""
+    floor = m.median > 0 and m.iqr < NOISE_FLOOR * m.median
+    return f"±{relative_noise(m):.0%}" + (" (floor)" if floor else "")
+
+
 def noisy_run(m: Timed) -> bool:
     """Whether a run's spread is too wide for any verdict drawn from it (IQR above `NOISY_IQR`)."""
     return m.iqr > NOISY_IQR * m.median

@@ -19,7 +19,7 @@ from d2lhelpers.core.verdicts import (
     faster_or_slower,
     impossible,
     noise_of,
-    relative_noise,
+    noise_text,
 )
 from d2lhelpers.parallel.model import MATCH_TOLERANCE
 from d2lhelpers.timing.benchmark import Measurement
@@ -209,7 +209,7 @@ class ParallelResult(Reported):
             (
                 name,
                 format_seconds(t),
-                f"± {relative_noise(m):.0%}" if m else "(model)",
+                noise_text(m) if m else "(model)",
                 f"{rate:,.0f}",
                 f"{speedup:.2f}x ± {self.speedup_noise:.2f}" if m is self.measurement else
                 f"{speedup:.2f}x",

@@ -15,7 +15,7 @@ from d2lhelpers.collectives.costs import AlphaBeta, Residual, fit_alpha_beta
 from d2lhelpers.core.checks import require_count, require_sweep
 from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import BYTES_PER_FLOAT, format_bytes, format_rate, format_seconds
-from d2lhelpers.core.verdicts import Spread, relative_noise
+from d2lhelpers.core.verdicts import Spread, noise_text
 from d2lhelpers.lessons.l06_multi_process.jobs import (
     machine_defaults,
     memory_table,
@@ -44,16 +44,15 @@ class AllReduceJobResult(Reported):
     worker_iqrs_s: list[list[float]] = dataclasses.field(default_factory=list)  # [worker][size]
 
     @property
-    def noises(self) -> list[float | None]:
-        """Per size, the slowest worker's IQR / median: how far its time could move (None for a
-        run recorded before workers sent their IQRs)."""
+    def noises(self) -> list[Spread | None]:
+        """Per size, the slowest worker's median and IQR: how far its time could move (None for
+        a run recorded before workers sent their IQRs)."""
         if not self.worker_iqrs_s:
             return [None] * len(self.sizes)
         found = []
         for i, t in enumerate(self.times):
             slowest = max(range(self.n_workers), key=lambda k: self.worker_medians_s[k][i])
-            spread = Spread(t, self.worker_iqrs_s[slowest][i])  # its median is `t`
-            found.append(relative_noise(spread) if t > 0 else None)  # with the noise floor
+            found.append(Spread(t, self.worker_iqrs_s[slowest][i]) if t > 0 else None)
         return found
 
     @property
@@ -96,14 +95,14 @@ class AllReduceJobResult(Reported):
     def tables(self) -> list[Table]:
         fit, two = self.fitted, self.two_point
         columns = ["size", *(f"worker {k}" for k in range(self.n_workers))]
-        columns += ["all-reduce", "noise (IQR)", "fit (resid.)", "two points (resid.)"]
+        columns += ["all-reduce", "noise", "fit (resid.)", "two points (resid.)"]
         rows = []
         for i, (size, noise) in enumerate(zip(self.sizes, self.noises, strict=True)):
             t = self.times[i]
             said = [Residual(size, t, m.predict(size)) for m in (fit, two)]
             models = [f"{format_seconds(r.predicted_s)} ({r.relative:+.0%})" for r in said]
             each = [format_seconds(w[i]) for w in self.worker_medians_s]
-            spread = "-" if noise is None else f"± {noise:.0%}"
+            spread = "-" if noise is None else noise_text(noise)
             rows.append((format_bytes(size), *each, format_seconds(t), spread, *models))
         verdicts = [
             f"least squares: alpha = {format_seconds(fit.alpha_s)}, beta = "

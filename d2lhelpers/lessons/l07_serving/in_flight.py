@@ -26,6 +26,7 @@ from d2lhelpers.core.verdicts import (
     impossible,
     model_test,
     noise_of,
+    noise_text,
     relative_noise,
 )
 from d2lhelpers.devices import on_gpu, select_devices
@@ -164,7 +165,7 @@ class PipelineInFlightResult(Reported):
         ]
 
         def steps(ms):
-            return ", ".join(f"{format_seconds(x.median)} ± {relative_noise(x):.0%}" for x in ms)
+            return ", ".join(f"{format_seconds(x.median)} {noise_text(x)}" for x in ms)
 
         note = (
             f"model: min({self.at_once} devices at once, m n / (m + n - 1)) for m microbatches "

@@ -15,7 +15,7 @@ from d2lhelpers.core import checks
 from d2lhelpers.core.progress import Steps
 from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import format_rate
-from d2lhelpers.core.verdicts import higher_or_lower, relative_noise
+from d2lhelpers.core.verdicts import higher_or_lower, noise_text
 from d2lhelpers.lessons.l07_serving.points import (
     Capacity,
     LoadPoint,
@@ -67,8 +67,7 @@ class LockstepResult(Reported):
         rows = [
             [
                 mode,
-                f"{format_rate(c.tokens_per_s.median, 'tok/s')} "
-                f"±{relative_noise(c.tokens_per_s):.0%}",
+                f"{format_rate(c.tokens_per_s.median, 'tok/s')} {noise_text(c.tokens_per_s)}",
                 f"{p.offered:.0f}",
                 format_rate(p.throughput.median, "tok/s"),
                 str(p.ttft(50)),
