@@ -79,6 +79,9 @@ def test_the_sweep_sentences_follow_the_numbers():
     assert "replicas: its measured capacity is 1.00x its model: no measurable difference" in text
     assert "pipeline: its measured capacity is 0.57x its model: lower beyond" in text
     assert "pipeline: saturation is 0.44x its measured capacity: lower beyond" in text
+    # No engine call logged, every request queued to the end: all its idle time had requests.
+    assert "computed 0% of that window, their servers had no request for 0% of it" in text
+    assert "had requests but no step running for 100% (the loops' own Python" in text
     assert "It held, within the noise, for replicas; not for pipeline." in text
     assert result.verdict.startswith("replicas saturated highest")
     assert result.verdict not in text  # the panel prints the verdict once, above the tables
@@ -355,6 +358,25 @@ def test_saturation_below_capacity_is_taken_apart_from_the_windows_own_steps():
         )
         == ""
     )  # no engine calls recorded: nothing to take apart
+
+
+def test_the_engines_idle_time_is_split_into_no_request_and_requests_between_steps():
+    # Two servers, window [0.1, 0.9): server 0 holds a request from 0.2 to 0.5, server 1 two
+    # overlapping ones, 0.3-0.6 and 0.4-0.9 (0.3-0.9 merged); one more never sent anywhere.
+    spans = [(0.2, 0.5, 0), (0.3, 0.6, 1), (0.4, 0.9, 1)]
+    requests = [Request(i, a, [1], 4, finished_s=b, server=k) for i, (a, b, k) in enumerate(spans)]
+    calls = [(0.3, 0.1, "decode"), (0.5, 0.2, "decode"), (0.95, 0.5, "decode")]  # last: after
+    log = LoadLog("replicas", requests, [], calls, 2, 1.0)
+    p = LoadPoint(log, 10, Window(0.1, 0.8, 0.1), n_out=4)
+    assert p.pending_s == pytest.approx(0.3 + 0.6)
+    assert p.busy_s == pytest.approx(0.3)
+    no_request, between = p.idle_shares()
+    assert no_request == pytest.approx(1 - 0.9 / 1.6)  # of 2 servers x 0.8 s
+    assert between == pytest.approx((0.9 - 0.3) / 1.6)
+    assert p.engine_busy + no_request + between == pytest.approx(1)
+    # A request still unfinished holds its server to the window's end.
+    requests[0].finished_s = None
+    assert p.pending_s == pytest.approx(0.7 + 0.6)
 
 
 def test_lock_step_table_says_when_a_mode_served_above_its_capacity():

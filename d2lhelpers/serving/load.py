@@ -67,6 +67,7 @@ class _Servers:
             self.open[i] = [r for r in self.open[i] if not r.done]
         i = min(self.alive(), key=lambda k: len(self.open[k]))
         self.open[i].append(request)
+        request.server = i
         self.inboxes[i].put(request)
 
     def lose(self, indices: list[int]) -> list[Request]:

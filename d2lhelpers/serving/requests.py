@@ -20,6 +20,7 @@ class Request:
     finished_s: float | None = None
     tokens: list[int] = dataclasses.field(default_factory=list)
     restarted: int = 0  # times its KV cache was lost with a device and it started again
+    server: int | None = None  # the server the balancer sent it to (the last, if it moved)
 
     @property
     def done(self) -> bool:

@@ -207,13 +207,17 @@ def busy_intervals(
 ) -> list[tuple[float, float]]:
     """The merged [start, end) intervals in which `device` (any, if None) ran ops of `kind`."""
     device = device_label(device) if device else None
-    spans = sorted(
+    return merged_intervals(
         (r.start_s, r.end_s)
         for r in rows
         if (device is None or r.device == device) and (kind is None or r.kind == kind)
     )
+
+
+def merged_intervals(spans: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
+    """[start, end) spans, in any order and overlapping, as sorted disjoint intervals."""
     merged: list[tuple[float, float]] = []
-    for start, end in spans:
+    for start, end in sorted(spans):
         if merged and start <= merged[-1][1]:
             merged[-1] = (merged[-1][0], max(merged[-1][1], end))
         else:

@@ -24,6 +24,7 @@ from d2lhelpers.serving.load import LoadLog, serve_load
 from d2lhelpers.serving.requests import make_requests
 from d2lhelpers.serving.steady import Percentile, percentile, rate_in_window
 from d2lhelpers.timing.benchmark import Measurement, measure
+from d2lhelpers.tracing.timeline import busy_seconds, merged_intervals
 
 MAX_SLOTS = 256
 STEP_BUDGET_S = 0.3  # measuring one step's time, per engine
@@ -192,6 +193,25 @@ class LoadPoint:
         window."""
         a, b = self.span
         return [s for end, s, k in self.log.engine_calls if a <= end < b and k == kind]
+
+    @property
+    def pending_s(self) -> float:
+        """Server-seconds in the window with a request at the server (sent there, not yet
+        finished): when its engine had work to step. Every server's summed."""
+        a, b = self.span
+        spans: dict[int | None, list[tuple[float, float]]] = {}
+        for r in self.log.requests:
+            start, end = max(r.arrival_s, a), min(r.finished_s if r.done else b, b)
+            if end > start:
+                spans.setdefault(r.server, []).append((start, end))
+        return sum(busy_seconds(merged_intervals(s)) for s in spans.values())
+
+    def idle_shares(self) -> tuple[float, float]:
+        """The window's engine time not spent in steps, as two shares of it: with no request
+        at the server (waiting for arrivals), and with requests there but no step running."""
+        a, b = self.span
+        whole = (b - a) * self.log.servers
+        return 1 - self.pending_s / whole, max(0.0, self.pending_s - self.busy_s) / whole
 
     @property
     def busy_s(self) -> float:

@@ -140,10 +140,13 @@ class LayoutSweep:
         found = served_above(name, saturation, cap, _at(point))
         if found and found[1]:  # above what every slot busy allows, beyond the noise
             reading = impossible(reading)
+        no_request, between = point.idle_shares()
         said.append(
             reading
-            + f"; its engines computed {point.engine_busy:.0%} of that window (the rest is not "
-            "traced: the server loops' own Python, the balancer and waiting are candidates)"
+            + f"; its engines computed {point.engine_busy:.0%} of that window, their servers had "
+            f"no request for {no_request:.0%} of it (waiting for arrivals), and had requests but "
+            f"no step running for {between:.0%} (the loops' own Python between steps, or their "
+            "threads waiting for a core or for Python's lock: timing cannot tell these apart)"
             + self.per_busy_second(point)
         )
         return said
