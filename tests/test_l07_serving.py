@@ -81,7 +81,7 @@ def test_the_sweep_sentences_follow_the_numbers():
     assert "pipeline: saturation is 0.44x its measured capacity: lower beyond" in text
     # No engine call logged, every request queued to the end: all its idle time had requests.
     assert "computed 0% of that window, their servers had no request for 0% of it" in text
-    assert "had requests but no step running for 100% (the loops' own Python" in text
+    assert "had requests but no step running for 100% (not split: no gap" in text
     assert "It held, within the noise, for replicas; not for pipeline." in text
     assert result.verdict.startswith("replicas saturated highest")
     assert result.verdict not in text  # the panel prints the verdict once, above the tables
@@ -374,6 +374,16 @@ def test_the_engines_idle_time_is_split_into_no_request_and_requests_between_ste
     assert no_request == pytest.approx(1 - 0.9 / 1.6)  # of 2 servers x 0.8 s
     assert between == pytest.approx((0.9 - 0.3) / 1.6)
     assert p.engine_busy + no_request + between == pytest.approx(1)
+    # Gaps between one engine's steps: (end, seconds, seconds its thread ran, server). Only
+    # those inside the server's held requests count: 0.05 of 0.1 s and 0.1 of 0.1 s ran.
+    assert p.ran_between_steps() is None
+    log.engine_gaps = [
+        (0.35, 0.1, 0.05, 0),  # server 0, inside 0.2-0.5
+        (0.8, 0.1, 0.10, 1),  # server 1, inside 0.3-0.9
+        (0.6, 0.1, 0.00, 0),  # server 0 held nothing then (0.5-0.6): not counted
+        (0.35, 0.1, 0.0, 1),  # server 1: starts at 0.25, before its first request
+    ]
+    assert p.ran_between_steps() == pytest.approx(0.15 / 0.2)
     # A request still unfinished holds its server to the window's end.
     requests[0].finished_s = None
     assert p.pending_s == pytest.approx(0.7 + 0.6)

@@ -21,7 +21,7 @@ class FakeEngine:
     """Next token = last token + 1; prefill gives prompt[-1] + 1; each call takes STEP_S."""
 
     def __init__(self, slots=2, name="fake"):
-        self.slots, self.name, self.lost, self.calls = slots, name, False, []
+        self.slots, self.name, self.lost, self.calls, self.gaps = slots, name, False, [], []
         self.prefills, self.decodes = [], []
 
     def prefill(self, slot, prompt):

@@ -51,12 +51,20 @@ class Engine:
         self.lost = False  # set when a device is lost: the server loop stops at its next pass
         # (end, seconds, "decode" or "prefill") of each call
         self.calls: list[tuple[float, float, str]] = []
+        # (end, seconds, seconds its thread ran) of each gap between two calls: a thread's CPU
+        # clock stops while it waits (for a core, for Python's lock, for a request)
+        self.gaps: list[tuple[float, float, float]] = []
+        self._last: tuple[float, float] | None = None
 
     def _timed(self, kind, step, *args):
-        start = self.clock()
+        start, ran = self.clock(), time.thread_time()
+        if self._last is not None:
+            self.gaps.append((start, start - self._last[0], ran - self._last[1]))
         out, cache = step(*args)
         out = out.numpy()
-        self.calls.append((self.clock(), self.clock() - start, kind))
+        end = self.clock()
+        self.calls.append((end, end - start, kind))
+        self._last = (end, time.thread_time())
         return out, cache
 
     def decode(self, tokens: np.ndarray, positions: np.ndarray) -> np.ndarray:
@@ -77,7 +85,7 @@ class Engine:
         cache = self.cache
         self.decode(np.zeros(self.slots, np.int32), np.zeros(self.slots, np.int32))
         self.prefill(0, [0] * prompt_len)
-        self.cache, self.calls = cache, []
+        self.cache, self.calls, self.gaps, self._last = cache, [], [], None
 
 
 class LockstepEngine(Engine):

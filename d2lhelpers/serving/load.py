@@ -33,6 +33,8 @@ class LoadLog:
     wall_s: float
     failed_at_s: float | None = None
     rebuild_s: float = 0.0  # re-placing the weights and building, warming new tf.functions
+    # (end, seconds, seconds its thread ran, server) of every gap between one engine's calls
+    engine_gaps: list[tuple[float, float, float, int]] = dataclasses.field(default_factory=list)
 
 
 class _Servers:
@@ -143,6 +145,11 @@ def serve_load(
         now(),
         failed_at,
         rebuild_s,
+        sorted(
+            (end - start, s, ran, i)
+            for i, e in enumerate(servers.engines)
+            for end, s, ran in e.gaps
+        ),
     )
 
 

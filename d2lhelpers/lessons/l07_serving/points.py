@@ -194,17 +194,31 @@ class LoadPoint:
         a, b = self.span
         return [s for end, s, k in self.log.engine_calls if a <= end < b and k == kind]
 
-    @property
-    def pending_s(self) -> float:
-        """Server-seconds in the window with a request at the server (sent there, not yet
-        finished): when its engine had work to step. Every server's summed."""
+    def pending(self) -> dict[int | None, list[tuple[float, float]]]:
+        """Per server, the intervals of the window in which it held a request (sent there, not
+        yet finished): when its engine had work to step."""
         a, b = self.span
         spans: dict[int | None, list[tuple[float, float]]] = {}
         for r in self.log.requests:
             start, end = max(r.arrival_s, a), min(r.finished_s if r.done else b, b)
             if end > start:
                 spans.setdefault(r.server, []).append((start, end))
-        return sum(busy_seconds(merged_intervals(s)) for s in spans.values())
+        return {server: merged_intervals(s) for server, s in spans.items()}
+
+    @property
+    def pending_s(self) -> float:
+        """Server-seconds in the window with a request at the server, every server's summed."""
+        return sum(busy_seconds(s) for s in self.pending().values())
+
+    def ran_between_steps(self) -> float | None:
+        """Of the gaps between an engine's steps while its server held requests (in the
+        window), the share its thread ran (the loop's Python, building the step's inputs); the
+        rest it waited, for a core or for Python's lock. None without such gaps."""
+        pending, ran, wall = self.pending(), 0.0, 0.0
+        for end, seconds, on_cpu, server in self.log.engine_gaps:
+            if any(a <= end - seconds and end <= b for a, b in pending.get(server, ())):
+                ran, wall = ran + on_cpu, wall + seconds
+        return min(ran / wall, 1.0) if wall > 0 else None
 
     def idle_shares(self) -> tuple[float, float]:
         """The window's engine time not spent in steps, as two shares of it: with no request

@@ -141,13 +141,19 @@ class LayoutSweep:
         if found and found[1]:  # above what every slot busy allows, beyond the noise
             reading = impossible(reading)
         no_request, between = point.idle_shares()
+        ran = point.ran_between_steps()
+        split = (
+            "(not split: no gap between steps was logged)"
+            if ran is None
+            else f"(their threads ran for {between * ran:.0%}: the loops' own Python and the "
+            f"steps' inputs; and waited for {between * (1 - ran):.0%}: for a core, or for "
+            "Python's lock, which the servers' threads share: read from the threads' CPU clocks)"
+        )
         said.append(
             reading
             + f"; its engines computed {point.engine_busy:.0%} of that window, their servers had "
             f"no request for {no_request:.0%} of it (waiting for arrivals), and had requests but "
-            f"no step running for {between:.0%} (the loops' own Python between steps, or their "
-            "threads waiting for a core or for Python's lock: timing cannot tell these apart)"
-            + self.per_busy_second(point)
+            f"no step running for {between:.0%} {split}" + self.per_busy_second(point)
         )
         return said
 
