@@ -26,6 +26,7 @@ from d2lhelpers.core.units import format_rate, format_seconds, usable_cores
 from d2lhelpers.core.verdicts import NOISE_FLOOR
 from d2lhelpers.lessons.l01_two_devices import run_concurrency
 from d2lhelpers.lessons.l06_multi_process.failure import COLLECTIVE_TIMEOUT_S
+from d2lhelpers.lessons.l07_serving.sweep import busy_and_idle
 from d2lhelpers.references import RESULTS_DIR
 from d2lhelpers.timing import stopping
 from d2lhelpers.timing.benchmark import MIN_BLOCK_S
@@ -531,7 +532,7 @@ def serving_rows(devices) -> list[Row]:
         ratio = point.throughput.median / capacity if point else 0.0
         detail = (
             f"{format_rate(point.throughput.median, 'tokens/s')} vs capacity "
-            f"{format_rate(capacity, 'tokens/s')}; engines busy {point.engine_busy:.0%}"
+            f"{format_rate(capacity, 'tokens/s')}; {busy_and_idle(point)}"
             + s.per_busy_second(point)
             if point
             else "did not saturate"

@@ -140,21 +140,7 @@ class LayoutSweep:
         found = served_above(name, saturation, cap, _at(point))
         if found and found[1]:  # above what every slot busy allows, beyond the noise
             reading = impossible(reading)
-        no_request, between = point.idle_shares()
-        ran = point.ran_between_steps()
-        split = (
-            "(not split: no gap between steps was logged)"
-            if ran is None
-            else f"(their threads ran for {between * ran:.0%}: the loops' own Python and the "
-            f"steps' inputs; and waited for {between * (1 - ran):.0%}: for a core, or for "
-            "Python's lock, which the servers' threads share: read from the threads' CPU clocks)"
-        )
-        said.append(
-            reading
-            + f"; its engines computed {point.engine_busy:.0%} of that window, their servers had "
-            f"no request for {no_request:.0%} of it (waiting for arrivals), and had requests but "
-            f"no step running for {between:.0%} {split}" + self.per_busy_second(point)
-        )
+        said.append(f"{reading}; {busy_and_idle(point)}{self.per_busy_second(point)}")
         return said
 
     def per_busy_second(self, point: LoadPoint) -> str:
@@ -196,6 +182,25 @@ class LayoutSweep:
             if found and found[1]:
                 return [found[0]]
         return []
+
+
+def busy_and_idle(point: LoadPoint) -> str:
+    """Where the engines' time in `point`'s window went: their steps, and the rest split by
+    what their servers held and by their threads' CPU clocks."""
+    no_request, between = point.idle_shares()
+    ran = point.ran_between_steps()
+    split = (
+        "(not split: no gap between steps was logged)"
+        if ran is None
+        else f"(their threads ran for {between * ran:.0%}: the loops' own Python and the steps' "
+        f"inputs; and waited for {between * (1 - ran):.0%}: for a core, or for Python's lock, "
+        "which the servers' threads share: read from the threads' CPU clocks)"
+    )
+    return (
+        f"its engines computed {point.engine_busy:.0%} of that window, their servers had no "
+        f"request for {no_request:.0%} of it (waiting for arrivals), and had requests but no step "
+        f"running for {between:.0%} {split}"
+    )
 
 
 def _at(point: LoadPoint) -> str:
