@@ -102,3 +102,40 @@ def test_the_buckets_burst_explains_only_a_message_faster_than_predicted():
     assert "within 4 bursts of tbf's bucket" in faster and "-26%; a hypothesis" in faster
     assert slower == "131072 B: +23%, outside +-15%"  # slower than predicted: not the bucket
     assert large == "8388608 B: +30%, outside +-15%"
+
+
+def test_a_held_out_miss_is_read_against_its_own_noise():
+    found = {
+        "rate_bit_s": 1e9,
+        "beta_over_rate": 0.9,
+        "beta_over_payload_rate": 0.94,
+        "beta_bytes_per_s": 112e6,
+        "held_out": [
+            {"bytes": 2097152, "residual": 0.34, "noise": 0.40},
+            {"bytes": 8388608, "residual": -0.20, "noise": 0.05},
+        ],
+    }
+    inside, beyond = hosts.diagnosis(found, tcp_bytes_per_s=0.9 * 125e6)[-2:]
+    assert inside.startswith("2097152 B: +34%, outside +-15%, but within its own noise")
+    assert "±40%): at this rate the run cannot tell a miss from noise" in inside
+    assert beyond == "8388608 B: -20%, outside +-15%, beyond its own noise (±5%): a miss"
+
+
+def test_the_serial_model_is_read_against_the_fitted_beta():
+    assert hosts.serial_beta(100e6, 100e6) == pytest.approx(50e6)
+    assert hosts.serial_beta(25e6, 215e6) == pytest.approx(22.4e6, rel=1e-2)
+    found = {
+        "rate_bit_s": 1e9,
+        "beta_over_rate": 0.64,
+        "beta_over_payload_rate": 0.67,
+        "beta_bytes_per_s": 80e6,
+        "beta_unshaped_bytes_per_s": 215e6,
+        "beta_serial_bytes_per_s": hosts.serial_beta(113e6, 215e6),  # 74.1 MB/s
+        "held_out": [],
+    }
+    (said,) = [w for w in hosts.diagnosis(found, 113e6) if w.startswith("TensorFlow's")]
+    assert "with no limiter, 215 MB/s, measured in this run" in said
+    assert "beta would be 74.1 MB/s: the fitted beta is 1.08 of that (within 15%" in said
+    found["beta_bytes_per_s"] = 50e6
+    (said,) = [w for w in hosts.diagnosis(found, 113e6) if w.startswith("TensorFlow's")]
+    assert "0.68 of that (outside 15%: the serial model does not account" in said

@@ -49,7 +49,7 @@ class HostsReferenceResult(Reported):
             "beta (fitted)",
             "break-even size (alpha x beta)",
             "beta / set rate",
-            "held-out residuals",
+            "held-out residuals (noise)",
             "2 workers vs 1 (training)",
         )
         if self.hosts is None:
@@ -57,7 +57,10 @@ class HostsReferenceResult(Reported):
             return [Table("all-reduce and training: loopback", columns, [tuple(here)], [note])]
         rows = [tuple(here)]
         for found in sorted(self.hosts["allreduce"], key=lambda f: -f["rate_bit_s"]):
-            held = ", ".join(f"{h['residual']:+.0%}" for h in found["held_out"])
+            held = ", ".join(
+                f"{h['residual']:+.0%}" + (f" (±{h['noise']:.0%})" if "noise" in h else "")
+                for h in found["held_out"]
+            )
             slowest = found["rate_bit_s"] == min(f["rate_bit_s"] for f in self.hosts["allreduce"])
             rows.append(
                 (
