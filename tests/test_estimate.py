@@ -53,6 +53,7 @@ def test_the_record_is_the_mean_stop_between_fewest_and_cap():
     assert stopping.run_counts(0.01, 5, 50, 2.0) == (5, 50)
     assert stopping.run_counts(0.01, 5, 50, 0.1) == (5, 11)  # the first block past 0.1 s
     assert stopping.run_counts(1.0, 5, 50, 0.5) == (3, 3)  # the budget stops it at 3
+    assert stopping.run_counts(0.0, 5, 50, 2.0) == (5, 50)  # a clock that never moved
     stopping.record(3, 3, 3)  # a measure with no choice says nothing
     assert stopping.share_past_fewest() == 0.0
     stopping.record(5, 5, 50)
@@ -62,3 +63,5 @@ def test_the_record_is_the_mean_stop_between_fewest_and_cap():
     assert stopping.expected_runs(5, 50) == pytest.approx(5 + 0.5 * 45)
     stopping.forget()
     assert stopping.expected_runs(5, 50) == 5
+    m = measure(lambda: None, clock=lambda: 0.0, sync=lambda: None, number=1, min_runs=3)
+    assert m.times == [0.0] * 3  # recorded without dividing by its zero block

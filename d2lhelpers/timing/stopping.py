@@ -24,7 +24,8 @@ _past_fewest: deque[float] = deque(maxlen=RECENT)
 def run_counts(block_s: float, min_runs: int, max_runs: int, budget_s: float) -> tuple[int, int]:
     """(fewest, most) blocks of `block_s` seconds one `measure` runs with these options: the
     fewest when the first `min_runs` agree, the most when no run agrees (its cap)."""
-    most = min(max_runs, max(MIN_RUNS_IN_BUDGET, math.floor(budget_s / block_s) + 1))
+    within_budget = math.floor(budget_s / block_s) + 1 if block_s > 0 else max_runs
+    most = min(max_runs, max(MIN_RUNS_IN_BUDGET, within_budget))
     return min(min_runs, most), most
 
 
