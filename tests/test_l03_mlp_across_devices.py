@@ -78,6 +78,14 @@ def test_table_shows_both_runs_and_the_models_time():
     table = result(0.010, 0.0051).tables()[0]
     assert [row[0] for row in table.rows][-1] == "model: one device / 2.00"
     assert table.rows[-1][1] == "5.00 ms" and table.title == "the seed's MLP, 2 branches"
+    assert table.rows[0][4] == "-"  # no peak given: nothing to set the rate against
+    peaked = result(0.010, 0.0051)
+    peaked.one_device.peak, peaked.split.peak = 2e11, 4e11  # 100 and 196 GFLOP/s
+    assert [row[4] for row in peaked.tables()[0].rows] == [
+        "0.50 of 200.0 GFLOP/s",
+        "0.49 of 400.0 GFLOP/s",
+        "-",
+    ]
 
 
 def test_overlap_sentence_warns_that_one_core_means_turns(monkeypatch):

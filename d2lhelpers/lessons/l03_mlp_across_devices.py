@@ -189,18 +189,26 @@ class BranchResult(Reported):
 
     def tables(self) -> list[Table]:
         rows = [
-            [m.label, format_seconds(m.median), format_seconds(m.iqr), format_rate(m.rate)]
+            [
+                m.label,
+                format_seconds(m.median),
+                format_seconds(m.iqr),
+                format_rate(m.rate),
+                f"{m.rate / m.best_peak:.2f} of {format_rate(m.best_peak)}" if m.best_peak else "-",
+            ]
             for m in (self.one_device, self.split)
         ]
         if self.model is not None:
             ideal = self.one_device.median / self.model
-            rows.append([f"model: one device / {self.model:.2f}", format_seconds(ideal), "-", "-"])
+            model = f"model: one device / {self.model:.2f}"
+            rows.append([model, format_seconds(ideal), "-", "-", "-"])
         flags = [f"{m.label}: {w}" for m in (self.one_device, self.split) for w in m.warnings]
         c = self.against_model()
         if c is not None and c.a_faster:
             flags.append(impossible(f"a split {c.ratio:.2f}x the model's time"))
         title = f"the seed's MLP, {plural(self.branches, 'branch')}"
-        columns = ["run", "time", "IQR", "rate"]
+        # the split's peak: one device's measured peak x the devices that can compute at once
+        columns = ["run", "time", "IQR", "rate", "rate / its peak"]
         return [Table(title, columns, rows, [self.verdict], flags)]
 
 
