@@ -155,7 +155,7 @@ TOPICS = {
     "allreduce": ("all-reduce",),
     "split": ("tensor parallel", "pipeline", "MLP"),
 }
-REFERENCE_TITLE = "Reference results (not your machine)"
+REFERENCE_TITLE = "Reference results (make bench's run, not this one)"
 
 
 def load_results(directory: Traversable = RESULTS_DIR) -> list[dict]:

@@ -22,9 +22,9 @@ printed output is read as a sceptical learner would:
 - an output that says a run is "not a result" does not also say it checks a worked answer
   (notebook 02's Try-it: "... as the worked answer says").
 
-Lines quoting committed reference results of other machines (a table titled "Reference results
-(not your machine)", up to its end, or lines like "[4 logical CPU devices ...]" or with a "·"
-label) are not about this machine.
+Lines quoting committed reference results (a table titled "Reference results (make bench's run,
+not this one)", up to its end, or lines like "[4 logical CPU devices ...]" or with a "·" label)
+are not about this run.
 
 Not part of `make test` (it takes minutes); CI runs it as `make one-core`. With
 ONE_CORE_KEEP=folder the executed notebooks are kept there, to read what was printed.
@@ -49,7 +49,7 @@ OF_PEAK = re.compile(r"= (\d+(?:\.\d+)?) of the peak")
 OF_BASELINE = re.compile(r"= (\d+(?:\.\d+)?) of the whole machine's baseline")
 WITHIN_NOISE = re.compile(r"by less than the noise|within the noise")
 BASELINE = re.compile(r"baseline\b.*?(\d+(?:\.\d+)?) ([kMGT]?FLOP/s)")
-REFERENCE_TITLE = "Reference results (not your machine)"
+REFERENCE_TITLE = "Reference results (make bench's run, not this one)"
 CORES = re.compile(r"(\d+) (?:usable )?(?:CPU )?cores?\b")
 HIDDEN = re.compile(r"hidden(?: by overlap)?: (-?\d+(?:\.\d+)?)%")
 TRACED = re.compile(r"traced|at the same time")

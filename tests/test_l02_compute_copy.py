@@ -487,12 +487,22 @@ def test_local_copy_verdict_follows_the_measurement():
         "/device:GPU:0", "/device:GPU:1", sizes,
         [measurement("c", 1e-4), measurement("c", 3e-3)], memcpy,
     )  # fmt: skip
-    assert not real.moved_no_bytes and "really moves" in real.verdict
+    assert not real.moved_no_bytes and "this copy may really move them" in real.verdict
     handed_over = local_copy.LocalCopyResult(
         "/device:CPU:0", "/device:CPU:1", sizes,
         [measurement("c", 1e-5), measurement("c", 1.2e-5)], memcpy,
     )  # fmt: skip
     assert handed_over.moved_no_bytes and "no bytes moved" in str(handed_over)
+    # 1.20x +- 0.12 (both at the 5% floor), and 0.00x a real copy's (faster beyond the noise)
+    assert handed_over.verdict.startswith("64x the bytes took 1.20x ± 0.12 the time, and the")
+    assert "0.00x a real copy's (faster, beyond both runs' noise): no bytes" in str(handed_over)
+    # As fast as a real copy, within the noise: not evidence that no bytes moved.
+    near = local_copy.LocalCopyResult(
+        "/device:CPU:0", "/device:CPU:1", sizes,
+        [measurement("c", 4.8e-3), measurement("c", 5e-3)], memcpy,
+    )  # fmt: skip
+    assert not near.moved_no_bytes and "no measurable difference" in near.verdict
+    assert "±5% (floor)" in str(near)  # each time's noise is printed
     with pytest.raises(ValueError):
         local_copy.local_copy_cost((0,))
 

@@ -39,8 +39,7 @@ H200 = {
 def test_one_machine_is_named_once_above_its_rows_as_not_yours():
     table = reference_table("concurrency", [CPU])
     assert table.title == (
-        "Reference results (not your machine): 4 logical CPU devices sharing 2 usable CPU cores "
-        "· TensorFlow 2.2"
+        f"{REFERENCE_TITLE}: 4 logical CPU devices sharing 2 usable CPU cores · TensorFlow 2.2"
     )
     assert table.rows == [["concurrent 2 chains / 1 chain", "1.02", "49 ms"]]  # topic rows only
     text = str(table)

@@ -23,6 +23,7 @@ from d2lhelpers.core.units import (
     format_rate,
     format_seconds,
 )
+from d2lhelpers.core.verdicts import compare, noise_text, relative_noise
 from d2lhelpers.devices import check_fits, select_devices
 from d2lhelpers.timing.benchmark import Measurement, measure
 from d2lhelpers.tracing.timeline import device_label
@@ -50,25 +51,43 @@ class LocalCopyResult(Reported):
         return self.copies[-1].median / self.copies[0].median
 
     @property
+    def time_ratio_noise(self) -> float:
+        """How far `time_ratio` could move: both times' relative noises, summed."""
+        return self.time_ratio * sum(relative_noise(m) for m in (self.copies[0], self.copies[-1]))
+
+    @property
     def moved_no_bytes(self) -> bool:
-        """The time hardly grew with the size, and stayed below a real copy of the bytes."""
-        return (
-            self.time_ratio < self.size_ratio**0.5 and self.copies[-1].median < self.memcpy.median
-        )
+        """The time grew far less than the size (below its square root, beyond the noise), and
+        the largest copy was faster than a real copy of its bytes beyond both noises."""
+        grew_little = self.time_ratio + self.time_ratio_noise < self.size_ratio**0.5
+        return grew_little and compare(self.copies[-1], self.memcpy).a_faster
 
     @property
     def verdict(self) -> str:
         what = (
-            "no bytes moved (the receiver got the sender's buffer)"
+            "no bytes moved (the receiver must have been handed the sender's buffer)"
             if self.moved_no_bytes
-            else "the time grew with the bytes: this copy really moves them"
+            else "the time grew with the bytes, or did not stay measurably below a real copy: "
+            "this copy may really move them"
         )
-        return f"{self.size_ratio:.0f}x the bytes took {self.time_ratio:.2f}x the time: {what}"
+        against = compare(self.copies[-1], self.memcpy)
+        where = "within" if against.outcome == "no measurable difference" else "beyond"
+        return (
+            f"{self.size_ratio:.0f}x the bytes took {self.time_ratio:.2f}x ± "
+            f"{self.time_ratio_noise:.2f} the time, and the largest took {against.ratio:.2f}x a "
+            f"real copy's ({against.outcome}, {where} both runs' noise): {what}"
+        )
 
     def tables(self) -> list[Table]:
         src, dst = device_label(self.source), device_label(self.destination)
         rows = [
-            [f"'copy' {src} -> {dst}", format_bytes(size), format_seconds(m.median), ""]
+            [
+                f"'copy' {src} -> {dst}",
+                format_bytes(size),
+                format_seconds(m.median),
+                noise_text(m),
+                "",
+            ]
             for size, m in zip(self.sizes, self.copies, strict=True)
         ]
         rows.append(
@@ -76,11 +95,12 @@ class LocalCopyResult(Reported):
                 "real copy in memory (NumPy)",
                 format_bytes(self.sizes[-1]),
                 format_seconds(self.memcpy.median),
+                noise_text(self.memcpy),
                 format_rate(self.memcpy.rate, "B/s"),
             ]
         )
         flags = [f"{m.label}: {w}" for m in [*self.copies, self.memcpy] for w in m.warnings]
-        columns = ["what", "bytes", "time", "rate"]
+        columns = ["what", "bytes", "time", "noise", "rate"]
         return [Table("A copy inside one process", columns, rows, [self.verdict], flags)]
 
 
