@@ -361,7 +361,7 @@ def diagnosis(found: dict, tcp_bytes_per_s: float) -> list[str]:
             said += (
                 f"; if each byte paid raw TCP's time on this link and then TensorFlow's own (its "
                 f"rate with no limiter, {found['beta_unshaped_bytes_per_s'] / 1e6:.0f} MB/s, "
-                f"measured in this run), one after the other, beta would be "
+                f"measured in the same make hosts run), one after the other, beta would be "
                 f"{serial / 1e6:.1f} MB/s: the fitted beta is {ratio:.2f} of that "
                 + (
                     "(within 15%: the serial model accounts for the gap; that the two do not "

@@ -91,6 +91,14 @@ def _schemes(replicas=0.55, tensor=0.8, pipeline=0.7, busy=1.0, error=0.0):
     )
 
 
+def test_the_pipelines_bubble_carries_its_noise_and_reading_in_the_table():
+    (table,) = _schemes(pipeline=0.7, busy=1.0).tables()
+    # bubble = 1 - 1.0 / (2 x 0.7) = 29%, noise (1 - 0.29) x (5% + 5%) = 7%; model 1/5 = 20%
+    assert table.rows[2][6] == "[4, 4] layers, 4 microbatches; bubble 29% ±7% (model 20%)"
+    (reading,) = [n for n in table.verdicts if n.startswith("pipeline's bubble: ")]
+    assert reading.endswith(_schemes(pipeline=0.7, busy=1.0).runs[2].bubble_reading)
+
+
 def test_the_seeds_picture_draws_the_seeds_three_schemes():
     figure = plot_three_schemes()
     replicas, tensor, pipeline = figure.axes

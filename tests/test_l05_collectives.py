@@ -405,6 +405,18 @@ def test_model_result_without_extreme_ratios_says_nothing_about_them():
     assert "For seed the whole-vector messages" in str(queued)
 
 
+def test_the_measured_all_reduce_is_printed_with_its_noise():
+    from d2lhelpers.timing.benchmark import Measurement
+
+    result = l05.AllreduceModelResult(2, 1024 * KiB, 10e-6, 25e9, set_up=4)
+    result.measured = Measurement("tf", [4e-3, 5e-3, 6e-3])  # IQR 1 ms: ±20%
+    result.kind = "logical CPU"
+    text = str(result)
+    assert "5.00 ms ±20%" in text
+    ratio = 5e-3 / result.predicted["ring"]
+    assert f"{ratio:,.2f}x ± {ratio * 0.2:,.2f} the model's ring" in text
+
+
 def test_run_allreduce_model_measures_tf_when_it_can(devices):
     calls = []
     result = l05.run_allreduce_model(2, 4, 10, 25, progress=lambda *a: calls.append(a))

@@ -360,6 +360,28 @@ def test_saturation_below_capacity_is_taken_apart_from_the_windows_own_steps():
     )  # no engine calls recorded: nothing to take apart
 
 
+def test_the_heaviest_gain_compares_throughput_with_the_arrivals_within_their_noise():
+    cap = capacity(1e-3)
+    following = LayoutSweep(
+        "replicas", cap, Spread(2000, 50), [point(400, 100, False), point(800, 200, False)]
+    )
+    said = following.heaviest_gain()
+    # both rose x2.00; each gain's band: its two rates' noises summed
+    assert said.startswith("replicas, from its second-heaviest load to its heaviest: the arrivals")
+    assert "throughput's gain is 1.00x the arrivals' gain: no measurable difference" in said
+    lagging = LayoutSweep(
+        "replicas", cap, Spread(2000, 50), [point(400, 100, False), point(400, 200, False)]
+    )
+    assert "throughput's gain is 0.50x the arrivals' gain: lower beyond" in lagging.heaviest_gain()
+    one = LayoutSweep("replicas", cap, Spread(2000, 50), [point(400, 100, False)])
+    assert one.heaviest_gain() == "replicas: one load only, so no gain to compare"
+
+
+def test_a_load_points_row_prints_its_rates_with_their_noise():
+    row = point(400, 100, False).row()
+    assert row[1].startswith("100 ±") and row[2].startswith("400.0 tok/s ±")
+
+
 def test_the_engines_idle_time_is_split_into_no_request_and_requests_between_steps():
     # Two servers, window [0.1, 0.9): server 0 holds a request from 0.2 to 0.5, server 1 two
     # overlapping ones, 0.3-0.6 and 0.4-0.9 (0.3-0.9 merged); one more never sent anywhere.

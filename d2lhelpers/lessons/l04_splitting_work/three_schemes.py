@@ -174,6 +174,11 @@ class ThreeSchemesResult(Reported):
             "what was split",
         )
         notes = [line for line in self.runs[0].details() if "compute at once" in line]
+        notes += [
+            f"pipeline's bubble: {r.bubble_reading}"
+            for r in self.runs
+            if r.scheme == "pipeline parallel" and not r.bubble_flags
+        ]
         flags = [flag for r in self.runs for flag in r.flags()]
         return [Table(f"three schemes on {self.where}", columns, rows, notes, flags)]
 
@@ -185,7 +190,8 @@ def _split(run: ParallelResult) -> str:
         bubble = (
             "bubble flagged"
             if run.bubble_flags
-            else f"bubble {run.measured_bubble:.0%} (model {run.model_bubble:.0%})"
+            else f"bubble {run.measured_bubble:.0%} ±{run.bubble_noise:.0%} (model "
+            f"{run.model_bubble:.0%})"
         )
         return f"{run.stage_layers} layers, {run.microbatches} microbatches; {bubble}"
     return "the batch; no communication"

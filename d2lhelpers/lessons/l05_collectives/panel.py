@@ -22,6 +22,7 @@ from d2lhelpers.core.heap import return_freed_memory
 from d2lhelpers.core.progress import Steps
 from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import KiB, format_bytes, format_rate, format_seconds, usable_cores
+from d2lhelpers.core.verdicts import noise_text, relative_noise
 from d2lhelpers.devices import select_devices, setup_devices
 from d2lhelpers.lessons.l05_collectives.plots import plot_allreduce_model
 from d2lhelpers.lessons.l05_collectives.sweep import run_allreduce_sweep
@@ -114,7 +115,7 @@ class AllreduceModelResult(Reported):
                 (
                     f"TensorFlow, measured here ({self.kind})",
                     "",
-                    format_seconds(self.measured.median),
+                    f"{format_seconds(self.measured.median)} {noise_text(self.measured)}",
                     "",
                     format_ratio(self.measured.median / self.bound),
                 )
@@ -161,8 +162,9 @@ class AllreduceModelResult(Reported):
         ratio = self.measured.median / self.predicted["ring"]
         return (
             f"TensorFlow's ring, measured here on {self.ranks} {self.kind} devices, took "
-            f"{format_seconds(self.measured.median)}: {ratio:,.2f}x the model's ring with your α "
-            "and β (the sweep above measures α and β of this machine)."
+            f"{format_seconds(self.measured.median)} {noise_text(self.measured)}: {ratio:,.2f}x "
+            f"± {ratio * relative_noise(self.measured):,.2f} the model's ring with your α and β "
+            "(the sweep above measures α and β of this machine)."
         )
 
 

@@ -9,7 +9,7 @@ from d2lhelpers.core import checks
 from d2lhelpers.core.progress import no_progress
 from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import format_rate
-from d2lhelpers.core.verdicts import higher_or_lower
+from d2lhelpers.core.verdicts import higher_or_lower, noise_text
 from d2lhelpers.lessons.l07_serving.points import (
     POINT_COLUMNS,
     Capacity,
@@ -41,10 +41,14 @@ class ServingRunResult(Reported):
     def tables(self) -> list[Table]:
         c = self.capacity
         start, end = self.point.span
+        steps = "; ".join(
+            f"server {i}: decoding step {describe_step(d)} for {slots} slots, prefill "
+            f"{describe_step(p)}"
+            for i, (d, p, slots) in enumerate(zip(c.decode, c.prefill, c.slots, strict=True))
+        )
         notes = [
             f"capacity from its steps: {format_rate(c.tokens_per_s.median, 'tokens/s')} "
-            f"(decoding step {describe_step(c.decode[0])} for {c.slots[0]} slots, prefill "
-            f"{describe_step(c.prefill[0])}, {len(c.slots)} server(s))",
+            f"{noise_text(c.tokens_per_s)}, every server's summed ({steps})",
             f"window {start:.2f}-{end:.2f} s: {len(self.point.in_window)} requests arrived in it; "
             f"warm-up before it and drain after it left out",
         ]

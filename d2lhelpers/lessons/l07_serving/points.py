@@ -16,7 +16,7 @@ import numpy as np
 
 from d2lhelpers.core import checks
 from d2lhelpers.core.units import format_rate, format_seconds
-from d2lhelpers.core.verdicts import Spread, compare, impossible
+from d2lhelpers.core.verdicts import Spread, compare, impossible, noise_text
 from d2lhelpers.devices import check_fits, select_devices
 from d2lhelpers.serving.config import ModelConfig, bytes_per_device, decoder_config
 from d2lhelpers.serving.engines import Engine, ServingCode, build_engines
@@ -255,8 +255,8 @@ class LoadPoint:
         start, end = self.queue_growth
         return [
             f"{self.offered:.0f}",
-            f"{self.arrival_rate.median:.0f}",
-            format_rate(self.throughput.median, "tok/s"),
+            f"{self.arrival_rate.median:.0f} {noise_text(self.arrival_rate)}",
+            f"{format_rate(self.throughput.median, 'tok/s')} {noise_text(self.throughput)}",
             str(self.ttft(50)),
             str(self.latency(50)),
             str(self.latency(99)),
@@ -307,6 +307,6 @@ def served_above(name: str, served: Spread, capacity: Spread, at: str) -> tuple[
         ), True
     return (
         f"{name}: served {c.ratio:.2f}x its measured capacity ({at}), within the noise "
-        f"(±{c.noise / c.b:.0%}): more than its steps timed with every slot busy allow, so on "
-        "this run its capacity is a rough bound, not a ceiling"
+        f"(±{c.noise / c.b:.0%}): not measurably more than its steps timed with every slot busy "
+        "allow, but with a band that wide its capacity is a rough bound on this run, not a ceiling"
     ), False

@@ -163,6 +163,22 @@ class LayoutSweep:
             "their slots held a sequence"
         )
 
+    def heaviest_gain(self) -> str:
+        """From the second-heaviest load to the heaviest: the arrivals' gain against the
+        throughput's, each with both loads' noise (past saturation, throughput falls behind)."""
+        if len(self.points) < 2:
+            return f"{self.layout}: one load only, so no gain to compare"
+        a, b = self.points[-2:]
+        arrived = _gain(a.arrival_rate, b.arrival_rate)
+        made = _gain(a.throughput, b.throughput)
+        reading = higher_or_lower(made, arrived, "throughput's gain", "the arrivals' gain")
+        start, end = b.queue_growth
+        return (
+            f"{self.layout}, from its second-heaviest load to its heaviest: the arrivals rose "
+            f"x{arrived.median:.2f} ± {arrived.iqr:.2f} and throughput x{made.median:.2f} ± "
+            f"{made.iqr:.2f}; {reading}; the queue over the heaviest window: {start} -> {end}"
+        )
+
     def above_capacity(self) -> str | None:
         """The highest point's sentence when it served above the measured capacity within the
         noise (beyond it, `flags` says it is impossible)."""
@@ -182,6 +198,12 @@ class LayoutSweep:
             if found and found[1]:
                 return [found[0]]
         return []
+
+
+def _gain(before: Spread, after: Spread) -> Spread:
+    """after / before, its band the two relative noises summed (with the floor)."""
+    ratio = after.median / before.median
+    return Spread(ratio, ratio * (relative_noise(before) + relative_noise(after)))
 
 
 def busy_and_idle(point: LoadPoint) -> str:
