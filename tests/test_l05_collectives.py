@@ -124,6 +124,16 @@ def test_sweep_result_residuals_and_bound_from_known_numbers():
         text
     )
     assert "<table>" in sweep._repr_html_()
+    # the held-out sizes: +8% and +11% against runs whose noise is the 5% floor
+    held = sweep.tables()[-1]
+    assert [row[2:] for row in held.rows] == [
+        ("±5% (floor)", "1.20 ms", "+8%", "beyond its noise"),
+        ("±5% (floor)", "1.80 ms", "+11%", "beyond its noise"),
+    ]
+    wide = Measurement("all-reduce of 2.0 KiB", [1.1e-3, 1.2e-3, 1.3e-3, 1.4e-3, 1.5e-3], 2000)
+    times = [1.1e-3, 1.3e-3, 1.4e-3, 2.0e-3]
+    noisy = _sweep(times, measurements=[_fake(1.1e-3, 1000), wide, *map(_fake, times[2:])])
+    assert noisy.tables()[-1].rows[0][2:] == ("±15%", "1.20 ms", "+8%", "within its noise")
 
 
 def test_sweep_verdict_warns_when_beta_comes_from_a_noisy_run():

@@ -344,7 +344,10 @@ def test_the_model_step_is_read_against_the_noise_of_both_step_times():
             [_fake_training(1, 1e-3), _fake_training(2, 0.8e-3)], AlphaBeta(1e-3, 1e9), cores=2
         )
     )
-    assert "2.00 ms: 2.0x this run's 1.00 ms" in two_cores.verdict
+    assert (
+        "2.00 ms (a point value from the fitted alpha and beta, whose inputs' noise the "
+        "sweep's table prints): 2.0x this run's 1.00 ms" in two_cores.verdict
+    )
     assert "the model disagrees" in str(two_cores)  # two workers won, the model said they lose
 
 

@@ -209,7 +209,16 @@ class BranchResult(Reported):
         title = f"the seed's MLP, {plural(self.branches, 'branch')}"
         # the split's peak: one device's measured peak x the devices that can compute at once
         columns = ["run", "time", "IQR", "rate", "rate / its peak"]
-        return [Table(title, columns, rows, [self.verdict], flags)]
+        notes = [self.verdict]
+        one, split = self.one_device, self.split
+        if one.best_peak and split.best_peak:
+            notes.append(
+                f"rate / its peak: one device's matmul peak, measured in this kernel "
+                f"({format_rate(one.best_peak)}, noise {one.peak_noise:.0%}), and for the split "
+                f"that peak x {split.best_peak / one.best_peak:.0f}, the devices that can compute "
+                "at once"
+            )
+        return [Table(title, columns, rows, notes, flags)]
 
 
 def run_mlp_branches(

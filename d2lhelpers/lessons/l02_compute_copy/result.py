@@ -30,6 +30,7 @@ from d2lhelpers.core.verdicts import (
     hidden_share,
     impossible,
     noise_of,
+    relative_noise,
 )
 from d2lhelpers.processes.tf_servers import BOTH_TRACED, HOST, traced_overlap
 from d2lhelpers.timing.benchmark import Measurement
@@ -355,6 +356,8 @@ class ComputeCopyResult(Reported):
         columns = ["what", "median", "IQR", "runs", "ideal", "x ideal"]
         times = Table("Times (medians, timed in turns)", columns, rows)
         peak = f"{self.link_peak / GB:.2f} GB/s"
+        share = self.copy_rate / self.link_peak
+        share_noise = share * (relative_noise(self.copy) + relative_noise(self.link))
         rates = Table(
             "Rates",
             ["what", "rate", "beside"],
@@ -368,8 +371,8 @@ class ComputeCopyResult(Reported):
                 [
                     "copy over gRPC",
                     f"{self.copy_rate / GB:.2f} GB/s",
-                    f"{self.copy_rate / self.link_peak:.0%} of raw TCP on the link "
-                    f"({peak}, timed in turns)",
+                    f"{share:.0%} ± {share_noise:.0%} of raw TCP on the link ({peak}, timed in "
+                    "turns)",
                 ],
             ],
         )

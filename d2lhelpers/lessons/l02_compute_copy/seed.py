@@ -99,7 +99,8 @@ class SeedReadingResult(Reported):
         verdicts = [
             self.verdict,
             "Unknown: the seed names neither its GPU nor its link. If the link were PCIe 4.0 x16 "
-            f"(about {PCIE4_X16_PRACTICAL / GB:.0f} GB/s in practice), "
+            f"(about {PCIE4_X16_PRACTICAL / GB:.0f} GB/s in practice: an assumed figure, of its "
+            "32 GB/s raw, not measured here), "
             f"{self.copy_rate / GB:.2f} GB/s would be {self.copy_rate / PCIE4_X16_PRACTICAL:.0%} "
             "of it; why it is so slow (e.g. pageable host memory, one tensor per call) is a "
             "hypothesis the seed does not test.",

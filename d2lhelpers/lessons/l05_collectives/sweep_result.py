@@ -32,6 +32,7 @@ from d2lhelpers.core.verdicts import (
     beats_ideal,
     impossible,
     noise_of,
+    noise_text,
     noisy_run,
     relative_noise,
 )
@@ -270,13 +271,21 @@ class AllreduceSweepResult(Reported):
             f"least squares on {fit}: α = {format_seconds(self.fitted.alpha_s)}, "
             f"β = {format_rate(self.fitted.beta_bytes_per_s, 'B/s')}; the sizes it did not see"
         )
-        rows = [
-            (
-                format_bytes(r.nbytes),
-                format_seconds(r.measured_s),
-                format_seconds(r.predicted_s),
-                f"{r.relative:+.0%}",
+        by_size = dict(zip(self.sizes, self.measurements, strict=True))
+        rows = []
+        for r in self.held_out_residuals:
+            m = by_size[r.nbytes]
+            inside = abs(r.measured_s - r.predicted_s) <= noise_of(m)
+            rows.append(
+                (
+                    format_bytes(r.nbytes),
+                    format_seconds(r.measured_s),
+                    noise_text(m),
+                    format_seconds(r.predicted_s),
+                    f"{r.relative:+.0%}",
+                    "within its noise" if inside else "beyond its noise",
+                )
             )
-            for r in self.held_out_residuals
-        ]
-        return [Table(title, ("size per device", "measured", "predicted", "residual"), rows)]
+        columns = ("size per device", "measured", "noise", "predicted", "residual", "reading")
+        note = "reading: the residual against the measured time's own noise (not the fit's)"
+        return [Table(title, columns, rows, [note])]

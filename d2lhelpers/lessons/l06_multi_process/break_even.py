@@ -62,11 +62,13 @@ class BreakEvenResult(Reported):
         if self.model_says_win:
             return (
                 f"by the model, {k} workers win once one worker's step computes for more than "
-                f"{format_seconds(self.needed_s)}: this run's {now} already does"
+                f"{format_seconds(self.needed_s)} (a point value from the fitted alpha and beta, "
+                f"whose inputs' noise the sweep's table prints): this run's {now} already does"
             )
         return (
             f"by the model, {k} workers win once one worker's step computes for more than "
-            f"{format_seconds(self.needed_s)}: {self.needed_s / self.one_step_s:.1f}x this "
+            f"{format_seconds(self.needed_s)} (a point value from the fitted alpha and beta, whose "
+            f"inputs' noise the sweep's table prints): {self.needed_s / self.one_step_s:.1f}x this "
             f"run's {now}"
         )
 
