@@ -17,6 +17,7 @@ from d2lhelpers.core.verdicts import (
     noise_of,
     noise_text,
     noisy_run,
+    ratio_noise,
     relative_noise,
 )
 from d2lhelpers.timing.benchmark import Measurement
@@ -132,6 +133,8 @@ def test_relative_noise_and_a_noisy_run():
     # Printed: the floor says it is the floor; a spread at or above it is the runs' own.
     assert noise_text(quiet(2.0, iqr=0.4)) == "±20%"
     assert noise_text(quiet(2.0, iqr=0.0)) == "±5% (floor)"
+    # a ratio of two runs: 20% and the 5% floor, summed, of a 3x ratio
+    assert ratio_noise(3.0, quiet(2.0, iqr=0.4), quiet(1.0, iqr=0.0)) == pytest.approx(0.75)
     assert noise_text(quiet(2.0, iqr=0.12)) == "±6%"  # just above the floor: the runs' own
     assert not noisy_run(quiet(1.0, iqr=0.09)) and noisy_run(quiet(1.0, iqr=0.11))
 

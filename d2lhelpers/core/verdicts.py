@@ -60,6 +60,12 @@ def relative_noise(m: Timed) -> float:
     return noise_of(m) / m.median if m.median > 0 else float("inf")
 
 
+def ratio_noise(ratio: float, *parts: Timed) -> float:
+    """How far a ratio (or product) of `parts` could move: the ratio times their relative noises,
+    summed (each at least the floor)."""
+    return ratio * sum(relative_noise(p) for p in parts)
+
+
 def noise_text(m: Timed) -> str:
     """'±16%', or '±5% (floor)' when the runs spread less than `NOISE_FLOOR`: the band is then
     the floor every verdict uses, not the runs' own spread."""

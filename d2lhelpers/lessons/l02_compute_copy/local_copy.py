@@ -23,7 +23,7 @@ from d2lhelpers.core.units import (
     format_rate,
     format_seconds,
 )
-from d2lhelpers.core.verdicts import compare, noise_text, relative_noise
+from d2lhelpers.core.verdicts import compare, noise_text, ratio_noise
 from d2lhelpers.devices import check_fits, select_devices
 from d2lhelpers.timing.benchmark import Measurement, measure
 from d2lhelpers.tracing.timeline import device_label
@@ -53,7 +53,7 @@ class LocalCopyResult(Reported):
     @property
     def time_ratio_noise(self) -> float:
         """How far `time_ratio` could move: both times' relative noises, summed."""
-        return self.time_ratio * sum(relative_noise(m) for m in (self.copies[0], self.copies[-1]))
+        return ratio_noise(self.time_ratio, self.copies[0], self.copies[-1])
 
     @property
     def moved_no_bytes(self) -> bool:

@@ -30,7 +30,7 @@ from d2lhelpers.core.verdicts import (
     hidden_share,
     impossible,
     noise_of,
-    relative_noise,
+    ratio_noise,
 )
 from d2lhelpers.processes.tf_servers import BOTH_TRACED, HOST, traced_overlap
 from d2lhelpers.timing.benchmark import Measurement
@@ -357,7 +357,7 @@ class ComputeCopyResult(Reported):
         times = Table("Times (medians, timed in turns)", columns, rows)
         peak = f"{self.link_peak / GB:.2f} GB/s"
         share = self.copy_rate / self.link_peak
-        share_noise = share * (relative_noise(self.copy) + relative_noise(self.link))
+        share_noise = ratio_noise(share, self.copy, self.link)
         rates = Table(
             "Rates",
             ["what", "rate", "beside"],

@@ -27,7 +27,7 @@ from d2lhelpers.core.verdicts import (
     model_test,
     noise_of,
     noise_text,
-    relative_noise,
+    ratio_noise,
 )
 from d2lhelpers.devices import on_gpu, select_devices
 from d2lhelpers.lessons.l07_serving.points import ready_engines
@@ -140,7 +140,7 @@ class PipelineInFlightResult(Reported):
         for m, one, pipe in zip(self.microbatches, self.one, self.pipeline, strict=True):
             seqs = m * self.per_microbatch
             speedup = one.median / pipe.median
-            band = speedup * (relative_noise(one) + relative_noise(pipe))
+            band = ratio_noise(speedup, one, pipe)
             rows.append(
                 [
                     seqs,

@@ -25,6 +25,7 @@ from d2lhelpers.core.verdicts import (
     higher_or_lower,
     impossible,
     model_test,
+    ratio_noise,
     relative_noise,
 )
 from d2lhelpers.devices import on_gpu
@@ -203,7 +204,7 @@ class LayoutSweep:
 def _gain(before: Spread, after: Spread) -> Spread:
     """after / before, its band the two relative noises summed (with the floor)."""
     ratio = after.median / before.median
-    return Spread(ratio, ratio * (relative_noise(before) + relative_noise(after)))
+    return Spread(ratio, ratio_noise(ratio, before, after))
 
 
 def busy_and_idle(point: LoadPoint) -> str:
