@@ -271,7 +271,7 @@ def payload_share() -> float:
 
 def allreduce_at(hosts: Hosts, l06, group: dict) -> dict:
     """The all-reduce sweep across the link: fit on FIT_SIZES, predict HELD_OUT_SIZES."""
-    from d2lhelpers.collectives.costs import Residual, fit_alpha_beta
+    from d2lhelpers.collectives.costs import Residual, fit_alpha_beta, fit_prediction_noise_s
     from d2lhelpers.core.verdicts import relative_noise
 
     sizes = sorted(FIT_SIZES + HELD_OUT_SIZES)
@@ -279,7 +279,9 @@ def allreduce_at(hosts: Hosts, l06, group: dict) -> dict:
     times = dict(zip(job.sizes, job.times, strict=True))
     # the slowest worker's IQR / median per size, with the noise floor
     noises = dict(zip(job.sizes, (relative_noise(n) for n in job.noises), strict=True))
-    fit = fit_alpha_beta(FIT_SIZES, [times[s] for s in FIT_SIZES])
+    fitted = [times[s] for s in FIT_SIZES]
+    fit = fit_alpha_beta(FIT_SIZES, fitted)
+    fit_noises_s = [noises[s] * times[s] for s in FIT_SIZES]
     wire = hosts.rate_bit_s / 8
     held = [
         {
@@ -288,6 +290,9 @@ def allreduce_at(hosts: Hosts, l06, group: dict) -> dict:
             "predicted_s": fit.predict(s),
             "residual": Residual(s, times[s], fit.predict(s)).relative,
             "noise": noises[s],
+            # how far the prediction moves with the fitted sizes' own noises
+            "fit_noise": fit_prediction_noise_s(FIT_SIZES, fitted, fit_noises_s, s)
+            / fit.predict(s),
         }
         for s in HELD_OUT_SIZES
     ]
@@ -380,15 +385,19 @@ def diagnosis(found: dict, tcp_bytes_per_s: float) -> list[str]:
                 "a hypothesis: no run with another bucket size tested it)"
             )
         elif abs(held["residual"]) > GOAL:
-            noise = held.get("noise")
             said = f"{held['bytes']} B: {held['residual']:+.0%}, outside +-15%"
-            if noise is not None and abs(held["residual"]) <= noise:
-                said += (
-                    f", but within its own noise (the slowest worker's IQR, ±{noise:.0%}): at "
-                    "this rate the run cannot tell a miss from noise"
+            if "noise" in held:
+                # the measured time's noise and the prediction's, as a ratio's noise adds them
+                band = held["noise"] + held.get("fit_noise", 0.0)
+                parts = f"the slowest worker's IQR ±{held['noise']:.0%}" + (
+                    f" and the fit's ±{held['fit_noise']:.0%}" if "fit_noise" in held else ""
                 )
-            elif noise is not None:
-                said += f", beyond its own noise (±{noise:.0%}): a miss"
+                said += (
+                    f", but within the noises ({parts}): at this rate the run cannot tell a "
+                    "miss from noise"
+                    if abs(held["residual"]) <= band
+                    else f", beyond the noises ({parts}): a miss"
+                )
             words.append(said)
     return words
 

@@ -13,6 +13,7 @@ from d2lhelpers.collectives.costs import (
     bus_bandwidth_bound_s,
     efficiency_table,
     fit_alpha_beta,
+    fit_prediction_noise_s,
     format_efficiency_table,
     layout,
     pipeline_bubble_fraction,
@@ -197,6 +198,28 @@ def test_fit_recovers_alpha_beta_and_predicts_held_out_sizes():
     residuals = fit.residuals(held_out, noisy)
     assert [r.nbytes for r in residuals] == held_out
     assert [r.relative for r in residuals] == pytest.approx([0.1] * 2)  # 10% over predicted
+
+
+def test_a_fits_prediction_moves_with_its_samples_noise():
+    # Two sizes: the fit passes through both, so the prediction between them moves by the
+    # two noises weighted by where it lies: at 1/4 of the way, 3/4 * 40 us + 1/4 * 80 us.
+    sizes, times = [0, 4e6], [1e-3, 3e-3]
+    assert fit_prediction_noise_s(sizes, times, [40e-6, 80e-6], 1e6) == pytest.approx(50e-6)
+    assert fit_prediction_noise_s(sizes, times, [40e-6, 80e-6], 4e6) == pytest.approx(80e-6)
+    assert fit_prediction_noise_s(sizes, times, [0, 0], 1e6) == 0
+    # More sizes: a noisier sample widens the band, and a prediction far beyond the fitted
+    # sizes moves more than one among them.
+    sizes = [1e3, 1e4, 1e5, 1e6]
+    times = [AlphaBeta(1e-3, 1e8).predict(s) for s in sizes]
+    quiet = fit_prediction_noise_s(sizes, times, [0.05 * t for t in times], 3e5)
+    loud = fit_prediction_noise_s(sizes, times, [0.2 * t for t in times], 3e5)
+    assert loud == pytest.approx(4 * quiet, rel=0.05) and quiet > 0  # first order: not exact
+    far = fit_prediction_noise_s(sizes, times, [0.05 * t for t in times], 1e8)
+    assert far / AlphaBeta(1e-3, 1e8).predict(1e8) > quiet / AlphaBeta(1e-3, 1e8).predict(3e5)
+    with pytest.raises(ValueError, match="one noise >= 0 s for each"):
+        fit_prediction_noise_s(sizes, times, [1e-6], 3e5)
+    with pytest.raises(ValueError, match="one noise >= 0 s for each"):
+        fit_prediction_noise_s(sizes, times, [-1e-6] * 4, 3e5)
 
 
 def test_fit_weighs_relative_error():

@@ -104,7 +104,7 @@ def test_the_buckets_burst_explains_only_a_message_faster_than_predicted():
     assert large == "8388608 B: +30%, outside +-15%"
 
 
-def test_a_held_out_miss_is_read_against_its_own_noise():
+def test_a_held_out_miss_is_read_against_its_own_noise_and_the_fits():
     found = {
         "rate_bit_s": 1e9,
         "beta_over_rate": 0.9,
@@ -113,12 +113,22 @@ def test_a_held_out_miss_is_read_against_its_own_noise():
         "held_out": [
             {"bytes": 2097152, "residual": 0.34, "noise": 0.40},
             {"bytes": 8388608, "residual": -0.20, "noise": 0.05},
+            # +19% beyond its own ±15%, but within it plus the fit's ±6%
+            {"bytes": 131072, "residual": 0.19, "noise": 0.15, "fit_noise": 0.06},
+            {"bytes": 524288, "residual": 0.30, "noise": 0.15, "fit_noise": 0.06},
         ],
     }
-    inside, beyond = hosts.diagnosis(found, tcp_bytes_per_s=0.9 * 125e6)[-2:]
-    assert inside.startswith("2097152 B: +34%, outside +-15%, but within its own noise")
-    assert "±40%): at this rate the run cannot tell a miss from noise" in inside
-    assert beyond == "8388608 B: -20%, outside +-15%, beyond its own noise (±5%): a miss"
+    inside, beyond, with_fit, miss = hosts.diagnosis(found, tcp_bytes_per_s=0.9 * 125e6)[-4:]
+    assert inside.startswith("2097152 B: +34%, outside +-15%, but within the noises")
+    assert "(the slowest worker's IQR ±40%): at this rate the run cannot tell" in inside
+    assert beyond == (
+        "8388608 B: -20%, outside +-15%, beyond the noises (the slowest worker's IQR ±5%): a miss"
+    )
+    assert with_fit.startswith("131072 B: +19%, outside +-15%, but within the noises")
+    assert "IQR ±15% and the fit's ±6%" in with_fit
+    assert miss.endswith(
+        "beyond the noises (the slowest worker's IQR ±15% and the fit's ±6%): a miss"
+    )
 
 
 def test_the_serial_model_is_read_against_the_fitted_beta():

@@ -592,6 +592,9 @@ def test_the_committed_two_host_run_stands_beside_this_one(tmp_path):
     noisy["allreduce"][1]["held_out"] = [{"bytes": 1 << 20, "residual": 0.24, "noise": 0.34}]
     path.write_text(json.dumps(noisy))
     assert l06.hosts_reference(job, None, path).tables()[0].rows[2][5] == "+24% (±34%)"
+    noisy["allreduce"][1]["held_out"][0]["fit_noise"] = 0.061  # and the fit's, after it
+    path.write_text(json.dumps(noisy))
+    assert l06.hosts_reference(job, None, path).tables()[0].rows[2][5] == "+24% (±34%, ±6%)"
     assert links.rows[0][4:6] == ("- (no set rate)", "-")
     assert links.title.count("x86_64") == 1  # the machine is named once, in the title
     assert failures.rows == [("group, link down", "the job failed as a whole")]

@@ -310,3 +310,24 @@ def fit_alpha_beta(nbytes, seconds) -> AlphaBeta:
     if inverse_beta <= 0:
         alpha, inverse_beta = w1 / ww, 0.0
     return AlphaBeta(alpha, 1 / inverse_beta if inverse_beta > 0 else math.inf)
+
+
+def fit_prediction_noise_s(nbytes, seconds, noises_s, at: float) -> float:
+    """How far `fit_alpha_beta(nbytes, seconds).predict(at)` could move, in seconds, when each
+    fitted time moves by its own noise (`noises_s`, seconds): each sample moved down and up by
+    its noise alone, half the change it makes to the prediction, summed over the samples (first
+    order and worst case, as the ratios' noise bands are). For two sizes, whose fit passes
+    through both, it is (1 - w) n_1 + w n_2, w = (at - S_1) / (S_2 - S_1)."""
+    samples = _samples(nbytes, seconds, at_least=2)
+    if len(noises_s) != len(samples) or any(not n >= 0 for n in noises_s):
+        raise ValueError("need one noise >= 0 s for each (bytes, seconds) sample")
+    sizes = [s for s, _ in samples]
+    total = 0.0
+    for i, ((_, t), noise) in enumerate(zip(samples, noises_s, strict=True)):
+        moved = []
+        for sign in (-1, 1):
+            times = [u for _, u in samples]
+            times[i] = max(t + sign * noise, t * 1e-3)  # a time stays > 0
+            moved.append(fit_alpha_beta(sizes, times).predict(at))
+        total += abs(moved[1] - moved[0]) / 2
+    return total

@@ -23,7 +23,12 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from d2lhelpers.collectives.costs import AlphaBeta, Residual, bus_bandwidth_bound_s
+from d2lhelpers.collectives.costs import (
+    AlphaBeta,
+    Residual,
+    bus_bandwidth_bound_s,
+    fit_prediction_noise_s,
+)
 from d2lhelpers.collectives.tf_allreduce import FRESH_PAGES_BYTES, TINY_BYTES
 from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import format_bytes, format_rate, format_seconds
@@ -275,17 +280,32 @@ class AllreduceSweepResult(Reported):
         rows = []
         for r in self.held_out_residuals:
             m = by_size[r.nbytes]
-            inside = abs(r.measured_s - r.predicted_s) <= noise_of(m)
+            fit_noise = self.fit_noise_s(r.nbytes)
+            inside = abs(r.measured_s - r.predicted_s) <= noise_of(m) + fit_noise
             rows.append(
                 (
                     format_bytes(r.nbytes),
                     format_seconds(r.measured_s),
                     noise_text(m),
                     format_seconds(r.predicted_s),
+                    f"±{fit_noise / r.predicted_s:.0%}",
                     f"{r.relative:+.0%}",
-                    "within its noise" if inside else "beyond its noise",
+                    "within the noises" if inside else "beyond the noises",
                 )
             )
-        columns = ("size per device", "measured", "noise", "predicted", "residual", "reading")
-        note = "reading: the residual against the measured time's own noise (not the fit's)"
+        columns = ("size per device", "measured", "noise", "predicted", "fit's noise")
+        columns += ("residual", "reading")
+        note = (
+            "fit's noise: how far the prediction moves when each fitted size's time moves by its "
+            "own noise (summed); reading: the residual against both noises"
+        )
         return [Table(title, columns, rows, [note])]
+
+    def fit_noise_s(self, nbytes: float) -> float:
+        """How far the least-squares prediction for `nbytes` could move with the noise of the
+        runs it was fitted to (`fit_prediction_noise_s`)."""
+        by_size = dict(zip(self.sizes, self.measurements, strict=True))
+        fitted = [by_size[s] for s in self.fit_sizes]
+        return fit_prediction_noise_s(
+            self.fit_sizes, [m.median for m in fitted], [noise_of(m) for m in fitted], nbytes
+        )

@@ -49,7 +49,7 @@ class HostsReferenceResult(Reported):
             "beta (fitted)",
             "break-even size (alpha x beta)",
             "beta / set rate",
-            "held-out residuals (noise)",
+            "held-out residuals (noise: the run's, the fit's)",
             "2 workers vs 1 (training)",
         )
         if self.hosts is None:
@@ -57,10 +57,7 @@ class HostsReferenceResult(Reported):
             return [Table("all-reduce and training: loopback", columns, [tuple(here)], [note])]
         rows = [tuple(here)]
         for found in sorted(self.hosts["allreduce"], key=lambda f: -f["rate_bit_s"]):
-            held = ", ".join(
-                f"{h['residual']:+.0%}" + (f" (±{h['noise']:.0%})" if "noise" in h else "")
-                for h in found["held_out"]
-            )
+            held = ", ".join(f"{h['residual']:+.0%}{_noises(h)}" for h in found["held_out"])
             slowest = found["rate_bit_s"] == min(f["rate_bit_s"] for f in self.hosts["allreduce"])
             rows.append(
                 (
@@ -172,3 +169,9 @@ def hosts_reference(
 ) -> HostsReferenceResult:
     """This run's loopback numbers beside the committed `make hosts` run (if there is one)."""
     return HostsReferenceResult(job, sweep, load_hosts(path))
+
+
+def _noises(held: dict) -> str:
+    """' (±34%)', or ' (±15%, ±6%)' with the fit's: the bands a residual is read against."""
+    bands = [f"±{held[k]:.0%}" for k in ("noise", "fit_noise") if k in held]
+    return f" ({', '.join(bands)})" if bands else ""
