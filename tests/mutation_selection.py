@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import re
 
-LIGHT_FIXTURES = {"monkeypatch", "capsys", "capfd", "tmp_path", "request"}
+# pytest's own, and conftest's autouse fixture (every test has it: it only clears a record)
+LIGHT_FIXTURES = {"monkeypatch", "capsys", "capfd", "tmp_path", "request", "quiet_stopping_record"}
 RUNS = re.compile(r"edited|notebook|wait_past")  # run a notebook, or start processes
 LESSON_TESTS = re.compile(r"test_l\d\d_")
 

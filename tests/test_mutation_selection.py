@@ -1,0 +1,34 @@
+"""`make mutate`'s choice of tests: the lessons' tests on given numbers stay, their real runs go."""
+
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+from tests import mutation_selection
+
+
+def _item(nodeid, fixtures):
+    name = nodeid.split("::")[-1]
+    return SimpleNamespace(nodeid=nodeid, fixturenames=fixtures, name=name, originalname=name)
+
+
+def test_every_autouse_fixture_counts_as_light():
+    # An autouse fixture is in every test's fixtures: were it not light, every lesson test would
+    # be dropped and each lesson module's mutants would have no test at all (as happened once).
+    conftest = (Path(__file__).parent / "conftest.py").read_text()
+    autouse = re.findall(r"@pytest\.fixture\([^)]*autouse=True[^)]*\)\s*def (\w+)", conftest)
+    assert autouse and set(autouse) <= mutation_selection.LIGHT_FIXTURES
+
+
+def test_lesson_tests_on_given_numbers_are_kept_and_real_runs_dropped():
+    kept = _item("tests/test_l05_collectives.py::test_verdict", ["quiet_stopping_record"])
+    real = _item("tests/test_l05_collectives.py::test_sweep_runs", ["quiet_stopping_record", "two"])
+    notebook = _item("tests/test_l02_compute_copy.py::test_the_notebook_cell", ["monkeypatch"])
+    other = _item("tests/test_costs.py::test_fit", ["quiet_stopping_record", "tmp_path", "x"])
+    items = [kept, real, notebook, other]
+    dropped = []
+    config = SimpleNamespace(
+        hook=SimpleNamespace(pytest_deselected=lambda items: dropped.extend(items))
+    )
+    mutation_selection.pytest_collection_modifyitems(config, items)
+    assert items == [kept, other] and dropped == [real, notebook]
