@@ -489,3 +489,29 @@ def test_a_lower_remeasure_is_reported_as_measured_while_the_best_is_kept():
     assert m.remeasured_peak == 6e9 and m.best_peak == 8e9 and record.rate == 8e9
     assert "8.0 GFLOP/s, 6.0 GFLOP/s when measured again" in m.warnings[0]
     assert "measured again now: 6.0 GFLOP/s" in str(m)
+
+
+def test_the_default_cap_is_50_runs_and_the_record_counts_whole_blocks():
+    from d2lhelpers.timing import stopping
+
+    # Never settles (calls of 1 and 2 ms, alternately), budget out of reach: 50 runs, the cap.
+    now, calls = [0.0], [0]
+
+    def run():
+        calls[0] += 1
+        now[0] += 1e-3 if calls[0] % 2 else 2e-3
+
+    m = measure(run, clock=lambda: now[0], sync=no_sync, number=1, warmup=0, budget_s=1e9)
+    assert len(m.times) == 50 and stopping.share_past_fewest() == 1.0
+    assert m.peak_noise == 0.0  # no measured peak: no peak noise
+    # Blocks of 2 calls (2 ms, then 4 ms: 1.5 ms a call) stop at the first past 31 ms, the
+    # 11th; its cap is floor(31 ms / 3 ms) + 1 = 11 blocks of the block's time, not the call's.
+    stopping.forget()
+    now[0], calls[0] = 0.0, 0
+
+    def pairs():
+        calls[0] += 1
+        now[0] += 1e-3 if (calls[0] - 1) % 4 < 2 else 2e-3
+
+    m = measure(pairs, clock=lambda: now[0], sync=no_sync, number=2, warmup=0, budget_s=0.031)
+    assert len(m.times) == 11 and stopping.share_past_fewest() == 1.0

@@ -1,5 +1,7 @@
 """Verdicts computed from numbers: each sentence changes when the data change."""
 
+from types import SimpleNamespace
+
 import pytest
 
 from d2lhelpers.core.verdicts import (
@@ -137,6 +139,13 @@ def test_relative_noise_and_a_noisy_run():
     assert ratio_noise(3.0, quiet(2.0, iqr=0.4), quiet(1.0, iqr=0.0)) == pytest.approx(0.75)
     assert noise_text(quiet(2.0, iqr=0.12)) == "±6%"  # just above the floor: the runs' own
     assert not noisy_run(quiet(1.0, iqr=0.09)) and noisy_run(quiet(1.0, iqr=0.11))
+    # The edges, exactly: a spread at the floor is the runs' own, at the limit not yet noisy;
+    # both scale with the median (at 0.5 s, 4% and 8% of it).
+    assert noise_text(SimpleNamespace(median=2.0, iqr=0.1)) == "±5%"  # 0.1 = 5% of 2.0 exactly
+    assert noise_text(quiet(0.5, iqr=0.02)) == "±5% (floor)"
+    assert noise_text(quiet(0.5, iqr=0.04)) == "±8%"
+    assert not noisy_run(SimpleNamespace(median=1.0, iqr=0.1))
+    assert noisy_run(quiet(0.5, iqr=0.06)) and not noisy_run(quiet(0.5, iqr=0.04))
 
 
 def test_the_hidden_share_and_its_ceiling():
@@ -164,3 +173,9 @@ def test_a_model_holds_only_where_the_run_could_have_told_it_from_no_gain():
     spread = Measurement("m", [0.8, 1.0, 1.0, 1.0, 1.2])  # IQR 0: quiet, a wide-ish band
     assert model_test(spread, 1.0, alternative=3.0) == "held"
     assert model_test(quiet, 1.0, alternative=1.0) == "held"  # the model is the alternative
+    # The edges, exactly: an alternative at the floor's distance is the same prediction (held);
+    # one at exactly the band's distance is inside the band (untestable).
+    at_floor = Measurement("m", [21.0] * 5)
+    assert model_test(at_floor, 21.0, alternative=20.0) == "held"  # 1.0 = 5% of 20
+    ten = Measurement("m", [10.0] * 5)
+    assert model_test(ten, 10.0, alternative=11.0) == "untestable"  # 1.0 = 0.5 + 0.5
