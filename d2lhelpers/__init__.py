@@ -7,6 +7,9 @@ and what the notebooks call: one section per topic or notebook, each with its pa
 from d2lhelpers import _tf_settings  # noqa: F401  (must run before TensorFlow is imported)
 
 # --- devices, timing, units and reference results ---
+from d2lhelpers.core.concurrency import (
+    devices_at_once,
+)
 from d2lhelpers.core.counts import (
     chain_flops,
 )
@@ -189,6 +192,7 @@ __all__ = [
     "cpu",
     "describe_devices",
     "device_peak_rate",
+    "devices_at_once",
     "device_summary",
     "gpu",
     "machine_baseline_rate",

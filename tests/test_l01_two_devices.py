@@ -40,7 +40,8 @@ def test_verdict_holds_when_times_follow_the_model():
     )
     assert "more shared the cores" in result.verdict
     table = result.tables()[0]
-    assert [row[4] for row in table.rows] == ["as the model"] * 4 and not table.flags
+    assert [row[5] for row in table.rows] == ["as the model"] * 4 and not table.flags
+    assert table.rows[0][1:3] == ["10.00 ms", "±5% (floor)"]  # each time beside its noise
     assert table.title == "20 matmuls of 512x512 per device"
 
 
@@ -69,7 +70,7 @@ def test_noise_decides_what_is_measurable_and_a_noisy_run_gives_no_verdict():
     noisy = ConcurrencyResult(512, 20, "logical CPU", ms, 2)
     assert noisy.comparisons()[1].measurable is False  # 1.2x, but inside the runs' IQR
     assert noisy.verdict.startswith("too noisy to check the model") and "k = [2]" in noisy.verdict
-    assert noisy.tables()[0].rows[1][4] == "too noisy to check"  # the table says as the sentence
+    assert noisy.tables()[0].rows[1][5] == "too noisy to check"  # the table says as the sentence
     # Slower than k chains one after the other: missing overlap cannot explain it.
     ms = [Measurement("1", [0.010] * 5), Measurement("2", [0.027] * 5)]
     beyond = ConcurrencyResult(512, 20, "logical CPU", ms, 2).verdict
@@ -97,7 +98,7 @@ def test_a_noisy_k_does_not_hide_a_clean_miss_at_another(monkeypatch):
 def test_virtual_gpus_print_what_was_measured_without_a_model():
     result = sweep([0.010, 0.018], kind="virtual GPU")
     assert "1.80x one" in result.verdict and "no model" in result.verdict
-    assert result.tables()[0].rows[1][3] == "-"
+    assert result.tables()[0].rows[1][4] == "-"
 
 
 def points_under_legend(ax, xs, ys) -> list:
@@ -200,6 +201,29 @@ def test_baseline_verdict_flags_devices_above_what_they_can_at_best_reach():
     assert "at best they can reach 2x it, and do" in gpus and "impossible" not in gpus
     above_one = l01.baseline_verdict(one, rate("one", 2.3e11, None), baseline, "GPU")
     assert above_one.splitlines()[1].count("impossible") == 1
+    # One device's own peak above the whole machine's baseline beyond both noises (a one-core
+    # run once had 183 against 143 GFLOP/s): the yardstick is off, and nothing is read against it.
+    strong = rate("one", 1.9e11, 2.6e11)  # peak 1.30x the baseline, noises 0% + 2%
+    low = l01.baseline_verdict(rate("both", 2.1e11, 5.2e11), strong, baseline, "logical CPU")
+    lines = low.splitlines()
+    assert (
+        lines[0]
+        == "2 devices together: 210.0 GFLOP/s = 1.05 of the whole machine's baseline 200.0 GFLOP/s"
+    )
+    assert lines[1] == "one device: 190.0 GFLOP/s = 0.95 of the baseline"
+    assert lines[2].startswith(
+        "one device's measured peak 260.0 GFLOP/s is 1.30 of the whole machine's baseline, above "
+        "it beyond both noises (2%), so neither line above is read against the baseline: "
+        "impossible, so not a result. Likely causes, in order: (1) the baseline was measured low"
+    )
+    assert "at best" not in low
+    cached_low = l01.baseline_verdict(rate("both", 2.1e11, None), strong, cached, "logical CPU")
+    assert "(1) the baseline is 2026-11-30T10:00:00's, from the cache" in cached_low
+    # 1.02x: inside the baseline's 2% noise, so read as before
+    close = l01.baseline_verdict(
+        rate("both", 2.1e11, None), rate("one", 1.9e11, 2.04e11), baseline, "logical CPU"
+    )
+    assert "at best" in close and "neither line" not in close
 
 
 def probe_result(counts: dict, n=10):
@@ -216,12 +240,17 @@ def test_merge_probe_verdict_names_what_stops_the_merge_beside_its_control():
     first, second = found.verdict.split(". ")
     assert first == (
         "With Grappler's arithmetic optimizer and the classic CSE off, 10 of 10 MatMuls ran "
-        "(10.0x the time per call of its control, which differs only in that and still merged: "
+        "(10.0x ± 1.0 the time per call of its control, which differs only in that and still "
+        "merged: "
         "1 of 10 ran): that is what merges them"
     )
     assert second.startswith("With only one of them off, the merge stays (Grappler's arithm")
     assert second.endswith("1 of 10 ran): each merges them on its own")
     assert "10 of 10" in str(found) and "MatMuls executed" in found._repr_html_()
+    # each time with its noise: 5 calls' IQR, or the floor (each ratio's band: both summed)
+    assert found.tables()[0].rows[-1][3:] == ["10.00 ms", "±5% (floor)"]
+    spread = MergeProbeResult(10, 64, [ProbeRun("both_control", 10, 1, 0.01, 0.002)])
+    assert spread.tables()[0].rows[0][4] == "±20%"
 
 
 def test_a_control_that_also_runs_everything_attributes_nothing():

@@ -597,7 +597,31 @@ def test_the_committed_two_host_run_stands_beside_this_one(tmp_path):
     assert l06.hosts_reference(job, None, path).tables()[0].rows[2][5] == "+24% (±34%, ±6%)"
     assert links.rows[0][4:6] == ("- (no set rate)", "-")
     assert links.title.count("x86_64") == 1  # the machine is named once, in the title
-    assert failures.rows == [("group, link down", "the job failed as a whole")]
+    assert failures.rows == [
+        ("group, link down", "the job failed as a whole", "none: the others finished")
+    ]
+    # the error each survivor got, as TensorFlow named it (the killed worker's own line skipped)
+    killed = _hosts_file()
+    killed["failure"] = {
+        "group, worker killed": {
+            "verdict": "the job failed as a whole",
+            "errors": [
+                "worker 1 of 2 (pid 1, port 2) was killed by SIGKILL (exit code -9) before ...",
+                "worker 0 of 2 (pid 3, port 4) exited with code 1 before sending its result: "
+                "UnavailableError: Collective ops is aborted by: recvmsg:Connection reset by "
+                "peer. [Op:CollectiveReduceV2]",
+            ],
+        },
+        "group, link down": {
+            "verdict": "the job failed as a whole",
+            "errors": ["worker 0 of 2 ...: DeadlineExceededError: tensorflow.python.framework."],
+        },
+    }
+    path.write_text(json.dumps(killed))
+    assert [row[2] for row in l06.hosts_reference(job, None, path).tables()[1].rows] == [
+        "UnavailableError: Collective ops is aborted by: recvmsg:Connection reset by peer.",
+        "DeadlineExceededError",
+    ]
     assert copy.rows[3:] == [
         ("hidden by overlap", "83%"),
         ("hidden by overlap, at most (one launch paid)", "97%"),

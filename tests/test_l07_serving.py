@@ -209,19 +209,30 @@ def test_the_failure_verdict_compares_after_with_n_minus_1_over_n():
     # The before-window's share of its measured capacity is printed; measurably below it, the
     # model (which compares capacities) is not tested.
     held = failover(500)
-    held.capacity = 1020.0
+    held.capacity = Spread(1020.0, 0.0)  # its noise: the 5% floor, summed with the before's
     assert held.test == "held"
-    assert held.sentence().endswith("before the loss it served 0.98x ± 0.05 its measured capacity")
-    held.capacity = 900.0  # served above it, beyond the noise: said, not printed bare
     assert held.sentence().endswith(
-        "1.11x ± 0.06 its measured capacity, more than it beyond the noise: its capacity was "
-        "measured low on this run, so the share it served is a rough one"
+        "before the loss it served 0.98x ± 0.10 its measured capacity (1.0 ktok/s ±5% (floor), "
+        "from its steps just before)"
     )
-    held.capacity = 1250.0
+    held.capacity = Spread(850.0, 0.0)  # 1.18x ± 0.12: above it beyond both noises
+    assert held.sentence().endswith(
+        "1.18x ± 0.12 its measured capacity (850.0 tok/s ±5% (floor), from its steps just "
+        "before), more than it beyond the noise: its capacity was measured low on this run, so "
+        "the share it served is a rough one"
+    )
+    held.capacity = Spread(900.0, 0.0)  # 1.11x ± 0.11: at the band's edge, not beyond it
+    assert "more than it" not in held.sentence()
+    held.capacity = Spread(1250.0, 0.0)
     assert held.test == "below capacity"
     assert held.sentence().endswith(
-        "0.80x ± 0.04 its measured capacity, measurably less: (n - 1) / n compares capacities, "
-        "so it is not tested here"
+        "0.80x ± 0.08 its measured capacity (1.2 ktok/s ±5% (floor), from its steps just "
+        "before), measurably less: (n - 1) / n compares capacities, so it is not tested here"
+    )
+    wide = failover(500)  # the same 0.80x from a capacity that spread ±24%: not measurably less
+    wide.capacity = Spread(1250.0, 300.0)
+    assert wide.test == "held" and "0.80x ± 0.23 its measured capacity (1.2 ktok/s ±24%" in (
+        wide.sentence()
     )
     assert "(not at capacity before: (n - 1) / n not tested)" in FailureResult([held], 2).verdict
 

@@ -144,8 +144,8 @@ def test_parallel_run_derives_throughput_and_speedup():
     run = _run(times=(0.5, 0.52, 0.5))
     assert run.n_devices == 2 and run.time == 0.5 and run.reference_time == 1.0
     assert run.throughput == 200 and run.reference_throughput == 100 and run.speedup == 2.0
-    # Both noises are the 5% floor: 0.025/0.5 + 0.05/1.0 = 10% of the speedup.
-    assert run.speedup_noise == pytest.approx(0.2)
+    # Both noises are the 5% floor, over this run's time: (0.025 + 0.05) / 0.5 = 0.15.
+    assert run.speedup_noise == pytest.approx(0.15)
     assert run.reachable_speedup == 2.0 and run.trusted
 
 
@@ -187,9 +187,20 @@ def test_virtual_gpus_say_the_reachable_speedup_assumes_separate_chips():
 def test_two_runs_of_one_experiment_are_read_against_each_other():
     first, again = _run(times=(0.5, 0.5, 0.5)), _run(times=(0.52, 0.52, 0.52))
     assert first.against_rerun(again).endswith("they agree within their noise")  # 2.00 vs 1.92
-    slower = _run(times=(1.0, 1.0, 1.0))  # 1.00x against 2.00x, bands 0.2 + 0.1
+    slower = _run(times=(1.0, 1.0, 1.0))  # 1.00x against 2.00x, bands 0.15 + 0.1
     said = first.against_rerun(slower)
-    assert "2.00x in one run, 1.00x in the other (band ±0.30)" in said
+    assert "2.00x in one run, 1.00x in the other (band ±0.25)" in said
     assert "the machine changed between them" in said
     other = _run(n=3)
     assert first.against_rerun(other).endswith("not the same experiment, so not compared")
+
+
+def test_the_speedups_band_holds_one_exactly_when_the_verdict_finds_no_difference():
+    # The band and the verdict read the two times alike: 1 inside the band, no measurable
+    # difference; outside it, faster or slower (printed "1.60x faster" beside "1.60x ± 0.62"
+    # once, when the band weighed the noises another way).
+    for median in (0.5, 0.6, 0.625, 0.9, 0.95, 1.0, 1.05, 1.12, 1.3, 1.6):
+        for spread in (0.0, 0.05, 0.1, 0.25):
+            run = _run(times=(median - spread, median, median + spread))
+            inside = abs(run.speedup - 1) <= run.speedup_noise
+            assert inside == run.verdict.startswith("no measurable difference"), (median, spread)

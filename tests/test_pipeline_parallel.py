@@ -232,3 +232,12 @@ def test_the_bound_named_is_the_one_that_held():
     # Slower than the stages taking turns, beyond the noise: time was lost, not merely not gained.
     lost = _pipeline(step=2.0, busy=1.0)  # p=2: bubble 75%
     assert "above 50% = 1 - 1/p beyond its noise: slower than the 2 stages" in lost.bubble_reading
+    # One core, 2 stages: both bounds are 50%. A bubble of 53% within its noise of 50% reads as
+    # that, once, never also as "above 50% beyond its noise" (as a one-core run once printed).
+    one_core = _pipeline(step=1 / (2 * 0.47), busy=1.0, cores=1, noise=0.12)
+    assert one_core.bubble_floor == pytest.approx(0.5) and one_core.measured_bubble > 0.5
+    assert one_core.bubble_reading == (
+        "within its noise of the least possible: the cores' bound 1 - c/p = 50% held (GPipe's "
+        "20% needs a core per stage) (here the least possible is 50% = 1 - 1/p: the stages take "
+        "turns)"
+    )

@@ -179,3 +179,37 @@ def test_a_model_holds_only_where_the_run_could_have_told_it_from_no_gain():
     assert model_test(at_floor, 21.0, alternative=20.0) == "held"  # 1.0 = 5% of 20
     ten = Measurement("m", [10.0] * 5)
     assert model_test(ten, 10.0, alternative=11.0) == "untestable"  # 1.0 = 0.5 + 0.5
+
+
+def test_a_slower_run_is_read_against_the_load_average_it_names(monkeypatch):
+    from d2lhelpers.core import cache
+    from d2lhelpers.core.verdicts import slower_cause
+
+    load = [0.4]
+    monkeypatch.setattr(cache.os, "getloadavg", lambda: (load[0], 0.0, 0.0))
+    assert slower_cause(2) == (
+        "the load average (0.4 on 2 usable CPU cores) shows no other program, so a hypothesis: "
+        "the work did not keep the devices busy at once (too short, or the runtime's threads)"
+    )
+    assert slower_cause(2, beyond_serial=True) == (
+        "slower even than the same work one after the other, so missing overlap cannot explain "
+        "it: something slowed the work itself (contention for the cores or memory, or another "
+        "program)"
+    )
+    load[0] = 3.5  # above 2 cores: busy, but the run's own threads count too
+    assert slower_cause(2) == (
+        "the machine was busy (load average 3.5 on 2 usable CPU cores), which counts this "
+        "run's own threads too: possibly another program on the cores, or the work did not keep "
+        "the devices busy at once"
+    )
+    assert slower_cause(2, True).endswith(
+        "or another program; the machine was busy (load average 3.5 on 2 usable CPU cores), "
+        "which counts this run's own threads too)"
+    )
+    assert slower_cause(4).startswith("the load average (3.5 on 4 usable CPU cores) shows no")
+
+    def no_load():
+        raise OSError("no load average")
+
+    monkeypatch.setattr(cache.os, "getloadavg", no_load)
+    assert slower_cause(2).startswith("no load average can be read here, so a hypothesis: ")

@@ -44,13 +44,20 @@ def cache_dir() -> Path:
     return path if path.is_absolute() else Path.home() / ".cache" / "d2lhelpers"
 
 
+def load_average() -> float | None:
+    """The 1-minute load average, or None where there is none (Windows)."""
+    try:
+        return os.getloadavg()[0]
+    except (OSError, AttributeError):
+        return None
+
+
 def machine_busy(cores: int | None = None) -> str | None:
     """Why this machine is too busy to measure a value worth keeping, or None when it is not:
     the 1-minute load average above the usable cores (Windows has none: nothing to tell)."""
     cores = usable_cores() if cores is None else cores
-    try:
-        load = os.getloadavg()[0]
-    except (OSError, AttributeError):
+    load = load_average()
+    if load is None:
         return None
     if load > cores:
         return f"the machine was busy (load average {load:.1f} on {cores_phrase(cores)})"

@@ -11,8 +11,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Protocol, runtime_checkable
 
-from d2lhelpers.core.cache import machine_busy
-from d2lhelpers.core.units import format_seconds
+from d2lhelpers.core.cache import load_average, machine_busy
+from d2lhelpers.core.units import cores_phrase, format_seconds
 
 NOISE_FLOOR = 0.05  # even a quiet run's median moves this much between runs of a notebook
 NOISY_IQR = 0.1  # IQR / median above this: too noisy to trust (pyperf, torch.utils.benchmark)
@@ -224,7 +224,13 @@ def slower_cause(cores: int, beyond_serial: bool = False) -> str:
             f"{busy}, which counts this run's own threads too: possibly another program on the "
             "cores, or the work did not keep the devices busy at once"
         )
+    load = load_average()
+    seen = (
+        "no load average can be read here"
+        if load is None
+        else f"the load average ({load:.1f} on {cores_phrase(cores)}) shows no other program"
+    )
     return (
-        "the load average shows no other program, so a hypothesis: the work did not keep "
-        "the devices busy at once (too short, or the runtime's threads)"
+        f"{seen}, so a hypothesis: the work did not keep the devices busy at once (too short, "
+        "or the runtime's threads)"
     )

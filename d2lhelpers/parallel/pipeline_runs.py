@@ -148,13 +148,15 @@ class PipelineResult(ParallelResult):
             if near_floor
             else f"above the least possible {floor:.0%} beyond its noise: the model did not hold"
         )
+        if p > 1 and near_floor and floor >= serial:  # one core: the bound is taking turns
+            said += f" (here the least possible is {serial:.0%} = 1 - 1/p: the stages take turns)"
         if p > 1 and not near_floor and near_serial:
             said += (
                 f"; within its noise of {serial:.0%} = 1 - 1/p, the idle share of {p} stages "
                 "taking turns: this run shows no time gained from overlapping them (whether "
                 "they overlapped is the trace's to say)"
             )
-        elif p > 1 and bubble > serial:
+        elif p > 1 and bubble > serial + noise:
             said += (
                 f"; above {serial:.0%} = 1 - 1/p beyond its noise: slower than the {p} stages "
                 "taking turns would be, so something else cost time (shared cores, the "

@@ -87,11 +87,10 @@ class ParallelResult(Reported):
 
     @property
     def speedup_noise(self) -> float:
-        """How far the speedup could move if measured again (both times' noise, relative)."""
-        relative = (
-            noise_of(self.measurement) / self.time + noise_of(self.reference) / self.reference_time
-        )
-        return self.speedup * relative
+        """How far the speedup could move if measured again: both times' noises over this run's
+        time, the band `compare` reads the two times with, so that the speedup's band holds 1
+        exactly when the verdict says no measurable difference."""
+        return (noise_of(self.measurement) + noise_of(self.reference)) / self.time
 
     def against_rerun(self, other: ParallelResult) -> str:
         """This run's speedup against another run of the same experiment (same scheme, devices,

@@ -84,7 +84,7 @@ if sets[0].get("level_0"):
     tf.compat.v1.disable_eager_execution()
     tf.compat.v1.enable_eager_execution(config=config)
 x = tf.random.stateless_normal((size, size), seed=(0, 0))
-seconds = []
+seconds, iqrs = [], []
 for i, options in enumerate(sets):
     tf.config.optimizer.set_experimental_options(
         {"arithmetic_optimization": options.get("arithmetic", True)}
@@ -97,11 +97,13 @@ for i, options in enumerate(sets):
         run(x)[-1].numpy()
         times.append(time.perf_counter() - start)
     seconds.append(statistics.median(times))
+    quartiles = statistics.quantiles(times, n=4, method="inclusive")
+    iqrs.append(quartiles[2] - quartiles[0])
     profiler = tf.profiler.experimental
     profiler.start(os.path.join(logdir, str(i)))
     run(x)[-1].numpy()
     profiler.stop()
-print(json.dumps({"seconds": seconds}))
+print(json.dumps({"seconds": seconds, "iqrs": iqrs}))
 """
 
 
@@ -113,12 +115,18 @@ def classic_setting(switch: str) -> tuple:
 
 @dataclasses.dataclass(frozen=True)
 class ProbeRun:
-    """One fresh process: what was switched off, how many MatMuls ran of `n`, time per call."""
+    """One fresh process: what was switched off, how many MatMuls ran of `n`, time per call
+    (the median of 5 calls, and their IQR: a `Timed` for the verdicts' noise)."""
 
     switch: str
     n: int
     executed: int
     seconds: float
+    iqr: float = 0.0
+
+    @property
+    def median(self) -> float:
+        return self.seconds
 
     @property
     def what(self) -> str:
@@ -156,11 +164,12 @@ def probe(switches: str | Sequence[str], n: int, size: int, timeout: float = 120
         )
         if out.returncode != 0:
             raise RuntimeError(f"the probe with {switches} off failed:\n{out.stderr[-2000:]}")
-        seconds = json.loads(out.stdout.strip().splitlines()[-1])["seconds"]
+        found = json.loads(out.stdout.strip().splitlines()[-1])
+        seconds, iqrs = found["seconds"], found["iqrs"]
         runs = []
         for i, switch in enumerate(switches):
             paths = glob.glob(f"{logdir}/{i}/plugins/profile/*/*.xplane.pb")
             rows = events_from_xspace([read_xspace(p) for p in paths], {})
             executed = len({row.op for row in rows if row.kind == "matmul"})
-            runs.append(ProbeRun(switch, n, executed, seconds[i]))
+            runs.append(ProbeRun(switch, n, executed, seconds[i], iqrs[i]))
     return runs

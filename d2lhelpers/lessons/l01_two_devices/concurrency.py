@@ -23,6 +23,7 @@ from d2lhelpers.core.verdicts import (
     Comparison,
     impossible,
     noise_of,
+    noise_text,
     noisy_run,
     slower_cause,
 )
@@ -147,6 +148,7 @@ class ConcurrencyResult(Reported):
                 [
                     k,
                     format_seconds(m.median),
+                    noise_text(m),
                     f"{slow:.2f}x",
                     "-" if want is None else f"{want:.2f}x",
                     reading,
@@ -155,7 +157,8 @@ class ConcurrencyResult(Reported):
             )
             flags += [f"{m.label}: {w}" for w in m.warnings]
         title = f"{plural(self.n_matmuls, 'matmul')} of {self.size}x{self.size} per device"
-        columns = ["devices", "time", "vs one", "model", "reading", "speedup (ideal = devices)"]
+        columns = ["devices", "time", "noise", "vs one", "model", "reading"]
+        columns.append("speedup (ideal = devices)")
         return [Table(title, columns, rows, [self.verdict], flags)]
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from d2lhelpers.core.checks import require_count, require_memory, require_processes
 from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import BYTES_PER_FLOAT, MiB, format_rate, format_seconds, plural
-from d2lhelpers.core.verdicts import impossible
+from d2lhelpers.core.verdicts import impossible, noise_text, ratio_noise
 from d2lhelpers.lessons.l01_two_devices.concurrency import MAX_MATMULS
 from d2lhelpers.timing.benchmark import Measurement
 from d2lhelpers.tracing.optimizer_probe import SWITCHES, ProbeRun, classic_setting, probe
@@ -72,8 +72,10 @@ class MergeProbeResult(Reported):
                 f"{control.n}): the control's own settings stop the merge, so this run does not "
                 "show what merges them"
             )
+        ratio = run.seconds / control.seconds
         return True, (
-            f"{said} ({run.seconds / control.seconds:.1f}x the time per call of its control, "
+            f"{said} ({ratio:.1f}x ± {ratio_noise(ratio, run, control):.1f} the time per call "
+            "of its control, "
             f"which differs only in that and still merged: {control.executed} of {control.n} "
             "ran): that is what merges them"
         )
@@ -107,11 +109,13 @@ class MergeProbeResult(Reported):
 
     def tables(self) -> list[Table]:
         rows = [
-            [r.what, r.how, f"{r.executed} of {r.n}", format_seconds(r.seconds)] for r in self.runs
+            [r.what, r.how, f"{r.executed} of {r.n}", format_seconds(r.seconds), noise_text(r)]
+            for r in self.runs
         ]
         title = f"{plural(self.n, 'identical matmul')} of {self.size}x{self.size} in a "
         title += "tf.function, a fresh function per row, a fresh process per classic setting"
         columns = ["switched off", "how", "MatMuls executed", "time per call (median of 5)"]
+        columns.append("noise")
         return [Table(title, columns, rows, [self.verdict])]
 
 

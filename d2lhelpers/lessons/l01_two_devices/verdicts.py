@@ -85,11 +85,32 @@ def baseline_verdict(
         f"{together.rate / base:.2f} of the whole machine's baseline {format_rate(base)}"
     )
     one_line = f"one device: {format_rate(one.rate)} = {one.rate / base:.2f} of the baseline"
+    low = _baseline_below_a_device(one, base, baseline)
+    if low:  # the yardstick itself is off: nothing can be read against it
+        return "\n".join([together_line, one_line, low])
     return "\n".join(
         [
             together_line + _against(together, base, together_best, baseline, plural=True),
             one_line + _against(one, base, 1, baseline, plural=False),
         ]
+    )
+
+
+def _baseline_below_a_device(one: Measurement, base: float, baseline: dict) -> str | None:
+    """The flag when one device's measured peak beats the whole machine's baseline beyond both
+    noises: the baseline, which every device count can at best match, was measured low."""
+    peak = one.best_peak
+    noise = one.peak_noise + baseline.get("noise", 0.0)
+    if not peak or not above_limit(peak, base, noise):
+        return None
+    causes = ("the baseline was measured low", *LIKELY_CAUSES[:1])
+    if baseline.get("from_cache"):
+        causes = (f"the baseline is {baseline['measured_at']}'s, from the cache", *causes)
+    return impossible(
+        f"one device's measured peak {format_rate(peak)} is {peak / base:.2f} of the whole "
+        f"machine's baseline, above it beyond both noises ({noise:.0%}), so neither line above "
+        "is read against the baseline",
+        causes,
     )
 
 

@@ -27,6 +27,7 @@ from d2lhelpers.core.units import (
 )
 from d2lhelpers.core.verdicts import (
     LIKELY_CAUSES,
+    NOISE_FLOOR,
     Comparison,
     beats_ideal,
     hidden_ceiling,
@@ -148,6 +149,17 @@ class AllreduceOverlapResult(Reported):
         )
 
     @property
+    def below_sequential(self) -> bool:
+        """Forced one after the other, yet below its ideal (the parts' sum less a launch) by
+        more than the noise floor, inside the noise: too noisy to tell which time is off (as
+        notebook 02 reads the same case)."""
+        return (
+            not self.overlap
+            and not self.impossible_result
+            and self.combined.median < self.ideal_sequential * (1 - NOISE_FLOOR)
+        )
+
+    @property
     def verdict(self) -> str:
         """What the time says, then what the trace says, both from this run."""
         if self.impossible_result:
@@ -156,6 +168,11 @@ class AllreduceOverlapResult(Reported):
             return (
                 "No verdict: the hidden share came out above its ceiling, inside the noise (see "
                 "the warning)."
+            )
+        if self.below_sequential:
+            return (
+                "No verdict: forced one after the other, the combined run came out below its "
+                "ideal, inside the noise (see the warning)."
             )
         c = self.against_sequential()
         both = f"the two in one function took {format_seconds(c.a)}"
@@ -239,7 +256,9 @@ class AllreduceOverlapResult(Reported):
         compared.append(
             (
                 "hidden: (sum - launch - both) / min(all-reduce, compute)",
-                f"{self.hidden_fraction:.0%} ± {self.hidden_noise:.0%}",
+                "not shown (see the warnings)"
+                if self.above_ceiling or self.below_sequential or self.impossible_result
+                else f"{self.hidden_fraction:.0%} ± {self.hidden_noise:.0%}",
                 f"ceiling {self.hidden_ceiling:.0%} = 1 - launch / min(all-reduce, compute)"
                 if self.overlap
                 else "ideal 0%: order forced",
@@ -275,6 +294,14 @@ class AllreduceOverlapResult(Reported):
                 f"{self.hidden_ceiling:.0%} = 1 - launch / min(all-reduce, compute) (the combined "
                 "call below max(all-reduce, compute)), inside the noise: this run was too noisy "
                 "to tell which time is off, so not a result"
+            )
+        elif self.below_sequential:
+            found.append(
+                f"forced one after the other, both in one function took "
+                f"{format_seconds(self.combined.median)} = "
+                f"{self.combined.median / self.ideal_sequential:.2f}x its ideal all-reduce + "
+                f"compute - launch {format_seconds(self.ideal_sequential)}, below it inside the "
+                "noise: this run was too noisy to tell which time is off, so not a result"
             )
         elif hidden < 0:
             found.append(

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 from pathlib import Path
 
 from d2lhelpers.core.report import Reported, Table
@@ -91,11 +92,12 @@ class HostsReferenceResult(Reported):
             rate = f"{found['rate_bit_s'] / 1e6:.0f} Mbit/s"
             notes += [f"{rate}: {why}" for why in found.get("why", [])]
         failures = [
-            (name, found["verdict"]) for name, found in self.hosts.get("failure", {}).items()
+            (name, found["verdict"], _survivors_error(found.get("errors", [])))
+            for name, found in self.hosts.get("failure", {}).items()
         ]
         tables = [Table(title, columns, rows, notes)]
         if failures:
-            columns = ("case", "what happened")
+            columns = ("case", "what happened", "the error the other workers got")
             tables.append(Table("the failure demo across the two hosts", columns, failures))
         copy = self.hosts.get("compute_copy", {})
         if "hidden_fraction" in copy:
@@ -175,3 +177,18 @@ def _noises(held: dict) -> str:
     """' (±34%)', or ' (±15%, ±6%)' with the fit's: the bands a residual is read against."""
     bands = [f"±{held[k]:.0%}" for k in ("noise", "fit_noise") if k in held]
     return f" ({', '.join(bands)})" if bands else ""
+
+
+def _survivors_error(errors: list[str]) -> str:
+    """The first error a worker that was not killed reported, as TensorFlow named it: its class
+    and the start of its message ('UnavailableError: ... Connection reset')."""
+    for error in errors:
+        if "killed by" in error:
+            continue
+        found = re.search(r"(\w+Error): (.*)", error)
+        if found:
+            message = found.group(2).split(" [")[0].split("\n")[0]
+            if message.startswith("tensorflow."):  # only the class again, by its full name
+                return found.group(1)
+            return f"{found.group(1)}: {message[:90]}" + ("..." if len(message) > 90 else "")
+    return "none: the others finished"

@@ -19,13 +19,13 @@ from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import format_rate, format_seconds, usable_cores
 from d2lhelpers.core.verdicts import (
     UNTESTED,
-    Comparison,
     Spread,
     compare,
     higher_or_lower,
     impossible,
     model_test,
-    noise_of,
+    noise_text,
+    ratio_noise,
 )
 from d2lhelpers.devices import on_gpu
 from d2lhelpers.lessons.l07_serving.points import (
@@ -54,13 +54,13 @@ class Failover:
     log: LoadLog
     before: tuple[float, float]
     after: tuple[float, float]
-    capacity: float | None = None  # tokens/s measured from its steps before the run
+    capacity: Spread | None = None  # tokens/s measured from its steps before the run
 
     @property
     def utilisation(self) -> float | None:
         """Throughput before the loss / measured capacity: how close the before-window came to
         serving at capacity, which the comparison with (n - 1) / n assumes."""
-        return self.throughput_before.median / self.capacity if self.capacity else None
+        return self.throughput_before.median / self.capacity.median if self.capacity else None
 
     def _throughput(self, span) -> Spread:
         return rate_in_window([(t, made) for t, made, _ in self.log.passes], *span)
@@ -92,7 +92,7 @@ class Failover:
         not apply), else `model_test`'s word against no loss at all."""
         before = self.throughput_before
         if self.capacity:
-            served = Comparison(before.median, self.capacity, noise_of(before))
+            served = compare(before, self.capacity)  # both noises
             if served.measurable and served.a < served.b:
                 return "below capacity"
         return model_test(self.throughput_after, before.scaled(self.expected), before.median)
@@ -112,11 +112,12 @@ class Failover:
                 f"{self.expected:.2f}: {UNTESTED[test]}"
             )
         if self.utilisation is not None:
-            before = self.throughput_before
-            band = noise_of(before) / self.capacity
+            before, capacity = self.throughput_before, self.capacity
+            band = ratio_noise(self.utilisation, before, capacity)
             said += (
                 f"; before the loss it served {self.utilisation:.2f}x ± {band:.2f} its measured "
-                "capacity"
+                f"capacity ({format_rate(capacity.median, 'tok/s')} {noise_text(capacity)}, "
+                "from its steps just before)"
             )
             if self.utilisation > 1 + band:  # more than its steps allow: the capacity ran low
                 said += (
@@ -248,7 +249,7 @@ def run_serving_failure(
         runs.append(
             Failover(
                 name, n_devices, log, (window.warmup_s, fail_at), after,
-                capacity.tokens_per_s.median,
+                capacity.tokens_per_s,
             )
         )  # fmt: skip
         steps.finish(name)
