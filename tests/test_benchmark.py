@@ -515,3 +515,18 @@ def test_the_default_cap_is_50_runs_and_the_record_counts_whole_blocks():
 
     m = measure(pairs, clock=lambda: now[0], sync=no_sync, number=2, warmup=0, budget_s=0.031)
     assert len(m.times) == 11 and stopping.share_past_fewest() == 1.0
+
+
+def test_a_remeasure_at_exactly_the_kept_rate_keeps_its_noise():
+    # Measured again at the same 5 GFLOP/s but noisier: not higher, so the kept rate's own noise
+    # (2%) stays, and the two readings agree (drift (5 - 5) / 5 = 0): max(0.02, 0) = 0.02.
+    record = PeakRecord(5e9, 0.02, lambda: (5e9, 0.3))
+    record.remeasure()
+    assert (record.rate, record.noise, record.readings) == (5e9, 0.02, [5e9, 5e9])
+
+
+def test_a_rate_exactly_at_the_peak_is_not_said_to_be_above_it():
+    # 1e9 FLOP in 1 s per run: 1.0 GFLOP/s, exactly the peak of 1e9: equal, so not above it.
+    m = Measurement("at", [1.0] * 3, work=1e9, peak=1e9)
+    assert m.rate == 1e9 and not m.above_peak
+    assert str(m).endswith(", 1.0 GFLOP/s = 1.00 of the peak 1.0 GFLOP/s")

@@ -271,3 +271,11 @@ def test_residuals_of_a_single_size():
     (one,) = AlphaBeta(1e-3, 1e9).residuals([1e6], [2.5e-3])
     assert one == Residual(1e6, 2.5e-3, pytest.approx(2e-3))
     assert one.relative == pytest.approx(0.25)  # 2.5 ms against 2 ms predicted
+
+
+def test_the_noise_refusal_says_what_it_needs_word_for_word():
+    # Two samples, one noise.
+    with pytest.raises(
+        ValueError, match=r"^need one noise >= 0 s for each \(bytes, seconds\) sample$"
+    ):
+        fit_prediction_noise_s([0, 4e6], [1e-3, 3e-3], [40e-6], 1e6)

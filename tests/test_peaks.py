@@ -127,3 +127,165 @@ def test_device_peaks_are_kept_per_kind_or_per_physical_device(monkeypatch):
     ]
     assert peaks.device_peak_rate(gpus[1]).remeasure() == 5e9
     assert asked[-1] == ("/GPU:1", peaks.GPU_SIZES)
+
+
+def test_best_chain_times_the_chain_run_on_that_sizes_matrix(monkeypatch):
+    # Fakes: a matrix is a tag, the chain returns what it ran on; `measure` keeps what one timed
+    # call returned, so a timed call that does not run the chain on its matrix is caught.
+    monkeypatch.setattr(peaks, "random_matrix", lambda size, device: ("matrix", size, device))
+
+    def chain(devices, length):
+        return lambda x: ("ran", devices, length, x)
+
+    monkeypatch.setattr(peaks, "chains_in_one_graph", chain)
+    returned, options = [], []
+
+    def fake_measure(run, label, flops, **kwargs):
+        returned.append(run())
+        options.append((label, kwargs))
+        return Measurement(label, [1.0], work=flops)
+
+    monkeypatch.setattr(peaks, "measure", fake_measure)
+    peaks.best_chain("/CPU:0", (8, 16))
+    assert returned == [
+        ("ran", ["/CPU:0"], 4, ("matrix", 8, "/CPU:0")),  # a chain of CHAIN_LENGTH = 4 matmuls
+        ("ran", ["/CPU:0"], 4, ("matrix", 16, "/CPU:0")),
+    ]
+    assert options == [("peak", {"min_runs": 5, "max_runs": 20, "budget_s": 1})] * 2
+
+
+def quiet_baseline(monkeypatch, tmp_path, *results):
+    """The baseline cached in `tmp_path`, on a quiet machine, by a fake measurement that gives
+    `results`' rates and noises, one per measurement."""
+    monkeypatch.setenv("D2LHELPERS_CACHE", str(tmp_path))
+    monkeypatch.setattr(peaks, "_baselines", {})
+    monkeypatch.setattr(peaks, "machine_busy", lambda: None)
+    found = iter(results)
+
+    def fake():
+        rate, noise = next(found)
+        return {"device": "/CPU:0", "size": 512, "flops_per_s": rate, "noise": noise}
+
+    monkeypatch.setattr(peaks, "_measure_baseline", fake)
+
+
+def test_the_baselines_cache_file_is_named_for_the_machine_its_cores_and_tensorflow(
+    tmp_path, monkeypatch
+):
+    quiet_baseline(monkeypatch, tmp_path, (1e11, 0.02))
+    monkeypatch.setattr(peaks.platform, "node", lambda: "lab/pc7")
+    monkeypatch.setattr(peaks, "usable_cores", lambda: 3)
+    monkeypatch.setattr(peaks.tf, "__version__", "2.99/rc")
+    peaks.machine_baseline_rate()
+    # baseline-<node>-<cores>cores-tf<version>.json, each "/" made "_" (no sub-folder).
+    assert [p.name for p in tmp_path.rglob("*.json")] == ["baseline-lab_pc7-3cores-tf2.99_rc.json"]
+
+
+def test_the_cached_baseline_is_of_version_2_and_refresh_measures_it_again(tmp_path, monkeypatch):
+    quiet_baseline(monkeypatch, tmp_path, (1e11, 0.02), (2e11, 0.02), (3e11, 0.02))
+    first = peaks.machine_baseline_rate()
+    (path,) = tmp_path.glob("baseline-*.json")
+    kept = json.loads(path.read_text())
+    assert first["flops_per_s"] == 1e11 and kept["version"] == 2  # CACHE_VERSION = 2
+    monkeypatch.setattr(peaks, "_baselines", {})  # a new run: read from the file
+    again = peaks.machine_baseline_rate()
+    assert again["flops_per_s"] == 1e11 and again["from_cache"] is True
+    fresh = peaks.machine_baseline_rate(refresh=True)  # on request: measured, not read
+    assert fresh["flops_per_s"] == 2e11 and "from_cache" not in fresh
+    assert json.loads(path.read_text())["flops_per_s"] == 2e11
+    path.write_text(json.dumps({**kept, "version": 1}))  # an older measurement's file
+    monkeypatch.setattr(peaks, "_baselines", {})
+    assert peaks.machine_baseline_rate()["flops_per_s"] == 3e11
+
+
+def test_a_baseline_noisier_than_the_limit_is_returned_but_not_kept(tmp_path, monkeypatch):
+    # Noise 0.5 is above NOISY_IQR = 0.1: not kept, and its line says 50%.
+    quiet_baseline(monkeypatch, tmp_path, (1e11, 0.5))
+    noisy = peaks.machine_baseline_rate()
+    assert noisy["flops_per_s"] == 1e11
+    assert noisy["not_cached"] == "not kept: the measurement was noisy (IQR 50% of the median)"
+    assert list(tmp_path.glob("baseline-*.json")) == []
+
+
+def test_the_peak_is_the_size_with_the_best_rate_not_the_largest_size():
+    # Size 8: 6e9 FLOP, fastest run 1 s -> 6e9 FLOP/s; its times 1, 2, 3 s have quartiles 1.5
+    # and 2.5 (inclusive), IQR 1 s over a median of 2 s: noise 0.5. Size 16: 2e9 FLOP/s.
+    small = Measurement("peak", [1.0, 2.0, 3.0], work=6e9)
+    large = Measurement("peak", [1.0, 1.0, 1.0], work=2e9)
+    assert peaks.best_of({8: small, 16: large}) == (6e9, 8, 0.5)
+
+
+def test_the_device_table_names_each_device_its_peak_and_the_baseline(monkeypatch):
+    import types
+
+    def device(name, kind, note, memory_bytes):
+        return types.SimpleNamespace(name=name, kind=kind, note=note, memory_bytes=memory_bytes)
+
+    cpus = [
+        device(f"/CPU:{i}", "logical CPU", "one core of the host", m)
+        for i, m in [(0, 0), (1, None)]
+    ]
+    gpu = device("/GPU:0", "GPU", "an H100", 80 * 1024**3)  # 80 * 2^30 B = 80.0 GiB
+    monkeypatch.setattr(peaks, "setup_devices", lambda: [*cpus, gpu])
+    monkeypatch.setattr(peaks, "_device_peaks", {})
+    found = {"logical CPU": (2e10, 256, 0.04), "GPU": (5e14, 8192, 0.02)}
+    monkeypatch.setattr(peaks, "best_chain", lambda d, sizes: found[d.kind])
+    baseline = {"device": "/CPU:0", "size": 1024, "flops_per_s": 1.5e11, "measured_at": "today"}
+    monkeypatch.setattr(peaks, "machine_baseline_rate", lambda: {**baseline, "noise": 0.03})
+    kept = (
+        "within this measurement; a later rate above it beyond both noises has it measured "
+        "again, and the gap between the two readings becomes its noise)"
+    )
+    # 2e10 FLOP/s = 20.0 GFLOP/s, 5e14 = 500.0 TFLOP/s, 1.5e11 = 150.0 GFLOP/s; noises as %.
+    assert peaks.describe_devices() == "\n".join(
+        [
+            "/CPU:0\n    one core of the host\n    memory: shares host memory; "
+            f"measured peak: 20.0 GFLOP/s (noise 4% {kept}",
+            "/CPU:1\n    one core of the host\n    memory: shares host memory; "
+            "the peak measured on /CPU:0 (identical devices)",
+            "/GPU:0\n    an H100\n    memory: 80.0 GiB; "
+            f"measured peak: 500.0 TFLOP/s (noise 2% {kept}",
+            "Fair baseline: the whole machine (/CPU:0, TensorFlow's default threading) reaches "
+            "150.0 GFLOP/s (noise 3%) on one 1024x1024 matmul chain (measured today).",
+        ]
+    )
+    # Without a noise: 0%; not kept, or read from an earlier run: said after the date.
+    monkeypatch.setattr(peaks, "machine_baseline_rate", lambda: {**baseline, "not_cached": "no"})
+    assert peaks.describe_devices([gpu]).endswith(
+        "reaches 150.0 GFLOP/s (noise 0%) on one 1024x1024 matmul chain (measured today; no)."
+    )
+    monkeypatch.setattr(peaks, "machine_baseline_rate", lambda: {**baseline, "from_cache": True})
+    assert peaks.describe_devices([gpu]).endswith(f"(measured today; {peaks.FROM_AN_EARLIER_RUN}).")
+
+
+def test_the_baseline_is_measured_in_a_fresh_python_with_default_threading(monkeypatch):
+    import sys
+    import types
+
+    monkeypatch.setenv("D2L_PROBE", "carried")
+    monkeypatch.setenv("TF_ENABLE_ONEDNN_OPTS", "0")  # overridden for the baseline
+    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "0")
+    calls = []
+    answers = iter(
+        [
+            types.SimpleNamespace(returncode=0, stderr="", stdout='a log\nline\n{"size": 512}\n'),
+            types.SimpleNamespace(returncode=1, stdout="", stderr="a" * 100 + "b" * 2000),
+        ]
+    )
+
+    def fake_run(args, **kwargs):
+        calls.append((args, kwargs))
+        return next(answers)
+
+    monkeypatch.setattr(peaks.subprocess, "run", fake_run)
+    assert peaks._measure_baseline() == {"size": 512}  # the last line of its output
+    ((args, kwargs),) = calls
+    assert args == [sys.executable, "-c", peaks._BASELINE_SCRIPT]
+    env = kwargs.pop("env")
+    assert env["TF_ENABLE_ONEDNN_OPTS"] == "1" and env["TF_CPP_MIN_LOG_LEVEL"] == "3"
+    assert env["D2L_PROBE"] == "carried"  # the rest of this environment goes with it
+    assert kwargs == {"capture_output": True, "text": True, "timeout": 300}
+    with pytest.raises(RuntimeError) as failed:
+        peaks._measure_baseline()
+    # The last 2000 characters of its errors: the 2000 b's, none of the a's.
+    assert str(failed.value) == "the baseline measurement failed:\n" + "b" * 2000

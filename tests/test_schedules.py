@@ -267,3 +267,11 @@ def test_the_table_lists_each_round():
     seed = str(reduce_then_broadcast([[1], [2], [3]]))
     assert "sender→receiver, whole vectors" in seed and "0→1\n" in seed and " c0" not in seed
     assert "<table>" in ring_allreduce([[1], [2]])._repr_html_()
+
+
+def test_ring_round_refuses_a_chunk_missing_from_the_senders_vector():
+    # Rank 1's vector [5] has no chunk 1 (elements 1:2): it would send [] to rank 0, whose
+    # chunk 1 ([2]) would be replaced by the empty sum and the vector cut to [1]. Refused.
+    data = [[1, 2], [5]]
+    with pytest.raises(ValueError, match="shorter"):
+        ring_round(data, [(0, 1), (1, 2)], [0, 1], add=True)
