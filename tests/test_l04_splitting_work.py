@@ -330,7 +330,15 @@ def test_traced_idle_share_is_read_against_the_model_within_the_calls_spread():
     assert not flagged.flags()
     flagged = _trace(at_once, at_once)
     assert flagged.flags() and "flagged" in flagged.verdict and "below the least" in str(flagged)
-    assert "cannot fall below 50%" in str(_trace(on_time, cores=1))
+    one_core = str(_trace(on_time, cores=1))
+    assert "2 stages on 1 usable CPU core: at most 1 computes at a time, so the time idle " in (
+        one_core
+    )
+    assert "cannot fall below 50% here; a trace counts an op busy while it waits its turn on " in (
+        one_core
+    )
+    assert "so a traced share can read lower (20% here)" in one_core  # 20% < 50%: said why
+    assert "read lower" not in str(_trace(taking_turns, cores=1))  # 50%: at the floor, nothing
 
 
 def test_an_incomplete_trace_gives_its_sentence_not_an_idle_share():

@@ -223,6 +223,10 @@ def test_the_failure_verdict_compares_after_with_n_minus_1_over_n():
     )
     held.capacity = Spread(900.0, 0.0)  # 1.11x ± 0.11: at the band's edge, not beyond it
     assert "more than it" not in held.sentence()
+    assert held.sentence().endswith(
+        "from its steps just before), not measurably more: the capacity is a rough bound here, "
+        "not a ceiling"
+    )
     held.capacity = Spread(1250.0, 0.0)
     assert held.test == "below capacity"
     assert held.sentence().endswith(
@@ -429,6 +433,9 @@ def test_lock_step_table_says_when_a_mode_served_above_its_capacity():
     near, far = point(2350, 1000, True), point(4000, 1000, True)
     (table,) = LockstepResult([cap, cap], [near, far]).tables()
     assert table.rows[0][1] == "2.3 ktok/s ±5% (floor)"  # the capacity with its noise
+    # each point as a load point prints it: arrivals and throughput each with their noise
+    assert table.columns[2:5] == ["offered req/s", "arrived req/s", "throughput"]
+    assert table.rows[0][2:] == near.row()
     assert any("replicas: served 1.03x its measured capacity" in v for v in table.verdicts)
     assert len(table.flags) == 1 and "above its capacity" in table.flags[0]
     assert "impossible" in table.flags[0]

@@ -213,3 +213,23 @@ def test_a_slower_run_is_read_against_the_load_average_it_names(monkeypatch):
 
     monkeypatch.setattr(cache.os, "getloadavg", no_load)
     assert slower_cause(2).startswith("no load average can be read here, so a hypothesis: ")
+
+
+def test_higher_or_lower_reads_rates_against_both_noises():
+    from d2lhelpers.core.verdicts import Spread, higher_or_lower
+
+    # 0.8 against 1.0, each at the 5% floor: band 0.04 + 0.05 = 0.09, 9% of 1.0.
+    assert higher_or_lower(Spread(0.8, 0.0), Spread(1.0, 0.0), "A", "B") == (
+        "A is 0.80x B: lower beyond the noise (±9%)"
+    )
+    assert higher_or_lower(Spread(1.2, 0.0), 1.0, "A", "B") == (
+        "A is 1.20x B: higher beyond the noise (±11%)"  # 0.06 + 0.05
+    )
+    assert higher_or_lower(Spread(1.05, 0.2), 1.0, "A", "B") == (
+        "A is 1.05x B: no measurable difference, within the noise (±25%)"
+    )
+    assert higher_or_lower(0.0, 0.0, "A", "B") == "A is 0 against B of 0: no measurable difference"
+    assert higher_or_lower(Spread(3.0, 0.0), 0.0, "A", "B") == "A is 3 against B of 0: higher"
+    # A spread scales with its value (a rate per device, times the devices).
+    assert Spread(2.0, 0.5).scaled(3) == Spread(6.0, 1.5)
+    assert Spread(2.0, 0.5).scaled(-1) == Spread(-2.0, 0.5)  # an IQR stays a width

@@ -174,11 +174,14 @@ def higher_or_lower(a: Timed | float, b: Timed | float, a_name: str, b_name: str
     """'A is 0.82x B: lower beyond the noise (±6%)', '... higher ...', or 'no measurable
     difference': for rates and counts, where neither direction means 'faster'."""
     c = compare(a, b)
-    noise = f"the noise (±{c.noise / c.b:.0%})" if c.b else "the noise"
+    if not c.b:  # no ratio to a zero
+        said = f"{a_name} is {c.a:.3g} against {b_name} of 0"
+        return said + (": higher" if c.measurable else ": no measurable difference")
+    said = f"{a_name} is {c.ratio:.2f}x {b_name}"
+    noise = f"the noise (±{c.noise / c.b:.0%})"
     if not c.measurable:
-        return f"{a_name} is {c.ratio:.2f}x {b_name}: no measurable difference, within {noise}"
-    word = "lower" if c.a < c.b else "higher"
-    return f"{a_name} is {c.ratio:.2f}x {b_name}: {word} beyond {noise}"
+        return f"{said}: no measurable difference, within {noise}"
+    return f"{said}: {'lower' if c.a < c.b else 'higher'} beyond {noise}"
 
 
 def model_test(measured: Timed | float, model: Timed | float, alternative: float) -> str:

@@ -117,10 +117,17 @@ class PipelineTraceResult(Reported):
     def tables(self) -> list[Table]:
         notes = []
         if self.kind == "logical CPU" and len(self.devices) > self.cores:
-            notes.append(
-                f"{len(self.devices)} stages on {cores_phrase(self.cores)}: the idle "
-                f"share cannot fall below {self.floor:.0%} here"
+            note = (
+                f"{len(self.devices)} stages on {cores_phrase(self.cores)}: at most "
+                f"{self.cores} computes at a time, so the time idle cannot fall below "
+                f"{self.floor:.0%} here"
             )
+            if self.bubbles and min(self.bubbles) < self.floor:
+                note += (
+                    f"; a trace counts an op busy while it waits its turn on the cores, so a "
+                    f"traced share can read lower ({min(self.bubbles):.0%} here)"
+                )
+            notes.append(note)
         return [Table("", (), (), [self.verdict, *notes], self.flags())]
 
 

@@ -55,11 +55,15 @@ class MachineDefaults:
             f"{format_bytes(self.available_bytes)} of memory available"
         )
         if not self.small:
-            return f"{head}: the full defaults (2 workers need about {format_bytes(memory)})"
+            return (
+                f"{head}: the full defaults (2 workers need about {format_bytes(memory)}, the "
+                "memory check's estimate)"
+            )
         return (
             f"{head}: a small machine, so smaller defaults: messages up to "
             f"{format_bytes(self.largest_message)}, {self.repeats} repeats, {self.steps} training "
-            f"steps; 2 workers need about {format_bytes(memory)} summed"
+            f"steps; 2 workers need about {format_bytes(memory)} summed (the memory check's "
+            "estimate)"
         )
 
 

@@ -124,6 +124,8 @@ class Failover:
                     ", more than it beyond the noise: its capacity was measured low on this run, "
                     "so the share it served is a rough one"
                 )
+            elif self.utilisation > 1:  # above it, but inside both noises
+                said += ", not measurably more: the capacity is a rough bound here, not a ceiling"
         if test == "below capacity":
             said += ", measurably less: (n - 1) / n compares capacities, so it is not tested here"
         return said

@@ -17,6 +17,7 @@ from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import format_rate
 from d2lhelpers.core.verdicts import higher_or_lower, noise_text
 from d2lhelpers.lessons.l07_serving.points import (
+    POINT_COLUMNS,
     Capacity,
     LoadPoint,
     Window,
@@ -64,27 +65,13 @@ class LockstepResult(Reported):
         )
 
     def tables(self) -> list[Table]:
+        # each point as every load point prints (arrivals and throughput with their noise)
         rows = [
-            [
-                mode,
-                f"{format_rate(c.tokens_per_s.median, 'tok/s')} {noise_text(c.tokens_per_s)}",
-                f"{p.offered:.0f}",
-                format_rate(p.throughput.median, "tok/s"),
-                str(p.ttft(50)),
-                str(p.latency(50)),
-                str(p.latency(99)),
-            ]
+            [mode, f"{format_rate(c.tokens_per_s.median, 'tok/s')} {noise_text(c.tokens_per_s)}"]
+            + p.row()
             for mode, c, p in zip(MODES, self.capacities, self.points, strict=True)
         ]
-        columns = [
-            "replicas",
-            "capacity",
-            "offered req/s",
-            "throughput",
-            "TTFT p50 [95% CI] of N",
-            "latency p50",
-            "latency p99",
-        ]
+        columns = ["replicas", "capacity", *POINT_COLUMNS]
         a, b = self.points
         notes = [
             lower_or_higher(
