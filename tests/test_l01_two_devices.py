@@ -71,6 +71,12 @@ def test_noise_decides_what_is_measurable_and_a_noisy_run_gives_no_verdict():
     assert noisy.comparisons()[1].measurable is False  # 1.2x, but inside the runs' IQR
     assert noisy.verdict.startswith("too noisy to check the model") and "k = [2]" in noisy.verdict
     assert noisy.tables()[0].rows[1][5] == "too noisy to check"  # the table says as the sentence
+    # One device's own run noisy: every row's model is a multiple of it, so no row reads "as the
+    # model" while the sentence says too noisy (a run once printed both).
+    ms = [Measurement("1", [0.009, 0.011, 0.012, 0.013, 0.0135]), Measurement("2", [0.012] * 5)]
+    shaky = ConcurrencyResult(512, 20, "logical CPU", ms, 2)
+    assert shaky.verdict.startswith("too noisy to check the model") and "k = [1]" in shaky.verdict
+    assert [row[5] for row in shaky.tables()[0].rows] == ["too noisy to check"] * 2
     # Slower than k chains one after the other: missing overlap cannot explain it.
     ms = [Measurement("1", [0.010] * 5), Measurement("2", [0.027] * 5)]
     beyond = ConcurrencyResult(512, 20, "logical CPU", ms, 2).verdict
@@ -433,3 +439,14 @@ def test_separate_calls_verdict_tells_overlap_from_sequence():
     assert "one after the other" in l01.separate_calls_verdict(timed(0.0165), noisy, other)
     assert "impossible" in l01.separate_calls_verdict(timed(0.007), one, other)
     assert "something else" in l01.separate_calls_verdict(timed(0.025), one, other)
+    # One core (1 device computes at a time): less than the sum beyond the noise cannot be; the
+    # sum within the noise is still one after the other.
+    alone = l01.separate_calls_verdict(timed(0.015), one, other, at_once=1)
+    assert alone.startswith(
+        "two separate calls took 1.50x the longer call alone; the sum of both is 1.98x: less, "
+        "beyond the noise, though at most 1 of the devices can compute at a time here, so the "
+        "two could only take turns: impossible, so not a result"
+    )
+    assert "consistent with one after the other" in l01.separate_calls_verdict(
+        timed(0.0199), one, other, at_once=1
+    )

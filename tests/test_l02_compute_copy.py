@@ -314,6 +314,17 @@ def test_a_hidden_share_above_its_ceiling_is_flagged_though_below_100_percent():
     )
 
 
+def test_overlapped_below_its_ideal_within_the_floor_is_still_no_result():
+    # 0.97x max(run, copy): inside the 5% floor, yet a hidden share above its ceiling (as
+    # notebook 05 reads the same case); one after the other keeps the floor (0.97x of 38 ms).
+    result = fake_result(run=0.030, copy=0.010, sequential=0.038, overlapped=0.029, spread=0.02)
+    (flag,) = result.flags()
+    assert flag.startswith("overlapped took 29.00 ms = 0.97x its ideal max(run, copy) 30.00 ms")
+    assert "the hidden share, 90%, is above its ceiling" in flag and "not a result" in flag
+    assert result.verdict.startswith("Not a result: overlapped came out below its ideal")
+    assert fake_result(0.030, 0.010, 0.0365, 0.031, spread=0.02).flags() == []
+
+
 def test_a_copy_faster_than_raw_tcp_on_its_link_is_flagged():
     result = fake_result(0.030, 0.010, 0.038, 0.031, link_rate=0.5e9)
     (flag,) = result.flags()

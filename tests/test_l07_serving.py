@@ -80,7 +80,10 @@ def test_the_sweep_sentences_follow_the_numbers():
     assert "pipeline: its measured capacity is 0.57x its model: lower beyond" in text
     assert "pipeline: saturation is 0.44x its measured capacity: lower beyond" in text
     # No engine call logged, every request queued to the end: all its idle time had requests.
-    assert "computed 0% of that window, their servers had no request for 0% of it" in text
+    assert "were inside a step for 0% of that window (a step's time includes any wait for a " in (
+        text
+    )
+    assert "while it runs), their servers had no request for 0% of it" in text
     assert "had requests but no step running for 100% (not split: no gap" in text
     assert "It held, within the noise, for replicas; not for pipeline." in text
     assert result.verdict.startswith("replicas saturated highest")

@@ -54,7 +54,7 @@ SWITCHES = {
     ),
     "classic_cse": Switch(
         "the classic optimiser's common-subexpression elimination (CSE)",
-        CSE_OFF + " (tf.config has no switch for it)",
+        CSE_OFF + " (tf.config's documented options have no switch for it)",
         {"level_0": True, "cse": False},
     ),
     "both_control": Switch(

@@ -138,8 +138,11 @@ class ConcurrencyResult(Reported):
             strict=True,
         ):
             reading = "-" if c is None else "as the model"
-            if c is not None and not c.measurable and noisy_run(m):
-                reading = "too noisy to check"  # as the sentence: noise stops "held"
+            # as the sentence: noise stops "held", the row's own or one device's (every row's
+            # model is a multiple of it)
+            shaky = noisy_run(m) or noisy_run(self.measurements[0])
+            if c is not None and not c.measurable and shaky:
+                reading = "too noisy to check"
             if c is not None and c.measurable:
                 reading = "faster: impossible" if c.a_faster else "slower than the model"
                 if c.a_faster:

@@ -47,18 +47,27 @@ def at_once_verdict(both: Measurement, one: Measurement, kind: str, k: int = 2, 
     return f"{said}, as {where} says: more chains than cores, so they took turns on the cores"
 
 
-def separate_calls_verdict(separate: Measurement, first: Measurement, second: Measurement) -> str:
-    """Two calls one after the other in Python: did their work overlap, or run in sequence?"""
+def separate_calls_verdict(
+    separate: Measurement, first: Measurement, second: Measurement, at_once: int = 2
+) -> str:
+    """Two calls one after the other in Python: did their work overlap, or run in sequence?
+    `at_once`: how many of the two devices can compute at the same time (`devices_at_once`);
+    with 1, any overlap beyond the noise is impossible."""
     longer = max(first, second, key=lambda m: m.median)
     total = first.median + second.median
     noise = noise_of(separate) + noise_of(first) + noise_of(second)
     said = f"two separate calls took {separate.median / longer.median:.2f}x the longer call alone"
     sum_is = f"the sum of both is {total / longer.median:.2f}x"
-    at_once = Comparison(separate.median, longer.median, noise_of(separate) + noise_of(longer))
+    as_one = Comparison(separate.median, longer.median, noise_of(separate) + noise_of(longer))
     in_turn = Comparison(separate.median, total, noise)
-    if at_once.a_faster:
+    if as_one.a_faster:
         return impossible(f"{said}, faster than that call alone")
-    if not at_once.measurable:
+    if at_once < 2 and in_turn.a_faster:  # less than the sum, beyond the noise, on one core
+        return impossible(
+            f"{said}; {sum_is}: less, beyond the noise, though at most {at_once} of the devices "
+            "can compute at a time here, so the two could only take turns"
+        )
+    if not as_one.measurable:
         return f"{said}, within the noise of one: their work overlapped"
     if not in_turn.measurable:
         return (

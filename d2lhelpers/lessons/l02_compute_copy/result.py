@@ -163,13 +163,22 @@ class ComputeCopyResult(Reported):
                     "overlapped",
                     "max(run, copy)",
                     share,
+                    floor=0.0,  # any time below it is a hidden share above its ceiling
                 )
             )
         return [b for b in found if b is not None]
 
     @staticmethod
-    def _below(m: Measurement, ideal: float, noise: float, what: str, name: str, then: str = ""):
-        if m.median >= ideal * (1 - NOISE_FLOOR):
+    def _below(
+        m: Measurement,
+        ideal: float,
+        noise: float,
+        what: str,
+        name: str,
+        then: str = "",
+        floor: float = NOISE_FLOOR,
+    ):
+        if m.median >= ideal * (1 - floor):
             return None
         beyond = beats_ideal(m, ideal, noise)
         how = "beyond" if beyond else "inside"

@@ -220,7 +220,8 @@ def busy_and_idle(point: LoadPoint) -> str:
         "which the servers' threads share: read from the threads' CPU clocks)"
     )
     return (
-        f"its engines computed {point.engine_busy:.0%} of that window, their servers had no "
+        f"its engines were inside a step for {point.engine_busy:.0%} of that window (a step's "
+        "time includes any wait for a core while it runs), their servers had no "
         f"request for {no_request:.0%} of it (waiting for arrivals), and had requests but no step "
         f"running for {between:.0%} {split}"
     )
