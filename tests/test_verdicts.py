@@ -222,6 +222,10 @@ def test_higher_or_lower_reads_rates_against_both_noises():
     assert higher_or_lower(Spread(0.8, 0.0), Spread(1.0, 0.0), "A", "B") == (
         "A is 0.80x B: lower beyond the noise (±9%)"
     )
+    # 1.6 against 2.0: band 0.08 + 0.10 = 0.18, 9% of 2.0 (a share of the second value)
+    assert higher_or_lower(Spread(1.6, 0.0), Spread(2.0, 0.0), "A", "B") == (
+        "A is 0.80x B: lower beyond the noise (±9%)"
+    )
     assert higher_or_lower(Spread(1.2, 0.0), 1.0, "A", "B") == (
         "A is 1.20x B: higher beyond the noise (±11%)"  # 0.06 + 0.05
     )
