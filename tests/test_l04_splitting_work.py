@@ -331,8 +331,9 @@ def test_traced_idle_share_is_read_against_the_model_within_the_calls_spread():
     flagged = _trace(at_once, at_once)
     assert flagged.flags() and "flagged" in flagged.verdict and "below the least" in str(flagged)
     one_core = str(_trace(on_time, cores=1))
-    assert "2 stages on 1 usable CPU core: at most 1 computes at a time, so the time idle " in (
-        one_core
+    assert (
+        "2 stages on 1 usable CPU core: at most 1 stage computes at a time, so the time idle "
+        in (one_core)
     )
     assert "cannot fall below 50% here; a trace counts an op busy while it waits its turn on " in (
         one_core

@@ -14,6 +14,7 @@ from d2lhelpers.core.verdicts import (
     fraction_flags,
     hidden_ceiling,
     hidden_share,
+    how_below_ideal,
     impossible,
     median_of,
     noise_of,
@@ -92,6 +93,16 @@ def test_beats_ideal_only_beyond_the_noise():
     assert not beats_ideal(quiet(0.8, 0.25), 1.0)  # a wide IQR: could be noise
     assert beats_ideal(0.5, 1.0) and not beats_ideal(1.5, 1.0)
     assert not beats_ideal(quiet(0.5, 0.5), 1.0)  # exactly at the edge of the noise: not beyond
+
+
+def test_how_below_ideal_reads_the_floor_then_the_noise():
+    assert how_below_ideal(quiet(1.0, 0.0), 1.0) is None
+    assert how_below_ideal(quiet(0.951, 0.0), 1.0) is None  # inside the 5% floor
+    assert how_below_ideal(quiet(0.951, 0.0), 1.0, floor=0.0) == "beyond"  # 0.951 + 0.0476 < 1
+    assert how_below_ideal(quiet(0.94, 0.0), 1.0) == "beyond"
+    assert how_below_ideal(quiet(0.94, 0.0), 1.0, ideal_noise=0.02) == "inside"
+    assert how_below_ideal(quiet(0.8, 0.25), 1.0) == "inside"  # a wide IQR: could be noise
+    assert how_below_ideal(0.5, 1.0, floor=0.6) is None
 
 
 def test_impossible_lists_the_causes_in_order():

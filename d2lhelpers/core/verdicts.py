@@ -138,6 +138,16 @@ def beats_ideal(measured: Timed | float, ideal: float, ideal_noise: float = 0.0)
     return median_of(measured) < ideal - noise_of(measured) - ideal_noise
 
 
+def how_below_ideal(
+    measured: Timed | float, ideal: float, ideal_noise: float = 0.0, floor: float = NOISE_FLOOR
+) -> str | None:
+    """How a time sits below its ideal: None when not by more than `floor` (a share of the
+    ideal); "beyond" the noise (impossible); "inside" it (too noisy to tell which time is off)."""
+    if median_of(measured) >= ideal * (1 - floor):
+        return None
+    return "beyond" if beats_ideal(measured, ideal, ideal_noise) else "inside"
+
+
 def above_limit(value: float, limit: float, noise: float) -> bool:
     """Whether `value` exceeds `limit` (a rate's peak, a ceiling it can at best match) by more than
     `noise`: the value's and the limit's relative noises summed, as a fraction of the limit."""

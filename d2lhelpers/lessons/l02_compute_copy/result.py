@@ -24,10 +24,10 @@ from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import GB, format_bytes, format_rate, format_seconds
 from d2lhelpers.core.verdicts import (
     NOISE_FLOOR,
-    beats_ideal,
     compare,
     hidden_ceiling,
     hidden_share,
+    how_below_ideal,
     impossible,
     noise_of,
     ratio_noise,
@@ -178,10 +178,10 @@ class ComputeCopyResult(Reported):
         then: str = "",
         floor: float = NOISE_FLOOR,
     ):
-        if m.median >= ideal * (1 - floor):
+        how = how_below_ideal(m, ideal, noise, floor)
+        if how is None:
             return None
-        beyond = beats_ideal(m, ideal, noise)
-        how = "beyond" if beyond else "inside"
+        beyond = how == "beyond"
         sentence = (
             f"{what} took {format_seconds(m.median)} = {m.median / ideal:.2f}x its ideal {name} "
             f"{format_seconds(ideal)}, below it {how} the noise of "

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from d2lhelpers.collectives.costs import pipeline_bubble_fraction
 from d2lhelpers.core.report import Reported, Table
-from d2lhelpers.core.units import cores_phrase, usable_cores
+from d2lhelpers.core.units import cores_phrase, plural, usable_cores
 from d2lhelpers.core.verdicts import fraction_flags, impossible
 from d2lhelpers.devices import setup_devices
 from d2lhelpers.parallel.pipeline_runs import (
@@ -119,7 +119,8 @@ class PipelineTraceResult(Reported):
         if self.kind == "logical CPU" and len(self.devices) > self.cores:
             note = (
                 f"{len(self.devices)} stages on {cores_phrase(self.cores)}: at most "
-                f"{self.cores} computes at a time, so the time idle cannot fall below "
+                f"{plural(self.cores, 'stage')} {'computes' if self.cores == 1 else 'compute'} "
+                "at a time, so the time idle cannot fall below "
                 f"{self.floor:.0%} here"
             )
             if self.bubbles and min(self.bubbles) < self.floor:

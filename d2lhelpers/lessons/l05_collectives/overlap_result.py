@@ -27,11 +27,11 @@ from d2lhelpers.core.units import (
 )
 from d2lhelpers.core.verdicts import (
     LIKELY_CAUSES,
-    NOISE_FLOOR,
     Comparison,
     beats_ideal,
     hidden_ceiling,
     hidden_share,
+    how_below_ideal,
     impossible,
     noise_of,
 )
@@ -156,7 +156,7 @@ class AllreduceOverlapResult(Reported):
         return (
             not self.overlap
             and not self.impossible_result
-            and self.combined.median < self.ideal_sequential * (1 - NOISE_FLOOR)
+            and how_below_ideal(self.combined, self.ideal_sequential) is not None
         )
 
     @property
