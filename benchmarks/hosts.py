@@ -48,7 +48,11 @@ sys.path.insert(0, str(ROOT))
 
 NETWORK = "192.0.2"  # TEST-NET-1 (RFC 5737): documentation only, never a real network
 PREFIX = "d2lhosts"  # every namespace made here is named d2lhosts-<pid>-<k>
-RATES_BIT_S = (200e6, 1e9)  # the link's rate, each direction; the first is the slow link
+# The link's rate, each direction, slowest first (training and the failure demo run on it). 100
+# and 200 Mbit/s sit well below TensorFlow's own per-byte rate here (the unshaped run, ~350 MB/s),
+# so the link sets beta and the fit can be checked against it; at 1 Gbit/s TensorFlow's own cost
+# is a large share of each byte's time, which the notes measure rather than the fit hiding it.
+RATES_BIT_S = (100e6, 200e6, 1e9)
 BURST_BYTES = 64 * 1024  # tbf's bucket: this many bytes may pass at once, at the wire's speed
 LATENCY_MS = 100  # tbf drops a packet that would wait longer than this in its queue
 MTU = 1500
@@ -347,11 +351,15 @@ def diagnosis(found: dict, tcp_bytes_per_s: float) -> list[str]:
             "is not what sets the pace here, the CPU is (both namespaces share this machine's "
             "cores)"
         )
-    off = abs(found["beta_over_rate"] - 1) > GOAL
+    # Protocol overhead is counted once, in the rate beta is checked against: tbf counts whole
+    # frames, so TCP's payload can cross at most payload_share() of the set rate; what TCP, gRPC
+    # and TensorFlow add beyond the frame's headers is part of the fitted beta.
+    off = abs(found["beta_over_payload_rate"] - 1) > GOAL
     words.append(
-        f"fitted beta is {found['beta_over_rate']:.2f} of the set rate "
-        f"({'outside' if off else 'within'} 15%), {found['beta_over_payload_rate']:.2f} of "
-        f"the payload rate (tbf counts whole frames: TCP payload is {payload_share():.1%} of one)"
+        f"fitted beta is {found['beta_over_payload_rate']:.2f} of the payload rate "
+        f"({'outside' if off else 'within'} 15%; the set rate times the TCP payload's share of "
+        f"a frame, {payload_share():.1%}, as tbf counts whole frames), "
+        f"{found['beta_over_rate']:.2f} of the set rate"
     )
     if off and tcp_share >= (1 - GOAL) * payload_share():
         said = (
@@ -489,14 +497,14 @@ def compute_copy_across(hosts: Hosts) -> dict:
 
 
 # Matmuls large enough that the run is a sizeable share of the copy across the slow link (at
-# 200 Mbit/s a 2048 x 2048 float32 result takes ~0.7 s to cross, its matmul ~0.3 s); two rounds
-# of three timed runs keep the step to a minute or two.
+# 100 Mbit/s a 2048 x 2048 float32 result takes ~1.4 s to cross, its two matmuls ~0.5-1 s); two
+# rounds of five timed runs keep the step to two or three minutes.
 COPY_SIZE, COPY_MATMULS = 2048, 2
 _COMPUTE_COPY = """
 import json, sys
 from d2lhelpers.lessons.l02_compute_copy.experiment import run_compute_copy
 size, n_matmuls = int(sys.argv[2]), int(sys.argv[3])
-r = run_compute_copy(size, n_matmuls, True, worker_address=sys.argv[1], rounds=2, min_runs=3)
+r = run_compute_copy(size, n_matmuls, True, worker_address=sys.argv[1], rounds=2, min_runs=5)
 print(json.dumps({"run_s": r.run.median, "copy_s": r.copy.median,
                   "overlapped_s": r.overlapped.median, "hidden_fraction": r.hidden_fraction,
                   "hidden_ceiling": getattr(r, "hidden_ceiling", None), "verdict": r.verdict}))

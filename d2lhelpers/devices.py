@@ -299,8 +299,7 @@ def device_summary() -> str:
         line = (
             f"{count} logical CPU devices sharing {cores_phrase(cores)} (no GPU): every op runs "
             f"on one thread, from one pool of {count} op threads they share, so at most "
-            f"{min(count, cores)} can compute at the same time (a device may run several "
-            "independent ops at once)."
+            f"{min(count, cores)} can compute at the same time."
         )
     elif kind == "virtual GPU":
         line = f"{count} virtual GPUs carved from one {_gpu_model_name()}: they share its SMs."

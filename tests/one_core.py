@@ -46,7 +46,7 @@ SHARE_WORDS = re.compile(r"hidden|overlap|efficien|bubble|utili[sz]|busy|of the 
 PERCENT = re.compile(r"(?<![\w.])(-?\d+(?:\.\d+)?)\s?%")
 TIMES_IDEAL = re.compile(r"(\d+(?:\.\d+)?)x ideal")
 OF_PEAK = re.compile(r"= (\d+(?:\.\d+)?) of the peak")
-OF_BASELINE = re.compile(r"= (\d+(?:\.\d+)?) of the whole machine's baseline")
+OF_BASELINE = re.compile(r"= (\d+(?:\.\d+)?) of the usable cores' baseline")
 WITHIN_NOISE = re.compile(r"by less than the noise|within the noise")
 BASELINE = re.compile(r"baseline\b.*?(\d+(?:\.\d+)?) ([kMGT]?FLOP/s)")
 REFERENCE_TITLE = "Reference results (make bench's run, not this one)"

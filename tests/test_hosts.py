@@ -97,11 +97,26 @@ def test_the_buckets_burst_explains_only_a_message_faster_than_predicted():
         ],
     }
     words = hosts.diagnosis(found, tcp_bytes_per_s=0.9 * 125e6)
-    assert any("fitted beta is 0.60 of the set rate (outside 15%)" in w for w in words)
+    assert any(
+        w.startswith("fitted beta is 0.63 of the payload rate (outside 15%;")
+        and w.endswith("0.60 of the set rate")
+        for w in words
+    )
     faster, slower, large = words[-3:]
     assert "within 4 bursts of tbf's bucket" in faster and "-26%; a hypothesis" in faster
     assert slower == "131072 B: +23%, outside +-15%"  # slower than predicted: not the bucket
     assert large == "8388608 B: +30%, outside +-15%"
+
+
+def test_beta_is_checked_against_the_rate_tcp_payload_can_reach():
+    # 0.84 of the set rate is outside 15% of it; 0.88 of the payload rate is within 15% of that
+    found = {"rate_bit_s": 200e6, "beta_over_rate": 0.84, "beta_over_payload_rate": 0.88}
+    found |= {"beta_bytes_per_s": 21e6, "held_out": []}
+    (said,) = hosts.diagnosis(found, tcp_bytes_per_s=0.9 * 25e6)
+    assert said.startswith("fitted beta is 0.88 of the payload rate (within 15%; the set rate")
+    assert f"a frame, {hosts.payload_share():.1%}, as tbf counts whole frames" in said
+    found |= {"beta_over_rate": 0.80, "beta_over_payload_rate": 0.84}
+    assert "(outside 15%" in hosts.diagnosis(found, tcp_bytes_per_s=0.9 * 25e6)[0]
 
 
 def test_a_held_out_miss_is_read_against_its_own_noise_and_the_fits():

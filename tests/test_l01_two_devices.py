@@ -98,7 +98,7 @@ def test_a_noisy_k_does_not_hide_a_clean_miss_at_another(monkeypatch):
     monkeypatch.setattr(cache.os, "getloadavg", lambda: (3.5, 0.0, 0.0), raising=False)
     assert "load average 3.5" in result.verdict and "possibly another program" in result.verdict
     monkeypatch.setattr(cache.os, "getloadavg", lambda: (1.0, 0.0, 0.0), raising=False)
-    assert "shows no other program" in result.verdict
+    assert "does not point to another program" in result.verdict
 
 
 def test_virtual_gpus_print_what_was_measured_without_a_model():
@@ -179,13 +179,13 @@ def test_baseline_verdict_flags_devices_above_what_they_can_at_best_reach():
     one = rate("one", 1e11, None)
     baseline = {"flops_per_s": 2e11, "noise": 0.02}
     match = l01.baseline_verdict(rate("both", 2.06e11, None), one, baseline, "logical CPU")
-    assert match.startswith("2 devices together: 206.0 GFLOP/s = 1.03 of the whole machine's")
+    assert match.startswith("2 devices together: 206.0 GFLOP/s = 1.03 of the usable cores'")
     assert "; at best they can match it, and do, within the noise of 7%" in match
     assert match.splitlines()[1] == (
         "one device: 100.0 GFLOP/s = 0.50 of the baseline; at best it can match it: below that "
         "by more than the noise of 7%"
     )
-    # One device can at best match the whole machine too (one core: the baseline is one core's).
+    # One device can at best match the usable cores too (one core: the baseline is one core's).
     alone = l01.baseline_verdict(one, rate("one", 2.1e11, None), baseline, "logical CPU")
     assert "at best it can match it, and does, within the noise of 7%" in alone
     above = l01.baseline_verdict(rate("both", 2.2e11, None), one, baseline, "logical CPU")
@@ -207,18 +207,18 @@ def test_baseline_verdict_flags_devices_above_what_they_can_at_best_reach():
     assert "at best they can reach 2x it, and do" in gpus and "impossible" not in gpus
     above_one = l01.baseline_verdict(one, rate("one", 2.3e11, None), baseline, "GPU")
     assert above_one.splitlines()[1].count("impossible") == 1
-    # One device's own peak above the whole machine's baseline beyond both noises (a one-core
+    # One device's own peak above the usable cores' baseline beyond both noises (a one-core
     # run once had 183 against 143 GFLOP/s): the yardstick is off, and nothing is read against it.
     strong = rate("one", 1.9e11, 2.6e11)  # peak 1.30x the baseline, noises 0% + 2%
     low = l01.baseline_verdict(rate("both", 2.1e11, 5.2e11), strong, baseline, "logical CPU")
     lines = low.splitlines()
     assert (
         lines[0]
-        == "2 devices together: 210.0 GFLOP/s = 1.05 of the whole machine's baseline 200.0 GFLOP/s"
+        == "2 devices together: 210.0 GFLOP/s = 1.05 of the usable cores' baseline 200.0 GFLOP/s"
     )
     assert lines[1] == "one device: 190.0 GFLOP/s = 0.95 of the baseline"
     assert lines[2].startswith(
-        "one device's measured peak 260.0 GFLOP/s is 1.30 of the whole machine's baseline, above "
+        "one device's measured peak 260.0 GFLOP/s is 1.30 of the usable cores' baseline, above "
         "it beyond both noises (2%), so neither line above is read against the baseline: "
         "impossible, so not a result. Likely causes, in order: (1) the baseline was measured low"
     )

@@ -474,7 +474,7 @@ def test_the_seed_reading_takes_the_numpy_copy_off_before_inferring_rates():
     assert reading.numpy_copy_s == pytest.approx(0.04295, abs=1e-4)  # 64 MB at 1.49 GB/s
     assert reading.run_s == pytest.approx(0.0557 - 0.04295, abs=1e-4)
     assert "42.95 ms" in text and "12.75 ms" in text and "1.19x one after the other" in text
-    assert "502 TFLOP/s" in text and "above the datasheet's peak" in text
+    assert "502 TFLOP/s" in text and "above its datasheet's peak" in text
     assert "TF32" in text and "names neither its GPU nor its link" in text
     assert "hypothesis" in text
 

@@ -521,6 +521,17 @@ def test_sweep_flags_sizes_measured_faster_than_alpha():
     assert sweep.below_alpha() == [1000]
     assert "1000 B measured faster than the 4-byte all-reduce that gives α (1.20 ms)" in str(sweep)
     assert "α was measured high" in str(sweep)
+    # the flagged size is read nowhere as a result: not in the summary, its row, or the fit
+    assert "predict the other 2 sizes within" in sweep.verdict
+    assert "(1000 B left out: flagged, see the warning)." in sweep.verdict
+    sizes, held_out = sweep.tables()[1:]
+    assert (
+        sizes.rows[0][-1] == "flagged (see the warning)" and sizes.rows[1][-1] != sizes.rows[0][-1]
+    )
+    assert 1000 in sweep.fit_sizes and "not a result: 1000 B among its inputs" in held_out.title
+    assert {row[-1] for row in held_out.rows} == {"not a result"}
+    quiet = _sweep([1.1e-3, 1.3e-3, 1.4e-3, 2.0e-3], tiny=1.2e-3).tables()[-1]
+    assert "not a result" not in quiet.title and "not a result" not in {r[-1] for r in quiet.rows}
 
 
 def test_one_set_up_device_says_how_to_get_two(devices, monkeypatch):

@@ -549,8 +549,8 @@ def _hosts_file():
         "machine": {"processor": "x86_64", "cpu_cores": 2, "tensorflow": "2.21.0", "date": "d"},
         "link": {"burst_bytes": 65536, "mtu": 1500, "payload_share": 0.956},
         "allreduce": [
-            {**fast, "beta_over_rate": 0.24, "held_out": held},
-            {**slow, "beta_over_rate": 0.96, "held_out": held},
+            {**fast, "beta_over_rate": 0.24, "beta_over_payload_rate": 0.25, "held_out": held},
+            {**slow, "beta_over_rate": 0.96, "beta_over_payload_rate": 1.0, "held_out": held},
         ],
         "training": {
             "two_vs_one": "2 workers: fewer samples/s than one worker (3.1x)",
@@ -582,7 +582,8 @@ def test_the_committed_two_host_run_stands_beside_this_one(tmp_path):
         "two hosts, 200 Mbit/s link",
     ]
     assert links.rows[0][3] == "585.9 KiB"  # alpha x beta: 2 ms x 300 MB/s
-    assert links.rows[2][3:6] == ("46.9 KiB", "0.96", "+11%")  # 2 ms x 24 MB/s
+    assert links.rows[2][3:6] == ("46.9 KiB", "1.00 (0.96)", "+11%")  # 2 ms x 24 MB/s
+    assert links.columns[4] == "beta / payload rate (/ set rate)"
     assert links.rows[2][6] == (
         "2 workers: fewer samples/s than one worker (3.1x); a step took 5.00 ms, the model says "
         "4.00 ms"

@@ -378,6 +378,28 @@ def test_saturation_below_capacity_is_taken_apart_from_the_windows_own_steps():
     )  # no engine calls recorded: nothing to take apart
 
 
+def test_a_capacity_timed_slow_is_not_read_against_the_model():
+    cap = capacity(decode_s=0.004, prefill_s=0.001, slots=4, n_out=4)  # 1000 tok/s
+    saturated = point(200, 100, started=False)  # made half of what arrived, queue grew
+    # its window's steps took 1 ms each against the 4 ms timed: 2x the tokens per busy second
+    saturated.log.engine_calls = [(i / 100, 0.001, "decode") for i in range(100)]
+    slow = LayoutSweep("pipeline", cap, Spread(1000, 50), [saturated])
+    said = slow.capacity_measured_low()
+    assert said.startswith("pipeline: its measured capacity is not a result: in its saturated")
+    assert "made 2.00x ± 0.10 the tokens per busy second that the capacity assumes" in said
+    assert slow.sentences()[0] == said and "its model" not in said
+    result = LoadSweepResult(2, 1, cap, [slow], step_flops=1e6, peak=1e12)
+    assert "Not tested for pipeline: its capacity was timed slow" in result.regime()
+    assert "It held" not in result.regime()
+    # 1 of 2 devices computing at once: the 2x ideal is printed with what this machine allows
+    assert ", so 1x one device, 1.0 ktokens/s, is the most" in str(result)
+    assert "not reachable here" not in str(LoadSweepResult(2, 2, cap, [slow], 1e6, 1e12))
+    # the same window's steps at the timed speed: the capacity stands, read against the model
+    saturated.log.engine_calls = [(i / 100, 0.008, "decode") for i in range(100)]
+    assert slow.capacity_measured_low() is None
+    assert slow.sentences()[0].startswith("pipeline: its measured capacity is 1.00x its model")
+
+
 def test_the_heaviest_gain_compares_throughput_with_the_arrivals_within_their_noise():
     cap = capacity(1e-3)
     following = LayoutSweep(

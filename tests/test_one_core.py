@@ -20,7 +20,7 @@ from tests.one_core import contradictions, html_to_text, output_texts
         "overlapped (one function), ideal max(run, copy): 30.0 ms: 0.94x ideal",
         "chain: 1.0 ms, 111.6 GFLOP/s = 1.35 of the peak 80.0 GFLOP/s",
         "chain: 1.0 ms = 1.08 of the peak 80.0 GFLOP/s",  # no fixed tolerance: its noise, or a flag
-        "2 devices together: 206.0 GFLOP/s = 1.03 of the whole machine's baseline 200.0 GFLOP/s",
+        "2 devices together: 206.0 GFLOP/s = 1.03 of the usable cores' baseline 200.0 GFLOP/s",
         f"{one_core.REFERENCE_TITLE}: a\nx  1.0\n\n2 chains on 2 cores",  # after it
         "4 logical CPU devices sharing 2 CPU cores (no GPU)",
         "share this machine's 2 usable CPU cores",
@@ -47,7 +47,7 @@ def test_a_contradiction_is_found(text):
         "overlapped: 0.94x ideal  WARNING: faster than the ideal: impossible, so not a result",
         "one after the other: 1.00x ideal",
         "chain: 1.0 ms = 1.03 of the peak 80.0 GFLOP/s (above it by less than the noise of 6%)",
-        "= 1.03 of the whole machine's baseline 200.0 GFLOP/s; at best match it, within the noise",
+        "= 1.03 of the usable cores' baseline 200.0 GFLOP/s; at best match it, within the noise",
         f"{one_core.REFERENCE_TITLE}: 4 CPUs · TF\nconcurrent 3 / 1  1.65  (3 > 2 cores)",
         "4 logical CPU devices sharing 1 usable CPU core (no GPU): at most 1 can compute at once",
         "[4 logical CPU devices sharing 2 CPU cores · TensorFlow 2.21.0] concurrent: 1.02",
@@ -123,10 +123,10 @@ def test_the_kernel_and_its_children_see_one_core(tmp_path):
 def test_the_baseline_is_one_number_per_run_unless_measured_again():
     first = (
         3,
-        "Fair baseline: the whole machine (/CPU:0, default) reaches 167.4 GFLOP/s (noise 2%)",
+        "Fair baseline: the usable cores (/CPU:0, default) reach 167.4 GFLOP/s (noise 2%)",
     )
-    same = (30, "2 devices: 160.0 GFLOP/s = 0.96 of the whole machine's baseline 167.4 GFLOP/s")
-    other = (30, "2 devices: 160.0 GFLOP/s = 0.91 of the whole machine's baseline 175.2 GFLOP/s")
+    same = (30, "2 devices: 160.0 GFLOP/s = 0.96 of the usable cores' baseline 167.4 GFLOP/s")
+    other = (30, "2 devices: 160.0 GFLOP/s = 0.91 of the usable cores' baseline 175.2 GFLOP/s")
     reference = (
         32,
         f"{one_core.REFERENCE_TITLE}: x\nper-device / baseline 213.7 GFLOP/s",

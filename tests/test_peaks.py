@@ -232,6 +232,7 @@ def test_the_device_table_names_each_device_its_peak_and_the_baseline(monkeypatc
     monkeypatch.setattr(peaks, "best_chain", lambda d, sizes: found[d.kind])
     baseline = {"device": "/CPU:0", "size": 1024, "flops_per_s": 1.5e11, "measured_at": "today"}
     monkeypatch.setattr(peaks, "machine_baseline_rate", lambda: {**baseline, "noise": 0.03})
+    monkeypatch.setattr(peaks, "usable_cores", lambda: 2)
     kept = (
         "within this measurement; a later rate above it beyond both noises has it measured "
         "again, and the gap between the two readings becomes its noise)"
@@ -245,14 +246,15 @@ def test_the_device_table_names_each_device_its_peak_and_the_baseline(monkeypatc
             "the peak measured on /CPU:0 (identical devices)",
             "/GPU:0\n    an H100\n    memory: 80.0 GiB; "
             f"measured peak: 500.0 TFLOP/s (noise 2% {kept}",
-            "Fair baseline: the whole machine (/CPU:0, TensorFlow's default threading) reaches "
-            "150.0 GFLOP/s (noise 3%) on one 1024x1024 matmul chain (measured today).",
+            "Fair baseline: the usable cores (2 usable CPU cores, /CPU:0, TensorFlow's default "
+            "threading) reach 150.0 GFLOP/s (noise 3%) on one 1024x1024 matmul chain (measured "
+            "today).",
         ]
     )
     # Without a noise: 0%; not kept, or read from an earlier run: said after the date.
     monkeypatch.setattr(peaks, "machine_baseline_rate", lambda: {**baseline, "not_cached": "no"})
     assert peaks.describe_devices([gpu]).endswith(
-        "reaches 150.0 GFLOP/s (noise 0%) on one 1024x1024 matmul chain (measured today; no)."
+        "reach 150.0 GFLOP/s (noise 0%) on one 1024x1024 matmul chain (measured today; no)."
     )
     monkeypatch.setattr(peaks, "machine_baseline_rate", lambda: {**baseline, "from_cache": True})
     assert peaks.describe_devices([gpu]).endswith(f"(measured today; {peaks.FROM_AN_EARLIER_RUN}).")

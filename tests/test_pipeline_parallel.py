@@ -160,6 +160,18 @@ def test_bubble_below_the_model_beyond_noise_is_flagged_within_noise_is_not():
     assert any("caches" in f for f in quiet.bubble_flags)  # the likely causes are named
     noisy = _pipeline(step=0.55, busy=1.0, noise=0.1)
     assert noisy.bubble_noise > 0.2 and noisy.bubble_flags == []
+    # below the model inside the noise: said so, and never "held" on runs this noisy
+    assert noisy.bubble_reading.startswith("below the least possible 20%, inside its noise: too")
+    assert "too noisy to check (its runs spread by more than 10%" in noisy.bubble_reading
+
+
+def test_a_bubble_at_the_model_on_noisy_runs_is_too_noisy_to_check():
+    # an IQR of 0.1 s on a 0.625 s step is 16% of it: noisy, so the model is not called held
+    run = _pipeline(step=0.625, busy=1.0, noise=0.1)
+    assert run.bubble_reading.startswith("within its noise of the least possible: too noisy")
+    assert "held" not in run.bubble_reading
+    quiet = _pipeline(step=0.625, busy=1.0, noise=0.02)  # IQR 6% of the step, 4% of the busy time
+    assert quiet.bubble_reading == "within its noise of the least possible: the model held"
 
 
 def test_bubble_floor_counts_the_cores_for_logical_cpus():
@@ -236,6 +248,12 @@ def test_the_bound_named_is_the_one_that_held():
     # that, once, never also as "above 50% beyond its noise" (as a one-core run once printed).
     one_core = _pipeline(step=1 / (2 * 0.47), busy=1.0, cores=1, noise=0.12)
     assert one_core.bubble_floor == pytest.approx(0.5) and one_core.measured_bubble > 0.5
+    assert one_core.bubble_reading == (
+        "within its noise of the least possible: too noisy to check (its runs spread by more "
+        "than 10% of their median) (here the least possible is 50% = 1 - 1/p: the stages take "
+        "turns)"
+    )
+    one_core = _pipeline(step=1 / (2 * 0.49), busy=1.0, cores=1, noise=0.04)  # quiet: held
     assert one_core.bubble_reading == (
         "within its noise of the least possible: the cores' bound 1 - c/p = 50% held (GPipe's "
         "20% needs a core per stage) (here the least possible is 50% = 1 - 1/p: the stages take "

@@ -199,8 +199,9 @@ def test_a_slower_run_is_read_against_the_load_average_it_names(monkeypatch):
     load = [0.4]
     monkeypatch.setattr(cache.os, "getloadavg", lambda: (load[0], 0.0, 0.0))
     assert slower_cause(2) == (
-        "the load average (0.4 on 2 usable CPU cores) shows no other program, so a hypothesis: "
-        "the work did not keep the devices busy at once (too short, or the runtime's threads)"
+        "the load average (0.4 on 2 usable CPU cores) does not point to another program on this "
+        "machine (it cannot see other tenants of a shared host), so a hypothesis: the work did "
+        "not keep the devices busy at once (too short, or the runtime's threads)"
     )
     assert slower_cause(2, beyond_serial=True) == (
         "slower even than the same work one after the other, so missing overlap cannot explain "
@@ -217,7 +218,7 @@ def test_a_slower_run_is_read_against_the_load_average_it_names(monkeypatch):
         "or another program; the machine was busy (load average 3.5 on 2 usable CPU cores), "
         "which counts this run's own threads too)"
     )
-    assert slower_cause(4).startswith("the load average (3.5 on 4 usable CPU cores) shows no")
+    assert slower_cause(4).startswith("the load average (3.5 on 4 usable CPU cores) does not")
 
     def no_load():
         raise OSError("no load average")

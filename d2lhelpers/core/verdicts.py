@@ -241,7 +241,10 @@ def slower_cause(cores: int, beyond_serial: bool = False) -> str:
     seen = (
         "no load average can be read here"
         if load is None
-        else f"the load average ({load:.1f} on {cores_phrase(cores)}) shows no other program"
+        else (
+            f"the load average ({load:.1f} on {cores_phrase(cores)}) does not point to another "
+            "program on this machine (it cannot see other tenants of a shared host)"
+        )
     )
     return (
         f"{seen}, so a hypothesis: the work did not keep the devices busy at once (too short, "

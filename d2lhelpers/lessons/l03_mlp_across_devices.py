@@ -107,8 +107,9 @@ def overlap_sentence(rows: Sequence[OpEvent], devices: Sequence[Device | str]) -
 
 
 def baseline_sentence(split: Measurement, baseline: dict, name: str = "split") -> str:
-    """A run's rate (the split's, or `name`'s) against the whole machine's baseline (notebook
-    01), within both noises.
+    """A run's rate (the split's, or `name`'s) against the usable cores' baseline (the one
+    notebook 01 reads, measured once per kernel unless a quiet earlier run cached it), within both
+    noises. Above it beyond the noise is flagged: two devices can at best roughly match it.
 
     `baseline` is `machine_baseline_rate()`: its 'noise' is its own relative spread.
     """
@@ -117,13 +118,23 @@ def baseline_sentence(split: Measurement, baseline: dict, name: str = "split") -
     c = Comparison(rate, whole, relative * rate)
     if not c.measurable:
         where = "no measurable difference"
+    elif rate > whole:
+        where = (
+            "measurably above it, which it can at best roughly match: a check, not a result (the "
+            "baseline may have been measured at a slower moment; "
+            "d2l.machine_baseline_rate(refresh=True) measures it again)"
+        )
     else:
-        where = "measurably above it" if rate > whole else "measurably below it"
+        where = "measurably below it"
+    source = (
+        " by an earlier run, read from the cache"
+        if baseline.get("from_cache")
+        else " in this kernel"
+    )
     return (
-        f"{name} rate {format_rate(rate)} = {rate / whole:.2f} of the whole machine's baseline "
-        f"{format_rate(whole)} (measured {baseline.get('measured_at', 'in this run')}"
-        f"{' by an earlier run, read from the cache' if baseline.get('from_cache') else ''}, as "
-        f"notebook 01 prints it; noise ±{relative * rate / whole:.2f}): {where}"
+        f"{name} rate {format_rate(rate)} = {rate / whole:.2f} of the usable cores' baseline "
+        f"{format_rate(whole)} (measured {baseline.get('measured_at', 'in this run')}{source}; "
+        f"noise ±{relative * rate / whole:.2f}): {where}"
     )
 
 

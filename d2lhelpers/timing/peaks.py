@@ -1,8 +1,8 @@
 """Measured peak matmul rates: each set-up device's, and the machine's fair baseline.
 
 A speedup means little without the rate it starts from. Each device's peak is measured here, in
-this runtime (a logical CPU device gets one thread). The baseline is the whole machine with
-TensorFlow's default threading (all cores, oneDNN on), measured in a fresh subprocess because
+this runtime (a logical CPU device gets one thread). The baseline is every core this process may
+use with TensorFlow's default threading (oneDNN on), measured in a fresh subprocess because
 this runtime's threading is fixed: it stops anyone mistaking "the second core" for "a second GPU".
 
 A device's peak is measured once per run with its noise (the IQR of its runs) and handed out as a
@@ -27,7 +27,7 @@ import tensorflow as tf
 
 from d2lhelpers.core.cache import cache_dir, cached_measurement, machine_busy
 from d2lhelpers.core.counts import chain_flops
-from d2lhelpers.core.units import format_bytes, format_rate, usable_cores
+from d2lhelpers.core.units import cores_phrase, format_bytes, format_rate, usable_cores
 from d2lhelpers.devices import Device, setup_devices
 from d2lhelpers.timing.benchmark import NOISY_IQR, MeasuredPeak, Measurement, PeakRecord, measure
 from d2lhelpers.workloads import (
@@ -158,8 +158,9 @@ def describe_devices(devices: list[Device] | None = None) -> str:
         lines.append(f"{d.name}\n    {d.note}\n    memory: {memory}; {said}")
     baseline = machine_baseline_rate()
     lines.append(
-        f"Fair baseline: the whole machine ({baseline['device']}, TensorFlow's default threading) "
-        f"reaches {format_rate(baseline['flops_per_s'])} (noise {baseline.get('noise', 0):.0%}) "
+        f"Fair baseline: the usable cores ({cores_phrase(usable_cores())}, {baseline['device']}, "
+        f"TensorFlow's default threading) reach {format_rate(baseline['flops_per_s'])} "
+        f"(noise {baseline.get('noise', 0):.0%}) "
         f"on one {baseline['size']}x{baseline['size']} matmul chain (measured "
         f"{baseline['measured_at']}"
         + (f"; {baseline['not_cached']}" if baseline.get("not_cached") else "")

@@ -1,5 +1,5 @@
 """Notebook 01's sentences on its own cells: k chains at once against one, two separate calls,
-and the devices' combined rate against the whole machine's baseline, each read from the noise."""
+and the devices' combined rate against the usable cores' baseline, each read from the noise."""
 
 from __future__ import annotations
 
@@ -82,7 +82,7 @@ def separate_calls_verdict(
 def baseline_verdict(
     together: Measurement, one: Measurement, baseline: dict, kind: str, k: int = 2
 ) -> str:
-    """k devices' combined rate against the whole machine's baseline, from the noise of both.
+    """k devices' combined rate against the usable cores' baseline, from the noise of both.
 
     Logical CPU devices share the baseline's cores and virtual GPUs its chip, so together they can
     at best match it; separate GPUs each bring a chip (the baseline is one of them).
@@ -91,7 +91,7 @@ def baseline_verdict(
     together_best = k if kind == "GPU" else 1
     together_line = (
         f"{plural(k, 'device')} together: {format_rate(together.rate)} = "
-        f"{together.rate / base:.2f} of the whole machine's baseline {format_rate(base)}"
+        f"{together.rate / base:.2f} of the usable cores' baseline {format_rate(base)}"
     )
     one_line = f"one device: {format_rate(one.rate)} = {one.rate / base:.2f} of the baseline"
     low = _baseline_below_a_device(one, base, baseline)
@@ -106,7 +106,7 @@ def baseline_verdict(
 
 
 def _baseline_below_a_device(one: Measurement, base: float, baseline: dict) -> str | None:
-    """The flag when one device's measured peak beats the whole machine's baseline beyond both
+    """The flag when one device's measured peak beats the usable cores' baseline beyond both
     noises: the baseline, which every device count can at best match, was measured low."""
     peak = one.best_peak
     noise = one.peak_noise + baseline.get("noise", 0.0)
@@ -116,8 +116,8 @@ def _baseline_below_a_device(one: Measurement, base: float, baseline: dict) -> s
     if baseline.get("from_cache"):
         causes = (f"the baseline is {baseline['measured_at']}'s, from the cache", *causes)
     return impossible(
-        f"one device's measured peak {format_rate(peak)} is {peak / base:.2f} of the whole "
-        f"machine's baseline, above it beyond both noises ({noise:.0%}), so neither line above "
+        f"one device's measured peak {format_rate(peak)} is {peak / base:.2f} of the usable "
+        f"cores' baseline, above it beyond both noises ({noise:.0%}), so neither line above "
         "is read against the baseline",
         causes,
     )

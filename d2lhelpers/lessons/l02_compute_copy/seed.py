@@ -116,8 +116,9 @@ class SeedReadingResult(Reported):
                 f"50 products of 4000² in {format_seconds(self.run_s)} would be "
                 f"{self.matmul_rate / 1e12:.0f} TFLOP/s, {self.matmul_rate / H100_TF32_PEAK:.2f}x "
                 f"an H100/H200's dense TF32 peak ({H100_TF32_PEAK / 1e12:.0f} TFLOP/s, NVIDIA's "
-                "datasheet), the highest before the Blackwell generation; the seed names no GPU, "
-                "but on any earlier one this rate is above the datasheet's peak. Likely causes, "
+                "datasheet), the highest of NVIDIA's GPUs before the Blackwell generation (their "
+                "datasheets); the seed names no GPU, but on any earlier NVIDIA GPU this rate is "
+                "above its datasheet's peak. Likely causes, "
                 f"in order: {causes}"
             )
         columns = ["timing", "value", "what"]

@@ -151,16 +151,32 @@ class AllreduceSweepResult(Reported):
                 f"The {largest} all-reduce took no longer than the {TINY_BYTES}-byte one: every "
                 "size here is start-up cost α, and β cannot be measured (choose larger sizes)."
             )
-        worst = max(self.residuals, key=lambda r: abs(r.relative))
-        inside = sum(self.within_noise())
-        return (
+        flagged = self.flagged_sizes()
+        read = [
+            (r, quiet)
+            for r, quiet in zip(self.residuals, self.within_noise(), strict=True)
+            if r.nbytes not in flagged
+        ]
+        said = (
             f"α = {format_seconds(self.model.alpha_s)} and "
             f"β = {format_rate(self.model.beta_bytes_per_s, 'B/s')} (from the {TINY_BYTES}-byte "
-            f"and the {largest} all-reduce alone) predict the other {len(self.residuals)} sizes "
-            f"within {abs(worst.relative):.0%} (worst: {format_bytes(worst.nbytes)}, "
-            f"{worst.relative:+.0%}); {inside} of {len(self.residuals)} within the noise of "
-            "their own run and of the two runs α and β come from."
-        ) + self._calibration_caveat()
+            f"and the {largest} all-reduce alone) predict the other {len(read)} sizes"
+        )
+        if read:
+            worst = max((r for r, _ in read), key=lambda r: abs(r.relative))
+            said += (
+                f" within {abs(worst.relative):.0%} (worst: {format_bytes(worst.nbytes)}, "
+                f"{worst.relative:+.0%}); {sum(q for _, q in read)} of {len(read)} within the "
+                "noise of their own run and of the two runs α and β come from"
+            )
+        if flagged:
+            sizes = ", ".join(format_bytes(s) for s in sorted(flagged))
+            said += f" ({sizes} left out: flagged, see the warning)"
+        return said + "." + self._calibration_caveat()
+
+    def flagged_sizes(self) -> set[int]:
+        """Sizes whose time is impossible against α or the bandwidth bound: not read as results."""
+        return {*self.below_bound(), *self.below_alpha()}
 
     def _calibration_caveat(self) -> str:
         """Predictions are no better than the two measurements alpha and beta come from."""
@@ -249,12 +265,14 @@ class AllreduceSweepResult(Reported):
         return flags
 
     def _sizes_table(self) -> Table:
-        rows = []
+        rows, flagged = [], self.flagged_sizes()
         noise = [*self.within_noise(), True]
         for size, m, predicted, quiet in zip(
             self.sizes, self.measurements, self.predicted, noise, strict=True
         ):
             note = "calibrates β" if size == self.sizes[-1] else ("within noise" if quiet else "")
+            if size in flagged:
+                note = "flagged (see the warning)"
             rows.append(
                 (
                     format_bytes(size),
@@ -276,6 +294,11 @@ class AllreduceSweepResult(Reported):
             f"least squares on {fit}: α = {format_seconds(self.fitted.alpha_s)}, "
             f"β = {format_rate(self.fitted.beta_bytes_per_s, 'B/s')}; the sizes it did not see"
         )
+        flagged = self.flagged_sizes()
+        bad_inputs = sorted(flagged & set(self.fit_sizes))
+        if bad_inputs:  # a fit on an impossible time predicts nothing worth reading
+            inputs = ", ".join(format_bytes(s) for s in bad_inputs)
+            title += f" — not a result: {inputs} among its inputs is flagged (see the warning)"
         by_size = dict(zip(self.sizes, self.measurements, strict=True))
         rows = []
         for r in self.held_out_residuals:
@@ -290,7 +313,9 @@ class AllreduceSweepResult(Reported):
                     format_seconds(r.predicted_s),
                     f"±{fit_noise / r.predicted_s:.0%}",
                     f"{r.relative:+.0%}",
-                    "within the noises" if inside else "beyond the noises",
+                    "not a result"
+                    if bad_inputs or r.nbytes in flagged
+                    else ("within the noises" if inside else "beyond the noises"),
                 )
             )
         columns = ("size per device", "measured", "noise", "predicted", "fit's noise")

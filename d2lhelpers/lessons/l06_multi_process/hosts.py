@@ -49,7 +49,7 @@ class HostsReferenceResult(Reported):
             "alpha",
             "beta (fitted)",
             "break-even size (alpha x beta)",
-            "beta / set rate",
+            "beta / payload rate (/ set rate)",
             "held-out residuals (noise: the run's, the fit's)",
             "2 workers vs 1 (training)",
         )
@@ -68,7 +68,7 @@ class HostsReferenceResult(Reported):
                     "-"
                     if found["alpha_s"] <= 0
                     else _size(break_even_bytes(found["alpha_s"], found["beta_bytes_per_s"])),
-                    f"{found['beta_over_rate']:.2f}",
+                    f"{found['beta_over_payload_rate']:.2f} ({found['beta_over_rate']:.2f})",
                     held,
                     _training_words(self.hosts["training"]) if slowest else "- (slowest link only)",
                 )
