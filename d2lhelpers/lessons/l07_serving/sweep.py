@@ -332,7 +332,11 @@ class LoadSweepResult(Reported):
             found.append(impossible("one device's step computes faster than the measured peak"))
         for s in self.sweeps:
             found += s.flags()
-            found += [w for m in (*s.capacity.decode, *s.capacity.prefill) for w in m.warnings]
+            found += [
+                f"{m.label}: {w}"
+                for m in (*s.capacity.decode, *s.capacity.prefill)
+                for w in m.warnings
+            ]
         return found
 
     @property
