@@ -172,11 +172,12 @@ def test_cached_measurement_asks_machine_busy_by_default_and_keeps_a_quiet_value
 def test_machine_busy_compares_the_load_with_the_usable_cores(monkeypatch):
     monkeypatch.setattr(cache.os, "getloadavg", lambda: (2.5, 0.0, 0.0))
     assert cache.machine_busy(cores=2) == (
-        "the machine was busy (load average 2.5 on 2 usable CPU cores)"
+        "the load average, 2.5, was above 2 usable CPU cores (it counts the whole machine and "
+        "this run's own threads)"
     )
     assert cache.machine_busy(cores=3) is None
     monkeypatch.setattr(cache.os, "getloadavg", lambda: (1.5, 0.0, 0.0))
-    assert "on 1 usable CPU core)" in cache.machine_busy(cores=1)
+    assert "1.5, was above 1 usable CPU core (it" in cache.machine_busy(cores=1)
 
     def no_load():
         raise OSError
@@ -191,7 +192,7 @@ def test_machine_busy_uses_the_usable_cores_and_a_load_equal_to_them_is_not_busy
     monkeypatch.setattr(cache.os, "getloadavg", lambda: (2.0, 0.0, 0.0))
     assert cache.machine_busy(cores=2) is None
     monkeypatch.setattr(cache, "usable_cores", lambda: 1)
-    assert cache.machine_busy() == "the machine was busy (load average 2.0 on 1 usable CPU core)"
+    assert cache.machine_busy().startswith("the load average, 2.0, was above 1 usable CPU core")
 
 
 # --- many kernels at once -----------------------------------------------------------------------

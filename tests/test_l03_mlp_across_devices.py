@@ -162,6 +162,13 @@ def test_baseline_sentence_reads_the_split_rate_within_both_noises():
     above = l03.baseline_sentence(split, {"flops_per_s": 80e9, "noise": 0.02})
     assert "measurably above it, which it can at best roughly match: a check, not a result" in above
     assert l03.baseline_sentence(split, {"flops_per_s": 150e9}).endswith("measurably below it")
+    # the run's own peak above the baseline beyond both noises (each at least 5%): not read
+    strong = Measurement("one device", [0.01] * 5, 1e9, peak=113e9)  # 1.13x a 100 GFLOP/s one
+    said = l03.baseline_sentence(strong, {"flops_per_s": 100e9, "noise": 0.02}, "one device")
+    assert said.startswith("one device rate 100.0 GFLOP/s: not read against the baseline: the ")
+    assert "one device run's measured peak 113.0 GFLOP/s is 1.13 of the usable cores'" in said
+    weak = Measurement("one device", [0.01] * 5, 1e9, peak=108e9)  # inside the two 5% floors
+    assert "not read" not in l03.baseline_sentence(weak, {"flops_per_s": 100e9}, "one device")
 
 
 @pytest.mark.parametrize(

@@ -530,6 +530,15 @@ def test_sweep_flags_sizes_measured_faster_than_alpha():
     )
     assert 1000 in sweep.fit_sizes and "not a result: 1000 B among its inputs" in held_out.title
     assert {row[-1] for row in held_out.rows} == {"not a result"}
+    # 0.93 ms against α's 1.00 ms: below it by more than the 5% floor, inside both noises
+    unsure = _sweep([0.93e-3, 1.3e-3, 1.4e-3, 2.0e-3], tiny=1e-3)
+    assert unsure.flagged_sizes() == set() and unsure.below_alpha_inside() == {1000}
+    assert "predict the other 2 sizes within" in unsure.verdict
+    assert "(1000 B left out: faster than the 4-byte all-reduce that gives α, inside" in (
+        unsure.verdict
+    )
+    assert unsure.tables()[1].rows[0][-1] == "below α, inside the noise: not read"
+    assert _sweep([0.96e-3, 1.3e-3, 1.4e-3, 2.0e-3], tiny=1e-3).below_alpha_inside() == set()
     quiet = _sweep([1.1e-3, 1.3e-3, 1.4e-3, 2.0e-3], tiny=1.2e-3).tables()[-1]
     assert "not a result" not in quiet.title and "not a result" not in {r[-1] for r in quiet.rows}
 

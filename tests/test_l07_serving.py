@@ -394,6 +394,21 @@ def test_a_capacity_timed_slow_is_not_read_against_the_model():
     # 1 of 2 devices computing at once: the 2x ideal is printed with what this machine allows
     assert ", so 1x one device, 1.0 ktokens/s, is the most" in str(result)
     assert "not reachable here" not in str(LoadSweepResult(2, 2, cap, [slow], 1e6, 1e12))
+    assert result.above_reachable() == [] and "is above it" not in str(result)
+    # a layout whose capacity beats what one computing device allows, beyond both noises
+    fast = LayoutSweep(
+        "replicas", capacity(0.002, 0.0005, 4, 4), Spread(1000, 50), [point(400, 100, False)]
+    )
+    over = LoadSweepResult(2, 1, cap, [fast], step_flops=1e6, peak=1e12)
+    assert over.above_reachable() == [(fast, True)]
+    assert "replicas's capacity, 2.0 ktok/s ±5%, is above it beyond the noise" in str(over)
+    assert any("above what the 1 devices that can compute" in f for f in over.flags())
+    near = LayoutSweep(
+        "replicas", capacity(0.0038, 0.001, 4, 4), Spread(1000, 50), [point(400, 100, False)]
+    )
+    inside = LoadSweepResult(2, 1, cap, [near], step_flops=1e6, peak=1e12)
+    assert inside.above_reachable() == [(near, False)] and "within the noise" in str(inside)
+    assert not any("can compute at once allow" in f for f in inside.flags())
     # the same window's steps at the timed speed: the capacity stands, read against the model
     saturated.log.engine_calls = [(i / 100, 0.008, "decode") for i in range(100)]
     assert slow.capacity_measured_low() is None

@@ -210,13 +210,13 @@ def test_a_slower_run_is_read_against_the_load_average_it_names(monkeypatch):
     )
     load[0] = 3.5  # above 2 cores: busy, but the run's own threads count too
     assert slower_cause(2) == (
-        "the machine was busy (load average 3.5 on 2 usable CPU cores), which counts this "
-        "run's own threads too: possibly another program on the cores, or the work did not keep "
-        "the devices busy at once"
+        "the load average, 3.5, was above 2 usable CPU cores (it counts the whole machine and "
+        "this run's own threads): possibly another program on the cores, or the work did not "
+        "keep the devices busy at once"
     )
     assert slower_cause(2, True).endswith(
-        "or another program; the machine was busy (load average 3.5 on 2 usable CPU cores), "
-        "which counts this run's own threads too)"
+        "or another program; the load average, 3.5, was above 2 usable CPU cores (it counts the "
+        "whole machine and this run's own threads))"
     )
     assert slower_cause(4).startswith("the load average (3.5 on 4 usable CPU cores) does not")
 

@@ -60,7 +60,10 @@ def machine_busy(cores: int | None = None) -> str | None:
     if load is None:
         return None
     if load > cores:
-        return f"the machine was busy (load average {load:.1f} on {cores_phrase(cores)})"
+        return (
+            f"the load average, {load:.1f}, was above {cores_phrase(cores)} (it counts the whole "
+            "machine and this run's own threads)"
+        )
     return None
 
 

@@ -228,14 +228,12 @@ def slower_cause(cores: int, beyond_serial: bool = False) -> str:
         return (
             "slower even than the same work one after the other, so missing overlap cannot "
             "explain it: something slowed the work itself (contention for the cores or memory, "
-            "or another program"
-            + (f"; {busy}, which counts this run's own threads too" if busy else "")
-            + ")"
+            "or another program" + (f"; {busy}" if busy else "") + ")"
         )
     if busy:
         return (
-            f"{busy}, which counts this run's own threads too: possibly another program on the "
-            "cores, or the work did not keep the devices busy at once"
+            f"{busy}: possibly another program on the cores, or the work did not keep the devices "
+            "busy at once"
         )
     load = load_average()
     seen = (

@@ -49,7 +49,7 @@ from d2lhelpers.timing.estimate import (
     trace_seconds,
 )
 from d2lhelpers.timing.interleaved import ROUNDS, measure_in_turns
-from d2lhelpers.timing.peaks import device_peak_rate
+from d2lhelpers.timing.peaks import baseline_below_peak, device_peak_rate
 from d2lhelpers.tracing.timeline import (
     OpEvent,
     busy_intervals,
@@ -114,6 +114,10 @@ def baseline_sentence(split: Measurement, baseline: dict, name: str = "split") -
     `baseline` is `machine_baseline_rate()`: its 'noise' is its own relative spread.
     """
     rate, whole = split.rate, baseline["flops_per_s"]
+    # logical CPUs run one thread each: their peak, alone or at once, can at best match it
+    low = None if on_gpu() else baseline_below_peak(split, baseline, f"the {name} run's")
+    if low:
+        return f"{name} rate {format_rate(rate)}: not read against the baseline: {low}"
     relative = noise_of(split) / split.median + max(baseline.get("noise", 0.0), NOISE_FLOOR)
     c = Comparison(rate, whole, relative * rate)
     if not c.measurable:

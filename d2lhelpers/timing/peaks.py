@@ -28,6 +28,7 @@ import tensorflow as tf
 from d2lhelpers.core.cache import cache_dir, cached_measurement, machine_busy
 from d2lhelpers.core.counts import chain_flops
 from d2lhelpers.core.units import cores_phrase, format_bytes, format_rate, usable_cores
+from d2lhelpers.core.verdicts import LIKELY_CAUSES, NOISE_FLOOR, above_limit, impossible
 from d2lhelpers.devices import Device, setup_devices
 from d2lhelpers.timing.benchmark import NOISY_IQR, MeasuredPeak, Measurement, PeakRecord, measure
 from d2lhelpers.workloads import (
@@ -42,6 +43,26 @@ BASELINE_KEYS = ("device", "size", "flops_per_s", "measured_at")
 
 _device_peaks: dict[str, PeakRecord] = {}
 _baselines: dict[Path, dict] = {}  # one baseline per cache file per run
+
+
+def baseline_below_peak(m: Measurement, baseline: dict, whose: str) -> str | None:
+    """The flag when `m`'s measured peak (one device's, or the peak of the devices that can
+    compute at once) beats the usable cores' baseline beyond both noises, each at least the noise
+    floor: the baseline, which any number of devices can at best roughly match, was measured
+    low, so no rate is read against it. None when the peak is within the noises or unknown."""
+    peak, base = m.best_peak, baseline["flops_per_s"]
+    noise = max(m.peak_noise, NOISE_FLOOR) + max(baseline.get("noise", 0.0), NOISE_FLOOR)
+    if not peak or not above_limit(peak, base, noise):
+        return None
+    causes = ("the baseline was measured low", *LIKELY_CAUSES[:1])
+    if baseline.get("from_cache"):
+        causes = (f"the baseline is {baseline['measured_at']}'s, from the cache", *causes)
+    return impossible(
+        f"{whose} measured peak {format_rate(peak)} is {peak / base:.2f} of the usable cores' "
+        f"baseline, above it beyond both noises ({noise:.0%}), so no rate here is read against "
+        "the baseline (d2l.machine_baseline_rate(refresh=True) measures it again)",
+        causes,
+    )
 
 
 def best_of(measurements: dict[int, Measurement]) -> tuple[float, int, float]:

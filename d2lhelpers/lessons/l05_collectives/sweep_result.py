@@ -35,6 +35,7 @@ from d2lhelpers.core.units import format_bytes, format_rate, format_seconds
 from d2lhelpers.core.verdicts import (
     LIKELY_CAUSES,
     beats_ideal,
+    how_below_ideal,
     impossible,
     noise_of,
     noise_text,
@@ -151,11 +152,11 @@ class AllreduceSweepResult(Reported):
                 f"The {largest} all-reduce took no longer than the {TINY_BYTES}-byte one: every "
                 "size here is start-up cost α, and β cannot be measured (choose larger sizes)."
             )
-        flagged = self.flagged_sizes()
+        flagged, unsure = self.flagged_sizes(), self.below_alpha_inside()
         read = [
             (r, quiet)
             for r, quiet in zip(self.residuals, self.within_noise(), strict=True)
-            if r.nbytes not in flagged
+            if r.nbytes not in flagged | unsure
         ]
         said = (
             f"α = {format_seconds(self.model.alpha_s)} and "
@@ -172,7 +173,22 @@ class AllreduceSweepResult(Reported):
         if flagged:
             sizes = ", ".join(format_bytes(s) for s in sorted(flagged))
             said += f" ({sizes} left out: flagged, see the warning)"
+        if unsure:
+            sizes = ", ".join(format_bytes(s) for s in sorted(unsure))
+            said += (
+                f" ({sizes} left out: faster than the {TINY_BYTES}-byte all-reduce that gives α, "
+                "inside the noise: too noisy to tell which time is off)"
+            )
         return said + "." + self._calibration_caveat()
+
+    def below_alpha_inside(self) -> set[int]:
+        """Sizes faster than the tiny all-reduce (alpha, the least any size can take) by more
+        than the noise floor but inside the noise: not impossible, not a result either."""
+        return {
+            s
+            for s, m in zip(self.sizes, self.measurements, strict=True)
+            if how_below_ideal(m, self.tiny.median, noise_of(self.tiny)) == "inside"
+        }
 
     def flagged_sizes(self) -> set[int]:
         """Sizes whose time is impossible against α or the bandwidth bound: not read as results."""
@@ -265,7 +281,7 @@ class AllreduceSweepResult(Reported):
         return flags
 
     def _sizes_table(self) -> Table:
-        rows, flagged = [], self.flagged_sizes()
+        rows, flagged, unsure = [], self.flagged_sizes(), self.below_alpha_inside()
         noise = [*self.within_noise(), True]
         for size, m, predicted, quiet in zip(
             self.sizes, self.measurements, self.predicted, noise, strict=True
@@ -273,6 +289,8 @@ class AllreduceSweepResult(Reported):
             note = "calibrates β" if size == self.sizes[-1] else ("within noise" if quiet else "")
             if size in flagged:
                 note = "flagged (see the warning)"
+            elif size in unsure:
+                note = "below α, inside the noise: not read"
             rows.append(
                 (
                     format_bytes(size),

@@ -81,7 +81,7 @@ class HostsReferenceResult(Reported):
             f"{machine['tensorflow']}, {machine['date']}"
         )
         notes = [
-            f"the two-host rows are the committed `make hosts` run (not this machine's): one veth "
+            f"the two-host rows are a committed `make hosts` run (not this run): one veth "
             f"pair shaped by tbf on both ends (burst {format_bytes(link['burst_bytes'])}), MTU "
             f"{link['mtu']}; tbf counts whole frames, of which TCP payload is at most "
             f"{link['payload_share']:.1%}",

@@ -201,8 +201,9 @@ class FailureResult(Reported):
             f"(n - 1) / n assumes the devices compute at once; {self.at_once} can here "
             f"(cores shared), so the most a loss can remove from replicas' capacity is "
             f"1 - min(n - 1, {self.at_once}) / min(n, {self.at_once}); a group's window after "
-            "also holds what its rebuild lost. Both assume the window before served at capacity "
-            "(its share is in each sentence above).",
+            "starts once its rebuild is done (the pause is not in it), and the requests it "
+            "restarted are read again from their prompts there. Both assume the window before "
+            "served at capacity (its share is in each sentence above).",
         ]
         rows = [r.row() for r in self.runs]
         title = "throughput before and after one device is lost"

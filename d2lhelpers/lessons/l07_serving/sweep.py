@@ -284,6 +284,23 @@ class LoadSweepResult(Reported):
         return self.n_devices * self.one_device.tokens_per_s.median
 
     @property
+    def reachable(self) -> float:
+        """What the devices that can compute at once allow: at_once x one device."""
+        return self.at_once * self.one_device.tokens_per_s.median
+
+    def above_reachable(self) -> list[tuple[LayoutSweep, bool]]:
+        """Layouts whose measured capacity is above `reachable` (fewer devices computing at
+        once than devices), each with whether it is beyond the noise of both capacities."""
+        if self.at_once >= self.n_devices:
+            return []
+        reach = self.one_device.tokens_per_s.scaled(self.at_once)
+        return [
+            (s, compare(s.capacity.tokens_per_s, reach).measurable)
+            for s in self.sweeps
+            if s.capacity.tokens_per_s.median > reach.median
+        ]
+
+    @property
     def compute_share(self) -> float:
         """How much of one device's decoding step its arithmetic explains at the measured peak."""
         return self.step_flops / self.peak / self.one_device.decode[0].median
@@ -330,6 +347,14 @@ class LoadSweepResult(Reported):
         d1 = self.one_device.decode[0]
         if beats_ideal(d1, self.step_flops / self.peak):
             found.append(impossible("one device's step computes faster than the measured peak"))
+        for s, beyond in self.above_reachable():
+            if beyond:
+                found.append(
+                    impossible(
+                        f"{s.layout}'s capacity is above what the {self.at_once} devices that "
+                        "can compute at once allow beyond the noise"
+                    )
+                )
         for s in self.sweeps:
             found += s.flags()
             found += [
@@ -399,12 +424,19 @@ class LoadSweepResult(Reported):
         lines = [line for s in self.sweeps for line in s.sentences()]
         ideal_line = f"ideal ({self.n_devices} x one device, no communication): {ideal}"
         if self.at_once < self.n_devices:  # devices that share cores cannot all compute at once
-            reachable = format_rate(self.at_once * self.one_device.tokens_per_s.median, "tokens/s")
+            reachable = format_rate(self.reachable, "tokens/s")
             ideal_line += (
                 f"; not reachable here: {self.at_once} of the {self.n_devices} devices can "
                 f"compute at once on {cores_phrase(usable_cores())}, so {self.at_once}x one "
                 f"device, {reachable}, is the most"
             )
+            for s, beyond in self.above_reachable():
+                cap = s.capacity.tokens_per_s
+                ideal_line += (
+                    f"; {s.layout}'s capacity, {format_rate(cap.median, 'tok/s')} "
+                    f"±{relative_noise(cap):.0%}, is above it "
+                    + ("beyond the noise (see the warning)" if beyond else "within the noise")
+                )
         lines += [ideal_line, self.regime()]
         points = [[s.layout, *p.row()] for s in self.sweeps for p in s.points]
         return [
