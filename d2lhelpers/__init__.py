@@ -84,7 +84,7 @@ from d2lhelpers.lessons.l02_compute_copy import (
 
 # --- notebook 03: the MLP across devices ---
 from d2lhelpers.lessons.l03_mlp_across_devices import (
-    baseline_sentence,
+    baseline_sentences,
     mlp_panel,
     model_speedup,
     overlap_sentence,
@@ -230,7 +230,7 @@ __all__ = [
     "run_compute_copy",
     "seed_reading",
     # notebook 03: the MLP across devices
-    "baseline_sentence",
+    "baseline_sentences",
     "mlp_panel",
     "model_speedup",
     "overlap_sentence",

@@ -365,6 +365,13 @@ def test_saturation_below_capacity_is_taken_apart_from_the_windows_own_steps():
     assert said.startswith("; per busy engine-second it made 0.50x ± 0.02 the tokens its capacity")
     assert "steps took 8.00 ms in the window against 4.00 ms timed" in said
     assert said.endswith("and 100% of their slots held a sequence")
+    # half the steps logged for the same tokens: a share above 100% is not printed as one
+    logged = saturated.log.engine_calls
+    saturated.log.engine_calls = logged[::2]
+    assert "their slots' count came out 200%, above the 100% possible: not a result" in (
+        sweep.per_busy_second(saturated)
+    )
+    saturated.log.engine_calls = logged
     # busy share x tokens per busy second = saturation / capacity (0.8 x 0.5 = 0.4 of 1000)
     assert saturated.throughput.median == pytest.approx(0.8 * 0.5 * 1000)
     # Half the passes a prefill (1 token each): the decoded tokens fill fewer slots.

@@ -137,7 +137,7 @@ def test_a_bubble_at_the_no_overlap_level_says_the_stages_did_not_overlap():
     assert run.measured_bubble == pytest.approx(0.5) and run.trusted
     assert run.bubble_reading.startswith("above the least possible 20% beyond its noise: the model")
     assert "within its noise of 50% = 1 - 1/p" in run.bubble_reading
-    assert "no time gained from overlapping them" in run.bubble_reading
+    assert "cannot show any time gained from overlapping them" in run.bubble_reading
     assert "whether they overlapped is the trace's to say" in run.bubble_reading
     assert run.bubble_reading in str(run)
     # 33% is the model at m = 2; a bubble of 40% with a wide band covers both it and 50%.

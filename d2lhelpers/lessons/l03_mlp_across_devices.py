@@ -61,6 +61,7 @@ from d2lhelpers.tracing.timeline import (
 )
 from d2lhelpers.ui.panel import Panel, slider
 
+MOSTLY_AT_ONCE = 0.5  # a traced share from which "not busy at once" is not the hypothesis named
 MAX_WIDTH = 1 << 16  # rows, columns or hidden units: beyond, one matrix alone is gigabytes
 
 
@@ -106,18 +107,28 @@ def overlap_sentence(rows: Sequence[OpEvent], devices: Sequence[Device | str]) -
     return sentence
 
 
-def baseline_sentence(split: Measurement, baseline: dict, name: str = "split") -> str:
-    """A run's rate (the split's, or `name`'s) against the usable cores' baseline (the one
-    notebook 01 reads, measured once per kernel unless a quiet earlier run cached it), within both
-    noises. Above it beyond the noise is flagged: two devices can at best roughly match it.
+def baseline_sentences(result: BranchResult, baseline: dict) -> str:
+    """The one-device run's rate and the split's against the usable cores' baseline (the one
+    notebook 01 reads, measured once per kernel unless a quiet earlier run cached it), one line
+    each. Neither is read when either run's measured peak is above the baseline beyond both
+    noises: on logical CPUs (one thread each) a peak, alone or at once, can at best match it, so
+    the baseline was measured low.
 
     `baseline` is `machine_baseline_rate()`: its 'noise' is its own relative spread.
     """
+    runs = [(result.one_device, "one device"), (result.split, "split")]
+    for m, name in [] if on_gpu() else runs:
+        low = baseline_below_peak(m, baseline, f"the {name} run's")
+        if low:
+            rates = ", ".join(f"{name} rate {format_rate(m.rate)}" for m, name in runs)
+            return f"{rates}: neither read against the baseline: {low}"
+    return "\n".join(baseline_sentence(m, baseline, name) for m, name in runs)
+
+
+def baseline_sentence(split: Measurement, baseline: dict, name: str = "split") -> str:
+    """One run's rate (the split's, or `name`'s) against the usable cores' baseline, within both
+    noises. Above it beyond the noise is flagged: two devices can at best roughly match it."""
     rate, whole = split.rate, baseline["flops_per_s"]
-    # logical CPUs run one thread each: their peak, alone or at once, can at best match it
-    low = None if on_gpu() else baseline_below_peak(split, baseline, f"the {name} run's")
-    if low:
-        return f"{name} rate {format_rate(rate)}: not read against the baseline: {low}"
     relative = noise_of(split) / split.median + max(baseline.get("noise", 0.0), NOISE_FLOOR)
     c = Comparison(rate, whole, relative * rate)
     if not c.measurable:
@@ -172,6 +183,18 @@ class BranchResult(Reported):
             self.split.median, want, noise_of(self.split) + noise_of(one) / self.model
         )
 
+    def traced_share(self) -> float | None:
+        """How long the first two branch devices multiplied at the same time in the traced call,
+        as a share of the shorter's busy time; None when the trace cannot tell."""
+        if incomplete_reason(self.trace):
+            return None
+        names = list(dict.fromkeys(r.device for r in self.trace if r.kind == "matmul"))[:2]
+        busy = [busy_intervals(self.trace, name, "matmul") for name in names]
+        shorter = min((busy_seconds(b) for b in busy), default=0.0)
+        if len(busy) < 2 or shorter <= 0:
+            return None
+        return overlap_seconds(*busy) / shorter
+
     @property
     def verdict(self) -> str:
         outcome = faster_or_slower(
@@ -189,11 +212,22 @@ class BranchResult(Reported):
         if c.a_slower:  # slower than all branches on one device too: not missing overlap
             serial = compare(self.split, self.one_device).a_slower
             beyond = " beyond both runs' noise, wide as it is" if noisy else ""
+            share = self.traced_share()
+            if share is not None and share >= MOSTLY_AT_ONCE:
+                # the trace rules out "not busy at once": they were, each slower
+                cause = (
+                    f"the traced call had the branches in flight at the same time for {share:.0%} "
+                    "of the shorter, so a hypothesis: they ran at once and each ran slower "
+                    "(sharing the cores or the memory bandwidth), not one after the other"
+                )
+            else:
+                cause = (
+                    f"{slower_cause(self.cores, serial)} (the trace above shows each branch's "
+                    "busy time and the join's)"
+                )
             return (
                 f"{outcome}; measured speedup {self.speedup:.2f}x, slower than the {where}"
-                f"{beyond}: "
-                f"{slower_cause(self.cores, serial)} (the trace above shows each branch's busy "
-                "time and the join's)"
+                f"{beyond}: {cause}"
             )
         if noisy:
             return (

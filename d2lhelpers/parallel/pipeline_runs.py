@@ -171,8 +171,8 @@ class PipelineResult(ParallelResult):
         if p > 1 and not near_floor and near_serial:
             said += (
                 f"; within its noise of {serial:.0%} = 1 - 1/p, the idle share of {p} stages "
-                "taking turns: this run shows no time gained from overlapping them (whether "
-                "they overlapped is the trace's to say)"
+                "taking turns: this run cannot show any time gained from overlapping them "
+                "(whether they overlapped is the trace's to say)"
             )
         elif p > 1 and bubble > serial + noise:
             said += (

@@ -98,8 +98,12 @@ def baseline_verdict(
     low = baseline_below_peak(one, baseline, "one device's")
     if not low and kind == "logical CPU":  # one thread each: at once, at most the cores' rate
         low = baseline_below_peak(together, baseline, "the devices' combined")
-    if low:  # the yardstick itself is off: nothing can be read against it
-        return "\n".join([together_line, one_line, low])
+    if low:  # the yardstick itself is off: nothing is read against it, not even a ratio
+        return (
+            f"{plural(k, 'device')} together: {format_rate(together.rate)}; one device: "
+            f"{format_rate(one.rate)}; neither read against the baseline {format_rate(base)}: "
+            f"{low}"
+        )
     if _above(together, base, together_best, baseline):  # the baseline itself is in doubt
         one_line += " (not read against it: the line above puts the baseline in doubt)"
     else:

@@ -187,8 +187,13 @@ class LayoutSweep:
             f"; per busy engine-second it made {ratio:.2f}x ± {band:.2f} the tokens its capacity "
             "assumes: "
             f"its decoding steps took {format_seconds(statistics.median(decodes))} in the window "
-            f"against {format_seconds(timed)} timed with every slot busy, and {fill:.0%} of "
-            "their slots held a sequence"
+            f"against {format_seconds(timed)} timed with every slot busy, and "
+            + (
+                f"{fill:.0%} of their slots held a sequence"
+                if fill <= 1
+                else f"their slots' count came out {fill:.0%}, above the 100% possible: not a "
+                "result (a hypothesis: a window edge counts a step's tokens without the step)"
+            )
         )
 
     def _tokens_per_busy_second(self, point: LoadPoint) -> tuple[float, float] | None:
