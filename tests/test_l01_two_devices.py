@@ -197,6 +197,13 @@ def test_baseline_verdict_flags_devices_above_what_they_can_at_best_reach():
         "puts the baseline in doubt)"
     )
     assert "from the cache" not in above  # measured in this run: no earlier run to blame
+    busy = {**baseline, "not_cached": "not kept: the load average, 3.0, was above 2 cores"}
+    rough = l01.baseline_verdict(rate("both", 2.06e11, None), one, busy, "logical CPU")
+    assert rough.splitlines()[2] == (
+        "the baseline itself: not kept: the load average, 3.0, was above 2 cores (a rough "
+        "yardstick)"
+    )
+    assert "yardstick" not in match
     cached = {**baseline, "from_cache": True, "measured_at": "2026-11-30T10:00:00"}
     stale = l01.baseline_verdict(rate("both", 2.2e11, None), one, cached, "logical CPU")
     assert "Likely causes, in order: (1) the baseline was measured low: it is " in stale

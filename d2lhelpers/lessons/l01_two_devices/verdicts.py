@@ -108,9 +108,10 @@ def baseline_verdict(
         one_line += " (not read against it: the line above puts the baseline in doubt)"
     else:
         one_line += _against(one, base, 1, baseline, plural=False)
-    return "\n".join(
-        [together_line + _against(together, base, together_best, baseline, plural=True), one_line]
-    )
+    lines = [together_line + _against(together, base, together_best, baseline, plural=True)]
+    if baseline.get("not_cached"):  # measured on a busy machine or noisily: said beside it
+        lines.append(f"the baseline itself: {baseline['not_cached']} (a rough yardstick)")
+    return "\n".join([*lines[:1], one_line, *lines[1:]])
 
 
 def _noise(m: Measurement, baseline: dict) -> float:
