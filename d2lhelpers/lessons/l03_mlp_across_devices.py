@@ -72,6 +72,14 @@ def model_speedup(branches: int, cores: int, kind: str = "logical CPU") -> float
     return float(branches) if kind == "GPU" else None
 
 
+def _both_busy(rows, names) -> tuple[list, list[float], float]:
+    """Each device's merged matmul intervals, their busy seconds, and how long the first two
+    devices multiplied at the same time."""
+    busy = [busy_intervals(rows, name, "matmul") for name in names]
+    together = overlap_seconds(*busy[:2]) if len(busy) >= 2 else 0.0
+    return busy, [busy_seconds(b) for b in busy], together
+
+
 def overlap_sentence(rows: Sequence[OpEvent], devices: Sequence[Device | str]) -> str:
     """How long the branch devices multiplied at the same time in a trace, and what that means.
 
@@ -82,9 +90,7 @@ def overlap_sentence(rows: Sequence[OpEvent], devices: Sequence[Device | str]) -
     if incomplete_reason(rows):
         return incomplete_reason(rows)  # its missing rows would read as time apart
     names = [d if isinstance(d, str) else d.name for d in devices]
-    busy = [busy_intervals(rows, name, "matmul") for name in names]
-    lengths = [busy_seconds(b) for b in busy]
-    together = overlap_seconds(*busy[:2]) if len(busy) >= 2 else 0.0
+    busy, lengths, together = _both_busy(rows, names)
     shorter = min(lengths)
     sentence = (
         f"branch devices busy: {', '.join(format_seconds(s) for s in lengths)}; the first two "
@@ -189,11 +195,10 @@ class BranchResult(Reported):
         if incomplete_reason(self.trace):
             return None
         names = list(dict.fromkeys(r.device for r in self.trace if r.kind == "matmul"))[:2]
-        busy = [busy_intervals(self.trace, name, "matmul") for name in names]
-        shorter = min((busy_seconds(b) for b in busy), default=0.0)
-        if len(busy) < 2 or shorter <= 0:
+        busy, lengths, together = _both_busy(self.trace, names)
+        if len(busy) < 2 or min(lengths) <= 0:
             return None
-        return overlap_seconds(*busy) / shorter
+        return together / min(lengths)
 
     @property
     def verdict(self) -> str:
