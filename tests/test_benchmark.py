@@ -240,7 +240,7 @@ def test_one_peak_per_run_every_holder_sees_the_remeasured_one():
 def test_a_plain_float_peak_cannot_be_remeasured_and_noise_is_named_first():
     m = Measurement("n", [0.05, 0.05, 0.1, 0.15, 0.15], work=50e9, peak=10e9)
     noisy, above = measurement_warnings(m)
-    assert noisy.startswith("noisy: IQR is 100% of the median")
+    assert noisy.startswith("noisy: IQR is 100.0% of the median")
     assert "50.00x the device's measured peak (10.0 GFLOP/s)" in above
     assert "when measured again" not in above and "(these runs were noisy)" in above
 
@@ -392,7 +392,7 @@ def test_every_warning_word_for_word():
     ]
     assert measurement_warnings(Measurement("n", [9.5, 9.5, 10, 10.5, 10.5])) == []
     assert measurement_warnings(Measurement("n", [9, 9, 10, 11, 11])) == [
-        "noisy: IQR is 20% of the median (above 10%); something else is using this machine, "
+        "noisy: IQR is 20.0% of the median (above 10%); something else is using this machine, "
         "or the runs are too short"
     ]
     within_noise = Measurement("r", [1.0] * 3, work=10.5e9, unit="B/s", peak=10e9)

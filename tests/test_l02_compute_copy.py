@@ -16,6 +16,7 @@ import pytest
 import tensorflow as tf
 
 from d2lhelpers.lessons.l02_compute_copy import experiment, local_copy, panel, seed
+from d2lhelpers.lessons.l02_compute_copy import result as result_module
 from d2lhelpers.lessons.l02_compute_copy.result import ComputeCopyResult
 from d2lhelpers.processes import worker_main
 from d2lhelpers.processes.tf_servers import BOTH_TRACED, DRIVER_TRACED
@@ -281,7 +282,8 @@ def fake_result(
     )
 
 
-def test_a_real_overlap_is_reported_with_its_hidden_share():
+def test_a_real_overlap_is_reported_with_its_hidden_share(monkeypatch):
+    monkeypatch.setattr(result_module, "usable_cores", lambda: 2)
     result = fake_result(run=0.030, copy=0.010, sequential=0.038, overlapped=0.031)
     assert result.hidden_fraction == pytest.approx((0.040 - 0.002 - 0.031) / 0.010)
     assert result.hidden_ceiling == pytest.approx(1 - 0.002 / 0.010)
@@ -298,6 +300,13 @@ def test_a_real_overlap_is_reported_with_its_hidden_share():
     assert "1.05 GB/s" in text and "26% ± 3% of raw TCP on the link (4.00 GB/s" in text
     assert "ceiling 80% = 1 - launch / min(run, copy)" in text
     assert "WARNING" not in text
+    # On one usable core, "copies during matmuls" means in flight at once: the line says so.
+    monkeypatch.setattr(result_module, "usable_cores", lambda: 1)
+    assert result.verdict.endswith(
+        "100% of the shorter part (with 1 usable CPU core, the worker's matmuls and the copy took "
+        "turns on it: in flight at once, not computing at once; the times tell which)."
+    )
+    assert "took turns on it" in str(result).split("traced overlapped call")[1]
 
 
 def test_a_hidden_share_above_its_ceiling_is_flagged_though_below_100_percent():

@@ -9,7 +9,7 @@ import tensorflow as tf
 from d2lhelpers.lessons import l03_mlp_across_devices as l03
 from d2lhelpers.lessons.l03_mlp_across_devices import BranchResult
 from d2lhelpers.parallel.branches import branch_weights, mlp_branches_in_one_graph
-from d2lhelpers.timing.benchmark import Measurement
+from d2lhelpers.timing.benchmark import MeasuredPeak, Measurement
 from d2lhelpers.timing.estimate import trace_seconds
 from d2lhelpers.tracing.timeline import OpEvent, Trace
 from tests.notebook_runs import run_edited
@@ -189,6 +189,14 @@ def test_neither_rate_is_read_against_a_baseline_below_either_runs_peak():
         "baseline: the split run's measured peak 180.0 GFLOP/s is 1.80 of the usable cores'"
     )
     assert "\n" not in said  # one sentence for both runs, the other line not printed
+    # The split's peak computed from one device's (2 x 90): called a ceiling, not "measured".
+    split.peak = MeasuredPeak(90e9, factor=2)
+    said = l03.baseline_sentences(result, {"flops_per_s": 100e9, "noise": 0.02})
+    assert (
+        "the split run's ceiling, 2 x one device's measured peak 90.0 GFLOP/s = 180.0 GFLOP/s,"
+        in (said)
+    )
+    assert "split run's measured peak" not in said
     # both peaks inside the two 5% floors (1.08x): each run read on its own line
     split.peak = 108e9
     lines = l03.baseline_sentences(result, {"flops_per_s": 100e9}).splitlines()

@@ -438,3 +438,25 @@ def test_the_panel_runs_the_notebooks_edited_cell():
     }
     outputs = run_edited("04_splitting_work", edits, until="result = panel.run()")
     assert outputs[-1].strip() == "[True, False, True]"  # replicas, tensor, pipeline parallel
+
+
+def test_a_speedup_above_the_reachable_inside_the_noise_is_not_read_as_a_result():
+    # tensor parallel at 1/0.4 = 2.50x against 2.00x reachable: its 0.4 s run spread widely
+    wide = Measurement("tensor parallel", [0.2, 0.3, 0.4, 0.5, 0.6])
+    schemes = _schemes(replicas=0.55, tensor=0.8, pipeline=0.7)
+    tensor = schemes.runs[1]
+    tensor.measurement = wide
+    assert tensor.above_reachable == "inside" and tensor.trusted and not tensor.flags()
+    (table,) = schemes.tables()
+    assert table.rows[1][5].startswith("above the reachable, within its noise (±")
+    assert table.rows[1][5].endswith("): not a result")
+    assert tensor.verdict.endswith(
+        "above the 2.00x reachable here within its noise (±0.62): not a result"
+    )
+    assert "tensor parallel" not in schemes.verdict.split(";")[0]  # never the fastest
+    assert schemes.verdict.endswith(
+        "above the reachable within the noise, not results: tensor parallel"
+    )
+    # Beyond the noise it is flagged, as before.
+    tensor.measurement = _m("tensor parallel", 0.4)
+    assert tensor.above_reachable == "beyond" and not tensor.trusted and tensor.flags()

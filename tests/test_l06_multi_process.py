@@ -586,7 +586,8 @@ def test_the_committed_two_host_run_stands_beside_this_one(tmp_path):
     assert links.columns[4] == "beta / payload rate (/ set rate)"
     assert links.rows[2][6] == (
         "2 workers: fewer samples/s than one worker (3.1x); a step took 5.00 ms, the model says "
-        "4.00 ms"
+        "4.00 ms (+25%: the committed run kept no spread for its steps, so this gap is not read "
+        "as the model holding or missing)"
     )
     assert links.rows[1][6] == "- (slowest link only)"  # trained across the slow link only
     noisy = _hosts_file()  # a run that recorded each size's noise prints it beside the residual
@@ -629,7 +630,7 @@ def test_the_committed_two_host_run_stands_beside_this_one(tmp_path):
         ("notebook 02's verdict on that run", _hosts_file()["compute_copy"]["verdict"]),
     ]
     assert copy.verdicts[0].startswith("hypothesis, not measured")
-    assert "this run measured the saving" in copy.verdicts[0]
+    assert "the committed make hosts run measured the saving" in copy.verdicts[0]
     # A committed run whose saving was inside its noise: its share is not printed as a result.
     inside = _hosts_file()
     inside["compute_copy"]["verdict"] = "No measurable difference between overlapped and ..."

@@ -1,6 +1,8 @@
 """Notebook 07's experiments: verdicts on injected numbers, tiny real runs, refusals, the panel,
 and an edited notebook cell changing what the panel runs."""
 
+from types import SimpleNamespace
+
 import matplotlib.pyplot as plt
 import pytest
 
@@ -171,7 +173,18 @@ def test_the_in_flight_verdict_says_where_the_pipeline_missed_its_model():
     )  # m = 1: the model is one device's time, so agreeing with it says only "no gain"
     (table,) = noisy.tables()
     assert [row[6] for row in table.rows] == ["held (no gain predicted)", "too noisy to test"]
-    assert table.rows[0][4] == "1.00 ± 0.10"  # both steps at the 5% noise floor
+    # the speedup's range: both steps anywhere in their 5% floor, the band the time comparison
+    # in the same row uses (so the two cannot disagree)
+    assert table.rows[0][4] == "1.00 (0.90 to 1.11)"
+    # Read 43's row: a pipeline step with a 78% spread; its speedup range reaches 1, as the
+    # "no measurable difference" beside it says.
+    wide = PipelineInFlightResult(
+        2, 2, 4, [1], [Measurement("one", [0.00463] * 5)],
+        [Measurement("pipe", [0.004, 0.005, 0.0055, 0.0198, 0.02, 0.021, 0.021, 0.03, 0.04])],
+    )  # fmt: skip
+    (row,) = wide.tables()[0].rows
+    assert row[4].startswith("0.23 (") and float(row[4].split(" to ")[1].rstrip(")")) >= 1
+    assert row[7].startswith("no measurable difference")
     assert "one device's steps: 10.00 ms ±5% (floor), 10.00 ms ±5% (floor)" in table.verdicts[0]
     assert noisy.verdict.endswith(
         "at m = [2] too noisy to test: its runs spread by more than 10% of their median"
@@ -182,6 +195,51 @@ def test_the_in_flight_verdict_says_where_the_pipeline_missed_its_model():
     )
     assert fast.model_tests() == {2: "missed"} and "too noisy to test" not in fast.verdict
     assert "at m = [2] faster than its model beyond the noise: impossible" in fast.verdict
+    (table,) = fast.tables()
+    assert table.rows[0][6] == table.rows[0][7]  # the row reads it once, not as a speedup
+    assert table.rows[0][6].startswith("faster than its ideal 1.33x, beyond the noise: imposs")
+    assert len(table.flags) == 1 and "m = 2 is faster than its model" in table.flags[0]
+    # Above the ideal inside the noise: not a result, and no flag.
+    near = PipelineInFlightResult(
+        2, 2, 4, [2], [Measurement("one", [0.010] * 5)],
+        [Measurement("pipe", [0.004, 0.005, 0.0065, 0.009, 0.012])],
+    )  # fmt: skip
+    (table,) = near.tables()
+    assert table.rows[0][7] == "faster than its ideal 1.33x, within the noise: not a result"
+    assert table.flags == []
+    # One device faster with twice the sequences, beyond both noises: the machine drifted.
+    drifted = PipelineInFlightResult(
+        2, 2, 4, [1, 2],
+        [Measurement("one", [0.015] * 5), Measurement("one", [0.005] * 5)],
+        [Measurement("pipe", [0.015] * 5), Measurement("pipe", [0.004] * 5)],
+    )  # fmt: skip
+    (table,) = drifted.tables()
+    assert any(
+        v.startswith("one device's step took 15.00 ms for 4 sequences but 5.00 ms for 8")
+        for v in table.verdicts
+    )
+    assert not any("step took" in v for v in noisy.tables()[0].verdicts)
+
+
+def test_alternating_turns_put_the_drift_between_them_into_each_spread():
+    from d2lhelpers.lessons.l07_serving import in_flight
+
+    class Engine:  # a step that takes longer each turn: the machine slowing down
+        slots, name = 2, "e"
+        config = SimpleNamespace(max_len=4)
+
+        def decode(self, tokens, positions):
+            return tokens
+
+    turns = iter([[0.01] * 5, [0.01] * 5, [0.03] * 5, [0.03] * 5])
+    real = in_flight.decode_time
+    try:
+        in_flight.decode_time = lambda e, budget_s: Measurement(e.name, next(turns))
+        a, b = in_flight.alternating([Engine(), Engine()])
+    finally:
+        in_flight.decode_time = real
+    assert a.times == [0.01] * 5 + [0.03] * 5 and b.times == a.times
+    assert a.iqr == pytest.approx(0.02)  # the drift is in the spread
 
 
 def test_the_failure_verdict_compares_after_with_n_minus_1_over_n():
@@ -197,18 +255,40 @@ def test_the_failure_verdict_compares_after_with_n_minus_1_over_n():
     more = FailureResult([failover(2000)], 2)  # after above before: the before window was idle
     assert len(more.flags()) == 1 and "2.00x as much after losing a device" in more.flags()[0]
     assert "impossible, so not a result" in str(more)
-    # More after than before inside a wide band: too noisy to test, never "as predicted".
+    assert "(more than before, which a loss cannot give: (n - 1) / n not tested)" in more.verdict
+    assert "replicas: served 2.00x ± 0.20 as much after the loss as before" in str(more)
+    assert "this is not a result (see the warning)" in str(more)
+    # More after than before inside a wide band: a loss cannot add throughput, so not tested.
     wobbly = failover(1100)
     # bursts: each after-window sub-window holds all of its tokens or none (a wide IQR)
     wobbly.log.passes = [
         (t, 10 if t < 1 else (24 if int((t - 1.05) / 0.11875) % 2 else 0), 0)
         for t, _, _ in wobbly.log.passes
     ]
-    assert wobbly.ratio > 1 and wobbly.test == "noisy"
-    assert "(too noisy to test (n - 1) / n)" in FailureResult([wobbly], 2).verdict
-    assert "too noisy to test (n - 1) / n = 0.50: its runs spread by more than 10%" in (
+    assert wobbly.ratio > 1 and wobbly.test == "above before"
+    assert not FailureResult([wobbly], 2).flags()  # within the noise: no flag, and not read
+    assert "(n - 1) / n not tested" in FailureResult([wobbly], 2).verdict
+    assert "within this noise the windows cannot test (n - 1) / n = 0.50: the machine's speed" in (
         wobbly.sentence()
     )
+    # Below before, with the same bursts: too noisy to test, never "as predicted".
+    noisy = failover(900)
+    noisy.log.passes = [(t, n / 2 if t >= 1 else n, w) for t, n, w in wobbly.log.passes]
+    assert noisy.ratio < 1 and noisy.test == "noisy"
+    assert "(too noisy to test (n - 1) / n)" in FailureResult([noisy], 2).verdict
+    assert "too noisy to test (n - 1) / n = 0.50: its runs spread by more than 10%" in (
+        noisy.sentence()
+    )
+    # No token after the loss: the servers did not serve, so nothing about the model is read.
+    silent = failover(0)
+    assert silent.test == "nothing after" and silent.first_token_after is None
+    assert "(no tokens in the window after: not a result)" in FailureResult([silent], 2).verdict
+    assert "made no tokens in the 950.00 ms window after the loss (none before the run ended)" in (
+        silent.sentence()
+    )
+    silent.log.passes.append((2.5, 4, 0))  # a token after the window: the first is printed
+    assert silent.first_token_after == pytest.approx(1.5)
+    assert "its first token after it came 1.500 s after the loss" in silent.sentence()
     # The before-window's share of its measured capacity is printed; measurably below it, the
     # model (which compares capacities) is not tested.
     held = failover(500)
@@ -488,6 +568,27 @@ def test_lock_step_table_says_when_a_mode_served_above_its_capacity():
     assert "impossible" in table.flags[0]
     (quiet,) = LockstepResult([cap, cap], [point(2000, 1000, True)] * 2).tables()
     assert quiet.flags == [] and not any("served" in v for v in quiet.verdicts)
+    assert "lower than lock step's" not in quiet.verdicts[0]  # same latencies: overlapping CIs
+
+
+def test_a_window_that_made_no_tokens_is_a_stall_not_a_saturation():
+    from d2lhelpers.lessons.l07_serving.lockstep import LockstepResult
+
+    cap = capacity(1e-3)
+    stalled = point(0, 100, started=False)  # requests arrived, queue grew, no token made
+    assert not stalled.saturated and stalled.saturated_word == "stalled (see flags)"
+    assert "(median 0, IQR 0)" in stalled.row()[2]  # no "±inf%"
+    flag = stalled.stalled("replicas in lock step")
+    assert flag.startswith("replicas in lock step made no tokens in its 800.00 ms window while 80 ")
+    assert "no engine call overlapped the window" in flag and "not a result" in flag
+    assert point(200, 100, started=False).stalled("x") is None  # tokens made: a reading
+    result = LockstepResult([cap, cap], [point(2000, 1000, True), stalled])
+    (table,) = result.tables()
+    assert table.flags == [flag]
+    # neither latency verdict rests on a window that served nothing
+    assert "not compared" in table.verdicts[0] and "not compared" in result.verdict
+    sweep = LayoutSweep("replicas", cap, Spread(2286, 50), [point(1000, 2000, False), stalled])
+    assert sweep.saturation_point is sweep.points[0] and sweep.flags()[-1].startswith("replicas")
 
 
 def test_a_saturation_above_capacity_beyond_the_noise_reads_impossible_in_its_sentence():
@@ -499,3 +600,14 @@ def test_a_saturation_above_capacity_beyond_the_noise_reads_impossible_in_its_se
     assert "impossible, so not a result" in line
     below = LayoutSweep("replicas", cap, Spread(2286, 50), [point(1000, 2000, False)])
     assert not any("impossible" in s for s in below.sentences())
+
+
+def test_a_sum_of_servers_above_what_computes_at_once_is_called_a_rough_bound():
+    two = capacity(1e-3, servers=2)
+    assert two.summed_note() is None  # at_once unknown: nothing claimed
+    two.at_once = 2
+    assert two.summed_note() is None  # both compute at once: the sum is what they serve
+    two.at_once = 1
+    note = two.summed_note()
+    assert note.startswith("the capacity sums 2 servers' steps") and "only 1 can compute" in note
+    assert "rough bound" in note

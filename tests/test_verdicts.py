@@ -155,6 +155,7 @@ def test_relative_noise_and_a_noisy_run():
     assert noise_text(SimpleNamespace(median=2.0, iqr=0.1)) == "±5%"  # 0.1 = 5% of 2.0 exactly
     assert noise_text(quiet(0.5, iqr=0.02)) == "±5% (floor)"
     assert noise_text(quiet(0.5, iqr=0.04)) == "±8%"
+    assert noise_text(SimpleNamespace(median=0.0, iqr=0.25)) == "(median 0, IQR 0.25)"  # no ±inf%
     assert not noisy_run(SimpleNamespace(median=1.0, iqr=0.1))
     assert noisy_run(quiet(0.5, iqr=0.06)) and not noisy_run(quiet(0.5, iqr=0.04))
 

@@ -8,6 +8,8 @@ one chip's compute: no model is claimed for them.
 
 from __future__ import annotations
 
+from d2lhelpers.core.units import usable_cores
+
 
 def concurrency_model(k: int, cores: int) -> float:
     """Time of k jobs on k logical CPU devices, relative to one job: max(1, k / cores)."""
@@ -25,3 +27,8 @@ def slowdown_model(k: int, kind: str, cores: int) -> float | None:
 def devices_at_once(k: int, kind: str, cores: int) -> int:
     """How many of k devices can compute at the same time: min(k, cores) on logical CPUs."""
     return min(k, cores) if kind == "logical CPU" else k
+
+
+def at_once_here(k: int, kind: str) -> int:
+    """`devices_at_once` on the cores this process may use: the one small-machine rule."""
+    return devices_at_once(k, kind, usable_cores())

@@ -69,7 +69,9 @@ def ratio_noise(ratio: float, *parts: Timed) -> float:
 def noise_text(m: Timed) -> str:
     """'±16%', or '±5% (floor)' when the runs spread less than `NOISE_FLOOR`: the band is then
     the floor every verdict uses, not the runs' own spread."""
-    floor = m.median > 0 and m.iqr < NOISE_FLOOR * m.median
+    if m.median <= 0:  # no relative band around nothing: the spread itself, as measured
+        return f"(median 0, IQR {m.iqr:.3g})"
+    floor = m.iqr < NOISE_FLOOR * m.median
     return f"±{relative_noise(m):.0%}" + (" (floor)" if floor else "")
 
 

@@ -22,7 +22,7 @@ import matplotlib.pyplot as plt
 import tensorflow as tf
 
 from d2lhelpers.core.checks import require_count
-from d2lhelpers.core.concurrency import concurrency_model
+from d2lhelpers.core.concurrency import at_once_here, concurrency_model
 from d2lhelpers.core.counts import mlp_bytes, mlp_flops
 from d2lhelpers.core.progress import Steps
 from d2lhelpers.core.report import Reported, Table
@@ -115,8 +115,8 @@ def overlap_sentence(rows: Sequence[OpEvent], devices: Sequence[Device | str]) -
 
 def baseline_sentences(result: BranchResult, baseline: dict) -> str:
     """The one-device run's rate and the split's against the usable cores' baseline (the one
-    notebook 01 reads, measured once per kernel unless a quiet earlier run cached it), one line
-    each. Neither is read when either run's measured peak is above the baseline beyond both
+    notebook 01 reads: measured once per run, or cached by an earlier run that was not busy), one
+    line each. Neither is read when either run's measured peak is above the baseline beyond both
     noises: on logical CPUs (one thread each) a peak, alone or at once, can at best match it, so
     the baseline was measured low.
 
@@ -325,7 +325,7 @@ def run_mlp_branches(
     split = build(names, join.name)
     peak = device_peak_rate(devices[0])
     # At most min(k, c) logical CPU devices compute at once: above that rate is impossible.
-    at_once = branches if devices[0].kind != "logical CPU" else min(branches, usable_cores())
+    at_once = at_once_here(branches, devices[0].kind)
     together_peak = at_once * peak
     # In turns (`measure_in_turns`): a load that changes between rounds slows both alike.
     timed = measure_in_turns(
@@ -418,7 +418,7 @@ def mlp_panel(in_one_graph: Callable | None = None) -> Panel:
 
     def estimate(batch, hidden, branches):
         peak = device_peak_rate(devices[-1])
-        at_once = min(branches, usable_cores()) if kind == "logical CPU" else branches
+        at_once = at_once_here(branches, kind)
         return estimate_seconds(batch, width, hidden, branches, peak, at_once) + DRAW_S
 
     return Panel(

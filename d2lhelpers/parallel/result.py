@@ -15,8 +15,8 @@ from d2lhelpers.core.progress import Progress, Steps
 from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import cores_phrase, format_seconds, usable_cores
 from d2lhelpers.core.verdicts import (
-    beats_ideal,
     faster_or_slower,
+    how_below_ideal,
     impossible,
     noise_of,
     noise_text,
@@ -130,10 +130,16 @@ class ParallelResult(Reported):
         return self.max_error <= MATCH_TOLERANCE
 
     @property
-    def beats_reachable(self) -> bool:
+    def above_reachable(self) -> str | None:
+        """None, or `how_below_ideal`'s "inside" or "beyond": how the time sits below the
+        reachable speedup's time (above the reachable speedup), within or beyond the noise."""
         reachable = self.reachable_speedup
         ideal_time = self.reference_time / reachable
-        return beats_ideal(self.measurement, ideal_time, noise_of(self.reference) / reachable)
+        return how_below_ideal(self.measurement, ideal_time, noise_of(self.reference) / reachable)
+
+    @property
+    def beats_reachable(self) -> bool:
+        return self.above_reachable == "beyond"
 
     @property
     def label(self) -> str:
@@ -149,8 +155,17 @@ class ParallelResult(Reported):
         """One computed sentence: faster, slower or no measurable difference; the reachable."""
         if not self.trusted:
             return f"{self.label}: flagged, not a result (see the warning)"
+        if self.above_reachable:  # inside the noise: not impossible, but not a speedup either
+            return f"{self.label}: {self.above_reachable_words}"
         outcome = faster_or_slower(self.measurement, self.reference, self.label, "one device")
         return f"{outcome}; reachable here: {self.reachable_speedup:.2f}x"
+
+    @property
+    def above_reachable_words(self) -> str:
+        return (
+            f"{self.speedup:.2f}x one device, above the {self.reachable_speedup:.2f}x reachable "
+            f"here within its noise (±{self.speedup_noise:.2f}): not a result"
+        )
 
     def flags(self) -> list[str]:
         found = []

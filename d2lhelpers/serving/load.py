@@ -162,8 +162,11 @@ def _fail(servers: _Servers, rebuild, now) -> float:
         return 0.0
     orphans = servers.lose(alive)
     started = now()
-    for engine in rebuild():
+    engines = rebuild()
+    paused = now() - started
+    servers.deadline += paused  # the pause delays every arrival's service: drain as long after it
+    for engine in engines:
         servers.start(engine)
     for r in orphans:
         servers.route(r)
-    return now() - started
+    return paused

@@ -292,7 +292,7 @@ def measurement_warnings(m: Measurement) -> list[str]:
         )
     if noisy:
         found.append(
-            f"noisy: IQR is {m.iqr / m.median:.0%} of the median (above {NOISY_IQR:.0%}); "
+            f"noisy: IQR is {m.iqr / m.median:.1%} of the median (above {NOISY_IQR:.0%}); "
             "something else is using this machine, or the runs are too short"
         )
     if m.rate is None or not m.peak or not above_limit(m.rate, m.peak, m.rate_noise):

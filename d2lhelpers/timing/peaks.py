@@ -57,8 +57,15 @@ def baseline_below_peak(m: Measurement, baseline: dict, whose: str) -> str | Non
     causes = ("the baseline was measured low", *LIKELY_CAUSES[:1])
     if baseline.get("from_cache"):
         causes = (f"the baseline is {baseline['measured_at']}'s, from the cache", *causes)
+    k = getattr(m.peak, "factor", 1)  # k x one device's peak: a ceiling computed, not measured
+    what = (
+        f"{whose} ceiling, {k:g} x one device's measured peak {format_rate(peak / k)} = "
+        f"{format_rate(peak)},"
+        if k != 1
+        else f"{whose} measured peak {format_rate(peak)}"
+    )
     return impossible(
-        f"{whose} measured peak {format_rate(peak)} is {peak / base:.2f} of the usable cores' "
+        f"{what} is {peak / base:.2f} of the usable cores' "
         f"baseline, above it beyond both noises ({noise:.0%}), so no rate here is read against "
         "the baseline (d2l.machine_baseline_rate(refresh=True) measures it again)",
         causes,

@@ -221,7 +221,10 @@ def machine_box(run: dict, references: list[dict]) -> str:
                 + "; ".join(differences)
             )
         else:
-            lines.append(f"- Same machine kind as the reference results ({label}, {date}).")
+            lines.append(
+                f"- Same machine kind as the reference results ({label}, {date}): the same "
+                "configuration, not the same speed (compare the rates, not the labels)."
+            )
     if not references:
         lines.append("- No committed reference results (`d2lhelpers/results/`) to compare with.")
     lines.append(f"- {LAB_LINE}")

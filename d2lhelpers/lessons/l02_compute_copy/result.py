@@ -21,7 +21,14 @@ from __future__ import annotations
 import dataclasses
 
 from d2lhelpers.core.report import Reported, Table
-from d2lhelpers.core.units import GB, format_bytes, format_rate, format_seconds
+from d2lhelpers.core.units import (
+    GB,
+    cores_phrase,
+    format_bytes,
+    format_rate,
+    format_seconds,
+    usable_cores,
+)
 from d2lhelpers.core.verdicts import (
     NOISE_FLOOR,
     compare,
@@ -272,7 +279,7 @@ class ComputeCopyResult(Reported):
                 )
             return (
                 f"{faster}; the traced call (one call) shows copies during matmuls for "
-                f"{self.traced_overlap:.0%} of the shorter part."
+                f"{self.traced_overlap:.0%} of the shorter part{_turns()}."
             )
         if c.a_slower:
             return (
@@ -397,7 +404,7 @@ class ComputeCopyResult(Reported):
                     f"traced {what} call: copies during matmuls",
                     f"{self.traced_overlap:.0%} of the shorter part",
                     "one call, worker and driver on one clock: no spread (a second call may "
-                    "differ)",
+                    f"differ){_turns()}",
                 ]
             )
         else:
@@ -408,3 +415,13 @@ class ComputeCopyResult(Reported):
             "Overlap", ["what", "value", "note"], overlap_rows, [self.verdict], self.flags()
         )
         return [times, rates, overlap]
+
+
+def _turns() -> str:
+    """On one usable core, what "at the same time" in a trace can mean."""
+    if usable_cores() >= 2:
+        return ""
+    return (
+        f" (with {cores_phrase(usable_cores())}, the worker's matmuls and the copy took turns on "
+        "it: in flight at once, not computing at once; the times tell which)"
+    )

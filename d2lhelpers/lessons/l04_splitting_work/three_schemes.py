@@ -14,10 +14,11 @@ from collections.abc import Callable
 import matplotlib.pyplot as plt
 
 from d2lhelpers.core.checks import require_count, require_measure_options, require_rate
+from d2lhelpers.core.concurrency import at_once_here
 from d2lhelpers.core.counts import mlp_flops
 from d2lhelpers.core.progress import Progress
 from d2lhelpers.core.report import Reported, Table
-from d2lhelpers.core.units import format_seconds, usable_cores
+from d2lhelpers.core.units import format_seconds
 from d2lhelpers.core.verdicts import compare
 from d2lhelpers.devices import on_gpu, setup_devices
 from d2lhelpers.parallel.pipeline_runs import MAX_PIECES, check_pipeline, run_pipeline_parallel
@@ -129,6 +130,10 @@ class ThreeSchemesResult(Reported):
         trusted = [r for r in self.runs if r.trusted]
         flagged = [r.scheme for r in self.runs if not r.trusted]
         tail = f"; flagged, not results: {', '.join(flagged)} (see the warnings)" if flagged else ""
+        above = [r.scheme for r in trusted if r.above_reachable]  # inside the noise: not read
+        if above:
+            tail += f"; above the reachable within the noise, not results: {', '.join(above)}"
+        trusted = [r for r in trusted if not r.above_reachable]
         faster = [r for r in trusted if compare(r.measurement, r.reference).a_faster]
         if not faster:
             return f"On {self.where}, no scheme was measurably faster than one device{tail}"
@@ -153,6 +158,10 @@ class ThreeSchemesResult(Reported):
         rows = []
         for r in self.runs:
             outcome = "flagged" if not r.trusted else compare(r.measurement, r.reference).outcome
+            if r.trusted and r.above_reachable:  # above the bound, inside the noise
+                outcome = (
+                    f"above the reachable, within its noise (±{r.speedup_noise:.2f}): not a result"
+                )
             rows.append(
                 (
                     r.scheme,
@@ -339,7 +348,7 @@ def parallelism_panel(
 
     def estimate(width, batch, microbatches, n_devices):
         check_three_schemes(width, batch, microbatches, n_devices)
-        at_once = min(n_devices, usable_cores()) if devices[0].kind == "logical CPU" else n_devices
+        at_once = at_once_here(n_devices, devices[0].kind)
         peak = device_peak_rate(devices[0])
         return estimate_three_schemes(width, batch, microbatches, n_devices, peak, at_once) + DRAW_S
 

@@ -121,9 +121,11 @@ class HostsReferenceResult(Reported):
                 "hypothesis, not measured: across the link the copy waits on the link rather than "
                 "on the cores the matmuls use, as a GPU's copy engine runs beside its compute"
                 + (
-                    "; even so, this run could not measure a saving from overlap"
+                    "; even so, the committed make hosts run could not measure a saving from "
+                    "overlap"
                     if inside
-                    else "; this run measured the saving above (notebook 02)"
+                    else "; the committed make hosts run measured the saving above (notebook 02's "
+                    "experiment, run across the link)"
                 )
             )
             tables.append(
@@ -142,7 +144,8 @@ def _training_words(training: dict) -> str:
     measured, predicted = training["step_s"][-1], training["predicted_s"][-1]
     return (
         f"{training['two_vs_one']}; a step took {format_seconds(measured)}, the model says "
-        f"{format_seconds(predicted)}"
+        f"{format_seconds(predicted)} ({measured / predicted - 1:+.0%}: the committed run kept no "
+        "spread for its steps, so this gap is not read as the model holding or missing)"
     )
 
 

@@ -14,9 +14,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
+from d2lhelpers.core.concurrency import at_once_here
 from d2lhelpers.core.progress import Steps
 from d2lhelpers.core.report import Reported, Table
-from d2lhelpers.core.units import format_rate, format_seconds, usable_cores
+from d2lhelpers.core.units import format_rate, format_seconds
 from d2lhelpers.core.verdicts import (
     UNTESTED,
     Spread,
@@ -27,7 +28,6 @@ from d2lhelpers.core.verdicts import (
     noise_text,
     ratio_noise,
 )
-from d2lhelpers.devices import on_gpu
 from d2lhelpers.lessons.l07_serving.points import (
     Window,
     measure_capacity,
@@ -86,11 +86,25 @@ class Failover:
         return sum(r.restarted > 0 for r in self.log.requests)
 
     @property
+    def first_token_after(self) -> float | None:
+        """Seconds from the end of the rebuild (or the loss) to the first token made after it;
+        None when none was made before the run ended."""
+        resumed = (self.log.failed_at_s or self.before[1]) + self.log.rebuild_s
+        made = [t for t, n, _ in self.log.passes if t >= resumed and n > 0]
+        return min(made) - resumed if made else None
+
+    @property
     def test(self) -> str:
-        """(n - 1) / n against this run: 'below capacity' when the window before the loss served
-        measurably less than the measured capacity (the model compares capacities, so it does
-        not apply), else `model_test`'s word against no loss at all."""
+        """(n - 1) / n against this run: 'nothing after' when no token was made in the window
+        after (the servers did not serve: not a reading of the model); 'above before' when more
+        was served after the loss than before, which a loss cannot give; 'below capacity' when
+        the window before the loss served measurably less than the measured capacity (the model
+        compares capacities, so it does not apply); else `model_test`'s word against no loss."""
         before = self.throughput_before
+        if self.throughput_after.median == 0:
+            return "nothing after"
+        if self.throughput_after.median > before.median:
+            return "above before"
         if self.capacity:
             served = compare(before, self.capacity)  # both noises
             if served.measurable and served.a < served.b:
@@ -106,7 +120,33 @@ class Failover:
             f"(n - 1) / n = {self.expected:.2f} x before",
         )
         test = self.test
-        if test in UNTESTED:
+        if test == "nothing after":
+            first = self.first_token_after
+            length = format_seconds(self.after[1] - self.after[0])
+            said = (
+                f"{self.layout}: made no tokens in the {length} window after the loss ("
+                + (
+                    f"its first token after it came {format_seconds(first)} after "
+                    + ("its rebuild ended" if self.log.rebuild_s else "the loss")
+                    if first is not None
+                    else "none before the run ended"
+                )
+                + "): the servers did not serve in that window, so it reads nothing about "
+                f"(n - 1) / n = {self.expected:.2f}; not a result (run it again)"
+            )
+        elif test == "above before":
+            band = ratio_noise(self.ratio, self.throughput_before, self.throughput_after)
+            said = (
+                f"{self.layout}: served {self.ratio:.2f}x ± {band:.2f} as much after the loss as "
+                "before; a lost device cannot add throughput, so "
+                + (
+                    "this is not a result (see the warning)"
+                    if self.ratio - band > 1
+                    else "within this noise the windows cannot test (n - 1) / n = "
+                    f"{self.expected:.2f}: the machine's speed changed between them"
+                )
+            )
+        elif test in UNTESTED:
             said = (
                 f"{self.layout}: after / before {self.ratio:.2f}: too noisy to test (n - 1) / n = "
                 f"{self.expected:.2f}: {UNTESTED[test]}"
@@ -129,6 +169,20 @@ class Failover:
         if test == "below capacity":
             said += ", measurably less: (n - 1) / n compares capacities, so it is not tested here"
         return said
+
+    @property
+    def outcome(self) -> str:
+        """The verdict's words for this run's test."""
+        c = compare(self.throughput_after, self.throughput_before.scaled(self.expected))
+        return {
+            "held": "as (n - 1) / n predicts",
+            "noisy": "too noisy to test (n - 1) / n",
+            "untestable": "too noisy to test (n - 1) / n",
+            "below capacity": "not at capacity before: (n - 1) / n not tested",
+            "nothing after": "no tokens in the window after: not a result",
+            "above before": "more than before, which a loss cannot give: (n - 1) / n not tested",
+            "missed": "less than (n - 1) / n" if c.a < c.b else "more than (n - 1) / n",
+        }[self.test]
 
     def row(self) -> list:
         pause = self.log.rebuild_s
@@ -153,17 +207,7 @@ class FailureResult(Reported):
 
     @property
     def verdict(self) -> str:
-        parts = []
-        for r in self.runs:
-            c = compare(r.throughput_after, r.throughput_before.scaled(r.expected))
-            how = {
-                "held": "as (n - 1) / n predicts",
-                "noisy": "too noisy to test (n - 1) / n",
-                "untestable": "too noisy to test (n - 1) / n",
-                "below capacity": "not at capacity before: (n - 1) / n not tested",
-                "missed": "less than (n - 1) / n" if c.a < c.b else "more than (n - 1) / n",
-            }[r.test]
-            parts.append(f"{r.layout} kept {r.ratio:.0%} ({how})")
+        parts = [f"{r.layout} kept {r.ratio:.0%} ({r.outcome})" for r in self.runs]
         return "after losing one device: " + "; ".join(parts)
 
     def flags(self) -> list[str]:
@@ -256,5 +300,5 @@ def run_serving_failure(
             )
         )  # fmt: skip
         steps.finish(name)
-    at_once = n_devices if on_gpu() else max(1, min(n_devices, usable_cores()))
+    at_once = at_once_here(n_devices, devices[0].kind)
     return FailureResult(runs, at_once)

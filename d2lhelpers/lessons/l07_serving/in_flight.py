@@ -13,9 +13,10 @@ from collections.abc import Callable
 import numpy as np
 
 from d2lhelpers.core import checks
+from d2lhelpers.core.concurrency import at_once_here
 from d2lhelpers.core.progress import Steps
 from d2lhelpers.core.report import Reported, Table
-from d2lhelpers.core.units import format_rate, format_seconds, usable_cores
+from d2lhelpers.core.units import format_rate, format_seconds
 from d2lhelpers.core.verdicts import (
     NOISE_FLOOR,
     UNTESTED,
@@ -23,19 +24,30 @@ from d2lhelpers.core.verdicts import (
     Spread,
     compare,
     faster_or_slower,
+    how_below_ideal,
     impossible,
     model_test,
     noise_of,
     noise_text,
-    ratio_noise,
 )
-from d2lhelpers.devices import on_gpu, select_devices
+from d2lhelpers.devices import select_devices
 from d2lhelpers.lessons.l07_serving.points import ready_engines
 from d2lhelpers.serving.config import decoder_config
 from d2lhelpers.serving.engines import Engine, ServingCode
 from d2lhelpers.timing.benchmark import Measurement, measure
 
 MICROBATCHES = (1, 2, 4, 8)
+
+
+def speedup_text(one: Measurement, pipe: Measurement) -> str:
+    """one / pipe, with the range it could take with each time anywhere in its noise: the same
+    band the time comparison beside it uses, so the two cannot disagree."""
+    low = (one.median - noise_of(one)) / (pipe.median + noise_of(pipe))
+    top = pipe.median - noise_of(pipe)
+    high = f"{(one.median + noise_of(one)) / top:.2f}" if top > 0 else "no bound"
+    return f"{one.median / pipe.median:.2f} ({max(low, 0.0):.2f} to {high})"
+
+
 READING = {
     "held": "held",
     "missed": "missed",
@@ -44,11 +56,25 @@ READING = {
 }
 
 
-def decode_time(engine: Engine) -> Measurement:
+ROUNDS = 2  # each engine timed in rounds, alternating: the spread then includes the drift
+
+
+def decode_time(engine: Engine, budget_s: float = 0.3) -> Measurement:
     """One decoding step with every slot busy."""
     tokens = np.ones(engine.slots, np.int32)
     positions = np.full(engine.slots, engine.config.max_len - 1, np.int32)
-    return measure(lambda: engine.decode(tokens, positions), engine.name, budget_s=0.3)
+    return measure(lambda: engine.decode(tokens, positions), engine.name, budget_s=budget_s)
+
+
+def alternating(engines: list[Engine], rounds: int = ROUNDS) -> list[Measurement]:
+    """Each engine's decoding step, timed in `rounds` turns that alternate between them (a, b,
+    a, b): a machine that speeds up or slows down between turns widens both spreads, so a
+    comparison of the two reads that drift as noise instead of as a difference."""
+    turns = [[decode_time(e, 0.3 / rounds) for e in engines] for _ in range(rounds)]
+    return [
+        Measurement(e.name, [t for turn in turns for t in turn[i].times])
+        for i, e in enumerate(engines)
+    ]
 
 
 @dataclasses.dataclass(repr=False)  # IPython shows the tables: _repr_pretty_
@@ -89,6 +115,36 @@ class PipelineInFlightResult(Reported):
             want = one.median / self.model(m)  # the pipeline's time in the model
             tests[m] = model_test(pipe, Spread(want, noise_of(one) / self.model(m)), one.median)
         return tests
+
+    def above_ideal(self, m: int, one: Measurement, pipe: Measurement) -> str | None:
+        """Whether the pipeline beat its model at `m`, which is its ideal (no communication,
+        the devices at once): None, or `how_below_ideal`'s "inside" or "beyond" the noise."""
+        ideal = self.model(m)
+        return how_below_ideal(pipe, one.median / ideal, noise_of(one) / ideal)
+
+    def drift(self) -> list[str]:
+        """One device's step measured faster for more sequences than for fewer, beyond both
+        noises: the machine's speed changed between rows (each row's two times were measured
+        in alternating turns, so a row's comparison reads the drift as noise; rows do not)."""
+        found = []
+        pairs = list(zip(self.microbatches, self.one, strict=True))
+        for (m, a), (k, b) in zip(pairs, pairs[1:], strict=False):
+            c = compare(b, a)
+            if c.a_faster:
+                found.append(
+                    f"one device's step took {format_seconds(a.median)} for "
+                    f"{m * self.per_microbatch} sequences but {format_seconds(b.median)} for "
+                    f"{k * self.per_microbatch}: less time for more work, beyond both noises, so "
+                    "the machine's speed changed between these rows; compare within a row only"
+                )
+        return found
+
+    def flags(self) -> list[str]:
+        return [
+            impossible(f"the pipeline at m = {m} is faster than its model (its ideal)")
+            for m, one, pipe in zip(self.microbatches, self.one, self.pipeline, strict=True)
+            if self.above_ideal(m, one, pipe) == "beyond"
+        ]
 
     def below_model(self) -> list[int]:
         """Microbatch counts at which the pipeline was slower than its model, beyond the noise."""
@@ -139,18 +195,25 @@ class PipelineInFlightResult(Reported):
         tests = self.model_tests()
         for m, one, pipe in zip(self.microbatches, self.one, self.pipeline, strict=True):
             seqs = m * self.per_microbatch
-            speedup = one.median / pipe.median
-            band = ratio_noise(speedup, one, pipe)
+            reading = READING[tests[m]] + (" (no gain predicted)" if self.no_gain(m) else "")
+            measured = faster_or_slower(pipe, one, "pipeline", "one device")
+            above = self.above_ideal(m, one, pipe)
+            if above:  # faster than the model, which is this m's ideal: not a result
+                reading = measured = f"faster than its ideal {self.model(m):.2f}x, " + (
+                    "beyond the noise: impossible, so not a result (see the flags)"
+                    if above == "beyond"
+                    else "within the noise: not a result"
+                )
             rows.append(
                 [
                     seqs,
                     m,
                     format_rate(seqs / one.median, "tok/s"),
                     format_rate(seqs / pipe.median, "tok/s"),
-                    f"{speedup:.2f} ± {band:.2f}",
+                    speedup_text(one, pipe),
                     f"{self.model(m):.2f}",
-                    READING[tests[m]] + (" (no gain predicted)" if self.no_gain(m) else ""),
-                    faster_or_slower(pipe, one, "pipeline", "one device"),
+                    reading,
+                    measured,
                 ]
             )
         columns = [
@@ -169,10 +232,13 @@ class PipelineInFlightResult(Reported):
 
         note = (
             f"model: min({self.at_once} devices at once, m n / (m + n - 1)) for m microbatches "
-            f"on n = {self.n_devices} stages (GPipe's bubble); pipeline steps: "
-            f"{steps(self.pipeline)}; one device's steps: {steps(self.one)}"
+            f"on n = {self.n_devices} stages (GPipe's bubble), the most each m allows; pipeline "
+            f"steps: {steps(self.pipeline)}; one device's steps: {steps(self.one)} (each row's "
+            f"two engines timed in {ROUNDS} alternating turns; the speedup's range is where it "
+            "could be with both times anywhere in their noise)"
         )
-        return [Table("decoding throughput against sequences in flight", columns, rows, [note])]
+        title = "decoding throughput against sequences in flight"
+        return [Table(title, columns, rows, [note, *self.drift()], self.flags())]
 
 
 def run_pipeline_in_flight(
@@ -197,11 +263,12 @@ def run_pipeline_in_flight(
     for m in counts:
         slots = m * per_microbatch
         [single] = ready_engines("one device", config, devices, slots, code, prompt_len)
-        one.append(decode_time(single))
         [group] = ready_engines(
             "pipeline", config, devices, per_microbatch, code, prompt_len, microbatches=m
         )
-        pipe.append(decode_time(group))
+        a, b = alternating([single, group])
+        one.append(a)
+        pipe.append(b)
         steps.finish(f"{m} microbatches")
-    at_once = n_devices if on_gpu() else max(1, min(n_devices, usable_cores()))
+    at_once = at_once_here(n_devices, devices[0].kind)
     return PipelineInFlightResult(n_devices, at_once, per_microbatch, counts, one, pipe)

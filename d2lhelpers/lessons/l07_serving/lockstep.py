@@ -51,13 +51,23 @@ class LockstepResult(Reported):
     capacities: list[Capacity]
     points: list[LoadPoint]
 
+    def stalled(self) -> list[str]:
+        return [
+            line for mode, p in zip(MODES, self.points, strict=True) if (line := p.stalled(mode))
+        ]
+
+    def latencies(self, read: str, a_name: str) -> str:
+        """`read` ('ttft' or 'latency') at the median, compared; not when a window stalled."""
+        if self.stalled():
+            return f"{a_name} not compared: a window made no tokens (see the flags)"
+        a, b = (getattr(p, read)(50) for p in self.points)
+        return lower_or_higher(a, b, a_name, "lock step's")
+
     @property
     def verdict(self) -> str:
-        (a, b), (ca, cb) = self.points, self.capacities
+        ca, cb = self.capacities
         return (
-            lower_or_higher(
-                a.ttft(50), b.ttft(50), "independent replicas' median TTFT", "lock step's"
-            )
+            self.latencies("ttft", "independent replicas' median TTFT")
             + "; "
             + higher_or_lower(
                 ca.tokens_per_s, cb.tokens_per_s, "their measured capacity", "lock step's"
@@ -72,13 +82,9 @@ class LockstepResult(Reported):
             for mode, c, p in zip(MODES, self.capacities, self.points, strict=True)
         ]
         columns = ["replicas", "capacity", *POINT_COLUMNS]
-        a, b = self.points
-        notes = [
-            lower_or_higher(
-                a.latency(50), b.latency(50), "independent median latency", "lock step's"
-            )
-        ]
-        flags = []
+        notes = [self.latencies("latency", "independent median latency")]
+        notes += [line for c in self.capacities if (line := c.summed_note())]
+        flags = self.stalled()
         for mode, c, p in zip(MODES, self.capacities, self.points, strict=True):
             found = served_above(mode, p.throughput, c.tokens_per_s, f"at {p.offered:.0f} req/s")
             if found:

@@ -52,7 +52,17 @@ class ServingRunResult(Reported):
             f"window {start:.2f}-{end:.2f} s: {len(self.point.in_window)} requests arrived in it; "
             f"warm-up before it and drain after it left out",
         ]
-        return [Table(f"{self.layout}, one load", POINT_COLUMNS, [self.point.row()], notes)]
+        notes += [line for line in [c.summed_note()] if line]
+        stall = self.point.stalled(self.layout)
+        return [
+            Table(
+                f"{self.layout}, one load",
+                POINT_COLUMNS,
+                [self.point.row()],
+                notes,
+                [stall] * bool(stall),
+            )
+        ]
 
 
 def run_serving(

@@ -15,9 +15,10 @@ import threading
 import numpy as np
 
 from d2lhelpers.core import checks
-from d2lhelpers.core.units import format_rate, format_seconds
+from d2lhelpers.core.concurrency import at_once_here
+from d2lhelpers.core.units import cores_phrase, format_rate, format_seconds, usable_cores
 from d2lhelpers.core.verdicts import Spread, compare, impossible, noise_text
-from d2lhelpers.devices import check_fits, select_devices
+from d2lhelpers.devices import check_fits, select_devices, setup_devices
 from d2lhelpers.serving.config import ModelConfig, bytes_per_device, decoder_config
 from d2lhelpers.serving.engines import Engine, ServingCode, build_engines
 from d2lhelpers.serving.load import LoadLog, serve_load
@@ -81,6 +82,20 @@ class Capacity:
     prefill: list[Measurement]
     slots: list[int]
     n_out: int
+    at_once: int | None = None  # of these servers, how many can compute at once here
+
+    def summed_note(self) -> str | None:
+        """Why a sum of servers' capacities is a rough bound where fewer compute at once."""
+        servers = len(self.decode)
+        if self.at_once is None or self.at_once >= servers:
+            return None
+        return (
+            f"the capacity sums {servers} servers' steps, each timed in its own thread while the "
+            f"others were timed too; on {cores_phrase(usable_cores())} only {self.at_once} can "
+            "compute at once, so a server timed while another waited for a core ran faster than "
+            "it can beside it: the sum is a rough bound here, not what this machine serves at "
+            "once (the load sweep compares capacities with that ceiling)"
+        )
 
     @property
     def tokens_per_s(self) -> Spread:
@@ -117,7 +132,10 @@ def measure_capacity(engines: list[Engine], prompt_len: int, n_out: int, budget_
     for t in threads:
         t.join()
     pairs = [found[i] for i in range(len(engines))]
-    return Capacity([d for d, _ in pairs], [p for _, p in pairs], [e.slots for e in engines], n_out)
+    at_once = at_once_here(len(engines), setup_devices()[0].kind)
+    return Capacity(
+        [d for d, _ in pairs], [p for _, p in pairs], [e.slots for e in engines], n_out, at_once
+    )
 
 
 @dataclasses.dataclass
@@ -163,10 +181,32 @@ class LoadPoint:
     def queue_growth(self) -> tuple[int, int]:
         return self.queued_at(self.span[0]), self.queued_at(self.span[1])
 
+    def stalled(self, name: str) -> str | None:
+        """A flag when requests arrived in the window and no token was made in it: the servers
+        did not serve, whatever the load (a first call, a retrace, a process paused), so the
+        window reads nothing about the layout. None when tokens were made."""
+        if self.tokens > 0 or not self.in_window:
+            return None
+        a, b = self.span
+        calls = [s for end, s, _ in self.log.engine_calls if end > a and end - s < b]
+        longest = (
+            f"its longest engine call overlapping the window took {format_seconds(max(calls))}"
+            if calls
+            else "no engine call overlapped the window"
+        )
+        return (
+            f"{name} made no tokens in its {format_seconds(b - a)} window while "
+            f"{len(self.in_window)} requests arrived at {self.offered:.0f} req/s offered "
+            f"({longest}): the servers stalled, so this window is not a result about the "
+            "layout (run it again)"
+        )
+
     @property
     def saturated(self) -> bool:
         """Throughput stopped following the offered load (below it beyond the noise), and the
-        queue grew over the window."""
+        queue grew over the window. Never for a window that made no tokens (`stalled`)."""
+        if self.tokens == 0 and self.in_window:
+            return False
         c = compare(self.throughput, self.offered_tokens)
         start, end = self.queue_growth
         return c.measurable and c.a < c.b and end > start
@@ -177,6 +217,8 @@ class LoadPoint:
         load, but within the noise."""
         if self.saturated:
             return "yes"
+        if self.tokens == 0 and self.in_window:
+            return "stalled (see flags)"
         start, end = self.queue_growth
         below = self.throughput.median < self.offered_tokens.median
         return "can't tell" if below and end > start else "no"

@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import tensorflow as tf
 
+from d2lhelpers.core.concurrency import at_once_here
 from d2lhelpers.core.progress import Steps
 from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import (
@@ -34,7 +35,6 @@ from d2lhelpers.core.verdicts import (
     ratio_noise,
     relative_noise,
 )
-from d2lhelpers.devices import on_gpu
 from d2lhelpers.lessons.l07_serving.points import (
     POINT_COLUMNS,
     Capacity,
@@ -231,15 +231,17 @@ class LayoutSweep:
         return found[0] if found and not found[1] else None
 
     def flags(self) -> list[str]:
-        """Any load point, saturated or not, that served more than the measured capacity beyond
-        the noise: the first, from the highest throughput."""
+        """Any load point that stalled (no tokens in its window); and any, saturated or not, that
+        served more than the measured capacity beyond the noise: the first, from the highest
+        throughput."""
+        stalls = [line for p in self.points if (line := p.stalled(self.layout))]
         for point in sorted(self.points, key=lambda p: -p.throughput.median):
             found = served_above(
                 self.layout, point.throughput, self.capacity.tokens_per_s, _at(point)
             )
             if found and found[1]:
-                return [found[0]]
-        return []
+                return [found[0], *stalls]
+        return stalls
 
 
 def _gain(before: Spread, after: Spread) -> Spread:
@@ -321,12 +323,15 @@ class LoadSweepResult(Reported):
         held = [name for name, t in tests.items() if t == "held"]
         missed = [name for name, t in tests.items() if t == "missed"]
         step = format_seconds(self.one_device.decode[0].median)
+        flops, peak = format_rate(self.step_flops, "FLOP"), format_rate(self.peak)
+        noise = getattr(self.peak, "noise", None)  # a MeasuredPeak carries its runs' spread
+        peak += f" (IQR {noise:.0%} of it)" if noise is not None else ""
         text = (
             f"Arithmetic at the measured peak explains {self.compute_share:.0%} of one device's "
-            f"{step} decoding step. The cost model divides that step's time among the devices "
-            "as if it were all arithmetic, so it can only be expected to hold where this share "
-            "is large (the rest of the time is not traced here: launching small ops is the "
-            "hypothesis)."
+            f"{step} decoding step ({flops} per step at one device's measured matmul peak, "
+            f"{peak}). The cost model divides that step's time among the devices as if it were "
+            "all arithmetic, so it can only be expected to hold where this share is large (the "
+            "rest of the time is not traced here: launching small ops is the hypothesis)."
         )
         if held:
             text += f" It held, within the noise, for {' and '.join(held)}"
@@ -486,7 +491,7 @@ def run_load_sweep(
         "decode": allreduce_time(names, slots_per_device * n_devices, width),
         "prefill": allreduce_time(names, prompt_len, width),
     }
-    at_once = n_devices if on_gpu() else max(1, min(n_devices, usable_cores()))
+    at_once = at_once_here(n_devices, devices[0].kind)
     model = capacity_model(one_device, n_devices, layers, reduce, at_once, prompt_len)
     steps.finish("one device's steps and the all-reduce")
     sweeps = []
@@ -507,5 +512,5 @@ def run_load_sweep(
                     steps.total += 1
         sweeps.append(LayoutSweep(name, capacity, model[name], points))
     flops = slots_per_device * config.flops_per_token(config.max_len)
-    peak = float(device_peak_rate(devices[0]))
+    peak = device_peak_rate(devices[0])  # a float that carries its noise
     return LoadSweepResult(n_devices, at_once, one_device, sweeps, flops, peak)
