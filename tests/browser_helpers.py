@@ -25,6 +25,8 @@ from pathlib import Path
 
 from PIL import Image
 
+from d2lhelpers.core.units import usable_cores
+
 CHROMIUM = Path("/usr/bin/chromium")  # Debian's package; Playwright must never download one
 # Without the network flags Chromium keeps dialling Google, and this machine refuses each call.
 CHROMIUM_ARGS = [
@@ -46,25 +48,49 @@ WIDGET_REPR = re.compile(r"^(interactive|VBox|HBox|Box|Output|IntSlider|FloatSli
 PROCESS_NAMES = re.compile(r"jupyter|ipykernel|chrom|playwright")
 
 
-class Deadline:
-    """Seconds left of a fixed budget; each wait gets what is left, capped by its own limit."""
+MAX_STRETCH = 4.0  # a machine this busy or busier: the waits stop growing, a hang still fails
 
-    def __init__(self, seconds: float, clock=time.monotonic):
-        self.clock, self.start, self.seconds = clock, clock(), seconds
+
+def busy_factor() -> float:
+    """How many runnable threads share each usable core (the 1-minute load average over the
+    usable cores), at least 1: on a machine that busy, every step takes about that much longer."""
+    try:
+        load = os.getloadavg()[0]
+    except OSError:  # no load average: take the machine as quiet
+        return 1.0
+    return min(max(1.0, load / usable_cores()), MAX_STRETCH)
+
+
+class Deadline:
+    """Seconds left of a budget; each wait gets what is left, capped by its own limit. Both
+    stretch by the busiest `load()` seen so far (`busy_factor`): a test beside a `make book`
+    gets the time that load costs it, while a stuck run still fails."""
+
+    def __init__(self, seconds: float, clock=time.monotonic, load=busy_factor):
+        self.clock, self.start, self.base, self.load = clock, clock(), seconds, load
+        self.stretch = 1.0
+
+    @property
+    def seconds(self) -> float:
+        return self.base * self.stretch
 
     def elapsed(self) -> float:
         return self.clock() - self.start
 
     def left(self) -> float:
+        self.stretch = max(self.stretch, self.load())
         return self.seconds - self.elapsed()
 
     def ms(self, cap_s: float) -> float:
-        """A Playwright timeout (ms): `cap_s`, or less when the budget ends sooner; raises once
-        the budget is spent."""
+        """A Playwright timeout (ms): `cap_s` (stretched), or less when the budget ends sooner;
+        raises once the budget is spent."""
         left = self.left()
         if left <= 0:
-            raise TimeoutError(f"the browser test's {self.seconds:.0f} s budget is spent")
-        return 1000 * min(cap_s, left)
+            raise TimeoutError(
+                f"the browser test's {self.seconds:.0f} s budget is spent ({self.base:.0f} s "
+                f"stretched x{self.stretch:.1f} for the machine's load)"
+            )
+        return 1000 * min(cap_s * self.stretch, left)
 
 
 def free_port() -> int:
@@ -419,6 +445,8 @@ def ink(png: bytes) -> tuple[float, tuple[int, int]]:
 REFERENCE_CODE = """
 import gc, html, io, json, re
 from PIL import Image
+
+from d2lhelpers.core.units import usable_cores
 from d2lhelpers.ui import panel as module
 
 def ink(png):

@@ -544,11 +544,25 @@ def test_ink_counts_non_white_pixels_and_refuses_a_truncated_png():
 
 
 def test_deadline_gives_each_wait_what_is_left_then_refuses():
-    deadline = browser.Deadline(10, clock=FakeClock(100, 104, 109.5, 111))
+    quiet = iter([1.0] * 10)
+    deadline = browser.Deadline(10, clock=FakeClock(100, 104, 109.5, 111), load=lambda: next(quiet))
     assert deadline.ms(30) == 6000  # 6 s left, less than the 30 s cap
     assert deadline.ms(0.2) == 200  # the cap, less than the 0.5 s left
     with pytest.raises(TimeoutError):
         deadline.ms(1)
+
+
+def test_deadline_stretches_with_the_busiest_load_seen_and_a_hang_still_fails():
+    loads = iter([1.0, 3.0, 1.0, 1.0])
+    deadline = browser.Deadline(
+        10, clock=FakeClock(100, 104, 112, 125, 131), load=lambda: next(loads)
+    )
+    assert deadline.ms(30) == 6000  # quiet so far: 6 s left of 10
+    assert deadline.ms(1) == 3000  # three threads per core: the budget is 30 s, the cap 3 s
+    assert deadline.ms(30) == 5000  # quiet again: the stretch stays (a stuck wait is still capped)
+    with pytest.raises(TimeoutError, match="30 s budget is spent .10 s stretched x3.0"):
+        deadline.ms(1)
+    assert 1.0 <= browser.busy_factor() <= browser.MAX_STRETCH
 
 
 def test_descendants_and_alive_find_a_child_until_it_ends():
