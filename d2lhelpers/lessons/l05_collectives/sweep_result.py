@@ -34,6 +34,7 @@ from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import format_bytes, format_rate, format_seconds
 from d2lhelpers.core.verdicts import (
     LIKELY_CAUSES,
+    NOISE_FLOOR,
     beats_ideal,
     how_below_ideal,
     impossible,
@@ -176,8 +177,9 @@ class AllreduceSweepResult(Reported):
         if unsure:
             sizes = ", ".join(format_bytes(s) for s in sorted(unsure))
             said += (
-                f" ({sizes} left out: faster than the {TINY_BYTES}-byte all-reduce that gives α, "
-                "inside the noise: too noisy to tell which time is off)"
+                f" ({sizes} left out: faster than the {TINY_BYTES}-byte all-reduce that gives α "
+                f"by more than {NOISE_FLOOR:.0%}, inside the noise: too noisy to tell which time "
+                "is off; a size within that floor of it is read)"
             )
         return said + "." + self._calibration_caveat()
 
