@@ -268,9 +268,13 @@ def test_the_failure_verdict_compares_after_with_n_minus_1_over_n():
     assert wobbly.ratio > 1 and wobbly.test == "above before"
     assert not FailureResult([wobbly], 2).flags()  # within the noise: no flag, and not read
     assert "(n - 1) / n not tested" in FailureResult([wobbly], 2).verdict
-    assert "within this noise the windows cannot test (n - 1) / n = 0.50: the machine's speed" in (
+    assert "with this noise the windows cannot test (n - 1) / n = 0.50 (a hypothesis: the " in (
         wobbly.sentence()
     )
+    # After within the 5% floor of before: "lost nothing", read against (n - 1) / n as usual.
+    same = failover(1020)
+    assert same.ratio > 1 and same.test == "missed"
+    assert "(more than (n - 1) / n)" in FailureResult([same], 2).verdict
     # Below before, with the same bursts: too noisy to test, never "as predicted".
     noisy = failover(900)
     noisy.log.passes = [(t, n / 2 if t >= 1 else n, w) for t, n, w in wobbly.log.passes]
@@ -448,7 +452,7 @@ def test_saturation_below_capacity_is_taken_apart_from_the_windows_own_steps():
     # half the steps logged for the same tokens: a share above 100% is not printed as one
     logged = saturated.log.engine_calls
     saturated.log.engine_calls = logged[::2]
-    assert "their slots' count came out 200%, above the 100% possible: not a result" in (
+    assert "their slots' count came out 200.0%, above the 100% possible: not a result" in (
         sweep.per_busy_second(saturated)
     )
     saturated.log.engine_calls = logged

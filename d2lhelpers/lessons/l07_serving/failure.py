@@ -19,6 +19,7 @@ from d2lhelpers.core.progress import Steps
 from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import format_rate, format_seconds
 from d2lhelpers.core.verdicts import (
+    NOISE_FLOOR,
     UNTESTED,
     Spread,
     compare,
@@ -103,8 +104,8 @@ class Failover:
         before = self.throughput_before
         if self.throughput_after.median == 0:
             return "nothing after"
-        if self.throughput_after.median > before.median:
-            return "above before"
+        if self.throughput_after.median > before.median * (1 + NOISE_FLOOR):
+            return "above before"  # by more than the floor: within it, "lost nothing" is read
         if self.capacity:
             served = compare(before, self.capacity)  # both noises
             if served.measurable and served.a < served.b:
@@ -142,8 +143,8 @@ class Failover:
                 + (
                     "this is not a result (see the warning)"
                     if self.ratio - band > 1
-                    else "within this noise the windows cannot test (n - 1) / n = "
-                    f"{self.expected:.2f}: the machine's speed changed between them"
+                    else "with this noise the windows cannot test (n - 1) / n = "
+                    f"{self.expected:.2f} (a hypothesis: the machine's speed changed between them)"
                 )
             )
         elif test in UNTESTED:
