@@ -65,8 +65,6 @@ from d2lhelpers.lessons.l01_two_devices import (
     separate_calls_verdict,
 )
 from d2lhelpers.references import (
-    seed_copy_rate,
-    seed_rate,
     seed_without_copy,
 )
 from d2lhelpers.workloads import (
@@ -219,8 +217,6 @@ __all__ = [
     "random_matrix",
     "rates_verdict",
     "run_merge_probe",
-    "seed_copy_rate",
-    "seed_rate",
     "seed_without_copy",
     "separate_calls_verdict",
     # notebook 02: compute and copy

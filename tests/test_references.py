@@ -146,3 +146,18 @@ def test_a_ratio_past_its_bound_is_flagged_beside_it():
     assert table.rows[1][-1].startswith("impossible")
     assert table.rows[2][-1] == ""
     assert reference_table("concurrency", [CPU]).columns[-1] == "detail"  # none past a bound
+
+
+def test_notebook_01s_worked_seed_rates_are_the_packages():
+    """Notebook 01's Try-it computes the seed's rates by hand, from the seed's printed numbers;
+    its stored output must be what this module's one home of that arithmetic gives."""
+    import json
+
+    notebook = Path(__file__).parent.parent / "notebooks" / "01_two_devices_two_jobs.ipynb"
+    cells = json.loads(notebook.read_text())["cells"]
+    (cell,) = [c for c in cells if "gpu1_s = 0.0629" in "".join(c["source"])]
+    printed = "".join("".join(o.get("text", "")) for o in cell["outputs"])
+    for copy, rate in [("free", float("inf")), ("at the seed's rate", seed_copy_rate())]:
+        one, fifty = seed_rate(1, rate) / 1e12, seed_rate(50, rate) / 1e12
+        line = f"copy {copy}: one product {one:.1f} TFLOP/s, all 50 {fifty:.0f} TFLOP/s"
+        assert line in printed
