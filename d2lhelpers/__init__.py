@@ -75,7 +75,6 @@ from d2lhelpers.workloads import (
 from d2lhelpers.lessons.l02_compute_copy import (
     compute_copy_panel,
     local_copy_cost,
-    plot_compute_copy,
     run_compute_copy,
     seed_reading,
 )
@@ -139,7 +138,6 @@ from d2lhelpers.collectives.seed_port import (
 from d2lhelpers.lessons.l05_collectives import (
     allreduce_panel,
     plot_allreduce_steps,
-    plot_allreduce_sweep,
     plot_rounds_and_bytes,
     run_allreduce_overlap,
     run_allreduce_sweep,
@@ -155,8 +153,6 @@ from d2lhelpers.lessons.l06_multi_process import (
     failure_panel,
     hosts_reference,
     machine_defaults,
-    plot_allreduce_job,
-    plot_training_sweep,
     run_allreduce_job,
     run_training_sweep,
 )
@@ -171,8 +167,6 @@ from d2lhelpers.processes.real_cluster import (
 from d2lhelpers.lessons.l07_serving import (
     check_layout_tokens,
     memory_fit,
-    plot_latency_throughput,
-    plot_requests,
     run_load_sweep,
     run_lockstep_comparison,
     run_pipeline_in_flight,
@@ -222,7 +216,6 @@ __all__ = [
     # notebook 02: compute and copy
     "compute_copy_panel",
     "local_copy_cost",
-    "plot_compute_copy",
     "run_compute_copy",
     "seed_reading",
     # notebook 03: the MLP across devices
@@ -257,7 +250,6 @@ __all__ = [
     "format_efficiency_table",
     "pipeline_bubble_fraction",
     "plot_allreduce_steps",
-    "plot_allreduce_sweep",
     "plot_rounds_and_bytes",
     "replicas_vs_one_group",
     "run_allreduce_overlap",
@@ -270,8 +262,6 @@ __all__ = [
     "failure_panel",
     "hosts_reference",
     "machine_defaults",
-    "plot_allreduce_job",
-    "plot_training_sweep",
     "real_cluster_tf_config",
     "run_allreduce_job",
     "run_training_sweep",
@@ -281,8 +271,6 @@ __all__ = [
     "check_layout_tokens",
     "decoder_config",
     "memory_fit",
-    "plot_latency_throughput",
-    "plot_requests",
     "run_load_sweep",
     "run_lockstep_comparison",
     "run_pipeline_in_flight",

@@ -304,7 +304,8 @@ def test_a_real_overlap_is_reported_with_its_hidden_share(monkeypatch):
     monkeypatch.setattr(result_module, "usable_cores", lambda: 1)
     assert result.verdict.endswith(
         "100% of the shorter part (with 1 usable CPU core, the worker's matmuls and the copy took "
-        "turns on it: in flight at once, not computing at once; the times tell which)."
+        "turns on it: in flight at once, not computing at once; the verdict from the times says "
+        "whether overlapping saved any time)."
     )
     assert "took turns on it" in str(result).split("traced overlapped call")[1]
 

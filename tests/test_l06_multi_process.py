@@ -528,9 +528,9 @@ def test_an_edited_worker_cell_changes_what_the_panel_runs():
         step: f'    raise RuntimeError("edited in the notebook")\n{step}',
         # small sizes, and no training before the panel: the test stays short
         f"{job})": f"{job}, sizes=[4096, 8192])",
-        "d2l.plot_allreduce_job(job)\njob": "print(job.verdict)",
+        "job.plot()\njob": "print(job.verdict)",
         "sweep = d2l.run_training_sweep((1, 2), link=job.link, worker=training_worker)": "pass",
-        "d2l.plot_training_sweep(sweep)\nsweep": "",
+        "sweep.plot()\nsweep": "",
         "d2l.hosts_reference(job, sweep)": "d2l.hosts_reference(job)",
         f"{panel}panel": f"{panel}panel.sliders['largest_kib'].value = 64\npanel.run()\n"
         "print('PANEL:', panel.error)",

@@ -255,7 +255,7 @@ def test_the_failure_verdict_compares_after_with_n_minus_1_over_n():
     more = FailureResult([failover(2000)], 2)  # after above before: the before window was idle
     assert len(more.flags()) == 1 and "2.00x as much after losing a device" in more.flags()[0]
     assert "impossible, so not a result" in str(more)
-    assert "(more than before, which a loss cannot give: (n - 1) / n not tested)" in more.verdict
+    assert "(more than before, which losing a replica cannot give: not tested)" in more.verdict
     assert "replicas: served 2.00x ± 0.20 as much after the loss as before" in str(more)
     assert "this is not a result (see the warning)" in str(more)
     # More after than before inside a wide band: a loss cannot add throughput, so not tested.
@@ -267,7 +267,7 @@ def test_the_failure_verdict_compares_after_with_n_minus_1_over_n():
     ]
     assert wobbly.ratio > 1 and wobbly.test == "above before"
     assert not FailureResult([wobbly], 2).flags()  # within the noise: no flag, and not read
-    assert "(n - 1) / n not tested" in FailureResult([wobbly], 2).verdict
+    assert "cannot give: not tested" in FailureResult([wobbly], 2).verdict
     assert "with this noise the windows cannot test (n - 1) / n = 0.50 (a hypothesis: the " in (
         wobbly.sentence()
     )
@@ -420,10 +420,10 @@ def test_an_edited_notebook_cell_changes_what_the_panel_runs():
             "window=Window(0.05, 0.1, 0.1), code=code)"
         ),
         "sweep = d2l.run_load_sweep(2, width=width, code=code)": "sweep = None",
-        "d2l.plot_latency_throughput(sweep)\nsweep": "",
+        "sweep.plot()\nsweep": "",
         "d2l.run_lockstep_comparison(2, load=0.8, width=width, code=code)": "",
         "failure = d2l.run_serving_failure(2, width=width, code=code)": "failure = None",
-        "d2l.plot_requests(failure.runs[0].log, window=failure.runs[0].after)\nfailure": "",
+        "failure.runs[0].plot()\nfailure": "",
         "pipe = d2l.run_pipeline_in_flight(2, width=width, code=code)\npipe": "",
         "d2l.check_layout_tokens(2, width=width, code=code)": "",
         "panel = d2l.serving_panel(code)": "panel = d2l.serving_panel(code)\n"
@@ -615,3 +615,27 @@ def test_a_sum_of_servers_above_what_computes_at_once_is_called_a_rough_bound():
     note = two.summed_note()
     assert note.startswith("the capacity sums 2 servers' steps") and "only 1 can compute" in note
     assert "rough bound" in note
+    from d2lhelpers.lessons.l07_serving.lockstep import LockstepResult
+
+    one = capacity(1e-3)
+    (table,) = LockstepResult([two, one], [point(2000, 1000, True)] * 2).tables()
+    assert any(v.startswith("lock step's capacity is bounded the same way") for v in table.verdicts)
+    two.at_once = 2
+    (table,) = LockstepResult([two, one], [point(2000, 1000, True)] * 2).tables()
+    assert not any("bounded" in v or "rough bound" in v for v in table.verdicts)
+
+
+def test_more_after_a_loss_is_read_as_a_miss_where_a_loss_can_add():
+    log = steady_log(1000, 10, True, seconds=2.0)
+    log.passes = [(t, 10 if t < 1 else 12, 0) for t, _, _ in log.passes]  # 1.2x after
+    own = Failover("replicas", 2, log, (0.1, 1.0), (1.05, 2.0), at_once=2)
+    assert own.loss_cannot_add and own.test == "above before" and FailureResult([own], 2).flags()
+    shared = Failover("replicas", 2, log, (0.1, 1.0), (1.05, 2.0), at_once=1)
+    group = Failover("pipeline", 2, log, (0.1, 1.0), (1.05, 2.0), at_once=2)
+    for run, why in [(shared, "the survivors take the lost device's share"), (group, "less comm")]:
+        assert not run.loss_cannot_add and run.test == "missed"
+        assert "(more than (n - 1) / n)" in FailureResult([run], 1).verdict
+        assert FailureResult([run], 1).flags() == []  # possible here: no "impossible"
+        assert "more after than before is possible here (" in run.sentence()
+        assert why in run.sentence() and run.sentence().endswith("a hypothesis, not measured)")
+        assert "cannot add" not in run.sentence()

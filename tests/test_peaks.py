@@ -6,7 +6,7 @@ import pytest
 import d2lhelpers as d2l
 from d2lhelpers.core.counts import chain_flops
 from d2lhelpers.timing import peaks
-from d2lhelpers.timing.benchmark import MeasuredPeak, Measurement
+from d2lhelpers.timing.benchmark import MeasuredPeak, Measurement, PeakRecord
 
 
 def test_device_peak_is_measured_once_for_all_logical_cpus(devices, monkeypatch):
@@ -291,3 +291,19 @@ def test_the_baseline_is_measured_in_a_fresh_python_with_default_threading(monke
         peaks._measure_baseline()
     # The last 2000 characters of its errors: the 2000 b's, none of the a's.
     assert str(failed.value) == "the baseline measurement failed:\n" + "b" * 2000
+
+
+def test_a_cached_baseline_below_this_runs_device_peak_is_measured_again(tmp_path, monkeypatch):
+    quiet_baseline(monkeypatch, tmp_path, (3e10, 0.02), (4e10, 0.02))
+    monkeypatch.setattr(peaks, "_device_peaks", {})
+    assert peaks.machine_baseline_rate()["flops_per_s"] == 3e10  # measured: kept on disk
+    monkeypatch.setattr(peaks, "_baselines", {})  # a new run, whose device peak is 3.6e10
+    monkeypatch.setattr(peaks, "_device_peaks", {"logical CPU": PeakRecord(3.6e10, 0.02)})
+    again = peaks.machine_baseline_rate()
+    assert again["flops_per_s"] == 4e10 and "from_cache" not in again
+    assert again["replaced"].startswith("the cached baseline, 30.0 GFLOP/s measured ")
+    assert "below this run's device peak 36.0 GFLOP/s beyond both noises (10%)" in again["replaced"]
+    monkeypatch.setattr(peaks, "_baselines", {})  # within the noises (4.1 vs 4.0): read, not redone
+    monkeypatch.setattr(peaks, "_device_peaks", {"logical CPU": PeakRecord(4.1e10, 0.02)})
+    kept = peaks.machine_baseline_rate()
+    assert kept["flops_per_s"] == 4e10 and kept["from_cache"] and "replaced" not in kept

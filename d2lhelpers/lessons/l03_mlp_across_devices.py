@@ -221,9 +221,10 @@ class BranchResult(Reported):
             if share is not None and share >= MOSTLY_AT_ONCE:
                 # the trace rules out "not busy at once": they were, each slower
                 cause = (
-                    f"the traced call had the branches in flight at the same time for {share:.0%} "
-                    "of the shorter, so a hypothesis: they ran at once and each ran slower "
-                    "(sharing the cores or the memory bandwidth), not one after the other"
+                    "one call of this run, traced after its timing (not another cell's trace), "
+                    f"had the branches in flight at the same time for {share:.0%} of the shorter, "
+                    "so a hypothesis: they ran at once and each ran slower (sharing the cores or "
+                    "the memory bandwidth), not one after the other"
                 )
             else:
                 cause = (

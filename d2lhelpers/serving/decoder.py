@@ -113,7 +113,7 @@ def model_step(params, cache, tokens, slots, positions, heads):
 
 
 def replicas_step(replicas, caches, tokens, slots, positions, heads, devices):
-    """Replicas in lock step: one step runs every replica at once, replica r on its own rows
+    """Replicas in lock step: one step runs every replica in one call, replica r on its own rows
     r*k..(r+1)*k (its own slots); the next step waits for the slowest."""
     k = tokens.shape[0] // len(devices)
     outs, new_caches = [], []

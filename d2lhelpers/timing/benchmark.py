@@ -293,7 +293,8 @@ def measurement_warnings(m: Measurement) -> list[str]:
     if noisy:
         found.append(
             f"noisy: IQR is {m.iqr / m.median:.1%} of the median (above {NOISY_IQR:.0%}); "
-            "something else is using this machine, or the runs are too short"
+            "possible causes, not measured here: another program, this experiment's own "
+            "threads or processes competing for the cores, or runs too short"
         )
     if m.rate is None or not m.peak or not above_limit(m.rate, m.peak, m.rate_noise):
         return found
@@ -314,7 +315,7 @@ def measurement_warnings(m: Measurement) -> list[str]:
         else ""
     )
     causes = list(LIKELY_CAUSES)
-    causes[0] += " (these runs were noisy)" if noisy else " (these runs were not noisy)"
+    causes[0] += " (these runs were noisy)" if noisy else " (unlikely: these runs were not noisy)"
     if m.remeasured_peak:
         causes[1] += " (measured again, it still explains nothing)"
     causes[2] = (
@@ -324,6 +325,9 @@ def measurement_warnings(m: Measurement) -> list[str]:
     beyond = (m.rate / (m.best_peak or m.peak) - 1) / max(m.rate_noise, 1e-9)
     if beyond > FAR_OUT:  # far beyond any noise: work not done comes first
         causes = [causes[2], causes[1], f"{causes[0]}, which cannot reach {beyond:.0f}x the noise"]
+    else:  # a cause this run's own numbers speak against goes last, with why
+        excluded = [not noisy, bool(m.remeasured_peak), False]
+        causes = sorted(causes, key=lambda c: excluded[causes.index(c)])  # stable: in order
     found.append(
         impossible(
             f"{rate} is {m.rate / m.peak:.2f}x the device's measured peak ({first}{again}), "

@@ -141,16 +141,38 @@ def machine_baseline_rate(refresh: bool = False) -> dict:
     key = f"{platform.node()}-{usable_cores()}cores-tf{tf.__version__}".replace("/", "_")
     path = cache_dir() / f"baseline-{key}.json"
     if refresh or path not in _baselines:  # one measurement per run, even when it was not kept
-        _baselines[path] = cached_measurement(
-            path,
-            _measure_baseline,
-            version=CACHE_VERSION,
-            keys=BASELINE_KEYS,
-            refresh=refresh,
-            busy=machine_busy,
-            noisy_above=NOISY_IQR,
-        )
+        _baselines[path] = _cached_baseline(path, refresh)
+        stale = _below_a_peak(_baselines[path]) if _baselines[path].get("from_cache") else None
+        if stale:  # a cached baseline this run's own peak beats: the machine has changed since
+            _baselines[path] = {**_cached_baseline(path, True), "replaced": stale}
     return _baselines[path]
+
+
+def _cached_baseline(path: Path, refresh: bool) -> dict:
+    return cached_measurement(
+        path,
+        _measure_baseline,
+        version=CACHE_VERSION,
+        keys=BASELINE_KEYS,
+        refresh=refresh,
+        busy=machine_busy,
+        noisy_above=NOISY_IQR,
+    )
+
+
+def _below_a_peak(baseline: dict) -> str | None:
+    """Why `baseline` cannot stand: a device peak measured in this run is above it beyond both
+    noises (each at least the floor), which no logical device can be. None when none is."""
+    base = baseline["flops_per_s"]
+    for record in _device_peaks.values():
+        noise = max(record.noise, NOISE_FLOOR) + max(baseline.get("noise", 0.0), NOISE_FLOOR)
+        if above_limit(record.rate, base, noise):
+            return (
+                f"the cached baseline, {format_rate(base)} measured {baseline['measured_at']}, "
+                f"was below this run's device peak {format_rate(record.rate)} beyond both noises "
+                f"({noise:.0%}), so it was measured again"
+            )
+    return None
 
 
 def _measure_baseline() -> dict:
@@ -193,6 +215,7 @@ def describe_devices(devices: list[Device] | None = None) -> str:
         f"{baseline['measured_at']}"
         + (f"; {baseline['not_cached']}" if baseline.get("not_cached") else "")
         + (f"; {FROM_AN_EARLIER_RUN}" if baseline.get("from_cache") else "")
+        + (f"; {baseline['replaced']}" if baseline.get("replaced") else "")
         + ")."
     )
     return "\n".join(lines)

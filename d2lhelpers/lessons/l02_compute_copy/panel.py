@@ -3,56 +3,13 @@
 from __future__ import annotations
 
 import ipywidgets as widgets
-import matplotlib.pyplot as plt
 
 from d2lhelpers.lessons.l02_compute_copy.experiment import (
     estimate_compute_copy_s,
     run_compute_copy,
 )
-from d2lhelpers.lessons.l02_compute_copy.result import ComputeCopyResult
-from d2lhelpers.processes.tf_servers import BOTH_TRACED
-from d2lhelpers.tracing.timeline import plot_timeline
+from d2lhelpers.lessons.l02_compute_copy.result import ComputeCopyResult, plot_compute_copy
 from d2lhelpers.ui.panel import Panel, slider
-
-
-def plot_compute_copy(result: ComputeCopyResult):
-    """Bars: each time beside run + copy and max(run, copy); below, one traced call's timeline."""
-    figure, (bars, gantt) = plt.subplots(
-        2, 1, figsize=(10, 6), gridspec_kw={"height_ratios": [1, 1.2]}
-    )
-    names = ["run", "copy", "launch", "one after the other"]
-    parts = [result.run, result.copy, result.launch, result.sequential]
-    if result.overlapped is not None:
-        names.append("overlapped")
-        parts.append(result.overlapped)
-    bars.barh(
-        names, [m.median * 1e3 for m in parts], xerr=[m.iqr * 1e3 for m in parts], color="tab:blue"
-    )
-    bars.axvline(
-        result.ideal_sequential * 1e3,
-        c="gray",
-        ls="--",
-        label="ideal one after the other: run + copy - launch",
-    )
-    bars.axvline(
-        result.ideal_overlapped * 1e3,
-        c="tab:green",
-        ls=":",
-        label="ideal overlapped: max(run, copy)",
-    )
-    bars.set(xlabel="time (ms), error bar = IQR")
-    bars.invert_yaxis()
-    bars.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    where = (
-        "worker and driver, one clock"
-        if result.trace_source == BOTH_TRACED
-        else ("driver only: the worker's trace could not be taken")
-    )
-    what = "overlapped" if result.overlapped is not None else "one after the other"
-    plot_timeline(result.rows, f"one traced call, {what} ({where})", ax=gantt)
-    figure.tight_layout()
-    return figure
-
 
 WORK_BOUND = 10  # a call this many times one launch is mostly work: its rate is the work's
 

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import matplotlib.pyplot as plt
+
 from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import (
     GB,
@@ -41,7 +43,7 @@ from d2lhelpers.core.verdicts import (
 )
 from d2lhelpers.processes.tf_servers import BOTH_TRACED, HOST, traced_overlap
 from d2lhelpers.timing.benchmark import Measurement
-from d2lhelpers.tracing.timeline import OpEvent
+from d2lhelpers.tracing.timeline import OpEvent, plot_timeline
 
 MAX_HIDDEN_BAND = 0.5  # a hidden share known only to ±50% or worse is not shown as a number
 
@@ -75,6 +77,10 @@ class ComputeCopyResult(Reported):
     worker_device: str
 
     # --- ideals and their noise -----------------------------------------------------------------
+
+    def plot(self):
+        """Bars of each time and one traced call's timeline (`plot_compute_copy`)."""
+        return plot_compute_copy(self)
 
     @property
     def shorter(self) -> float:
@@ -279,7 +285,7 @@ class ComputeCopyResult(Reported):
                 )
             return (
                 f"{faster}; the traced call (one call) shows copies during matmuls for "
-                f"{self.traced_overlap:.0%} of the shorter part{_turns()}."
+                f"{self.traced_overlap:.0%} of the shorter part{_turns(self.traced_overlap)}."
             )
         if c.a_slower:
             return (
@@ -404,7 +410,7 @@ class ComputeCopyResult(Reported):
                     f"traced {what} call: copies during matmuls",
                     f"{self.traced_overlap:.0%} of the shorter part",
                     "one call, worker and driver on one clock: no spread (a second call may "
-                    f"differ){_turns()}",
+                    f"differ){_turns(self.traced_overlap)}",
                 ]
             )
         else:
@@ -417,11 +423,51 @@ class ComputeCopyResult(Reported):
         return [times, rates, overlap]
 
 
-def _turns() -> str:
-    """On one usable core, what "at the same time" in a trace can mean."""
-    if usable_cores() >= 2:
+def _turns(share: float) -> str:
+    """On one usable core, what a traced share above 0 "at the same time" can mean."""
+    if usable_cores() >= 2 or share <= 0:
         return ""
     return (
         f" (with {cores_phrase(usable_cores())}, the worker's matmuls and the copy took turns on "
-        "it: in flight at once, not computing at once; the times tell which)"
+        "it: in flight at once, not computing at once; the verdict from the times says whether "
+        "overlapping saved any time)"
     )
+
+
+def plot_compute_copy(result: ComputeCopyResult):
+    """Bars: each time beside run + copy and max(run, copy); below, one traced call's timeline."""
+    figure, (bars, gantt) = plt.subplots(
+        2, 1, figsize=(10, 6), gridspec_kw={"height_ratios": [1, 1.2]}
+    )
+    names = ["run", "copy", "launch", "one after the other"]
+    parts = [result.run, result.copy, result.launch, result.sequential]
+    if result.overlapped is not None:
+        names.append("overlapped")
+        parts.append(result.overlapped)
+    bars.barh(
+        names, [m.median * 1e3 for m in parts], xerr=[m.iqr * 1e3 for m in parts], color="tab:blue"
+    )
+    bars.axvline(
+        result.ideal_sequential * 1e3,
+        c="gray",
+        ls="--",
+        label="ideal one after the other: run + copy - launch",
+    )
+    bars.axvline(
+        result.ideal_overlapped * 1e3,
+        c="tab:green",
+        ls=":",
+        label="ideal overlapped: max(run, copy)",
+    )
+    bars.set(xlabel="time (ms), error bar = IQR")
+    bars.invert_yaxis()
+    bars.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    where = (
+        "worker and driver, one clock"
+        if result.trace_source == BOTH_TRACED
+        else ("driver only: the worker's trace could not be taken")
+    )
+    what = "overlapped" if result.overlapped is not None else "one after the other"
+    plot_timeline(result.rows, f"one traced call, {what} ({where})", ax=gantt)
+    figure.tight_layout()
+    return figure

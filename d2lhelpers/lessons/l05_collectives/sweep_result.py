@@ -43,6 +43,7 @@ from d2lhelpers.core.verdicts import (
     noisy_run,
     relative_noise,
 )
+from d2lhelpers.lessons.l05_collectives.plots import plot_allreduce_sweep
 from d2lhelpers.timing.benchmark import Measurement
 
 BOUND_CAUSES = (
@@ -51,8 +52,8 @@ BOUND_CAUSES = (
     *LIKELY_CAUSES,
 )
 ALPHA_CAUSES = (
-    "α was measured high: the 4-byte run was slow (the machine was busier then), so every "
-    "prediction starts too high",
+    "α was measured high: the 4-byte run was slow (a hypothesis: the machine was busier then), "
+    "so every prediction starts too high",
     *LIKELY_CAUSES,
 )
 
@@ -77,6 +78,10 @@ class AllreduceSweepResult(Reported):
     model: AlphaBeta
     fitted: AlphaBeta | None
     fit_sizes: list[int]
+
+    def plot(self, ax=None):
+        """Times, the alpha-beta prediction and the bound (`plots.plot_allreduce_sweep`)."""
+        return plot_allreduce_sweep(self, ax)
 
     @property
     def times(self) -> list[float]:
@@ -204,7 +209,8 @@ class AllreduceSweepResult(Reported):
         worst = max(noisy, key=lambda m: m.iqr / m.median)
         return (
             f" α and β come from noisy runs ({worst.label}: IQR {worst.iqr / worst.median:.0%} of "
-            "its median), so these predictions are no better: run it again on a quieter machine."
+            "its median), so these predictions are no better: if the machine was busy, run it "
+            "again when it is quiet."
         )
 
     def tables(self) -> list[Table]:

@@ -43,6 +43,10 @@ class AllReduceJobResult(Reported):
     where: str = "loopback"  # what joins the workers: loopback, or the link of `tools/hosts.py`
     worker_iqrs_s: list[list[float]] = dataclasses.field(default_factory=list)  # [worker][size]
 
+    def plot(self, ax=None):
+        """`plot_allreduce_job` of this job."""
+        return plot_allreduce_job(self, ax)
+
     @property
     def noises(self) -> list[Spread | None]:
         """Per size, the slowest worker's median and IQR: how far its time could move (None for

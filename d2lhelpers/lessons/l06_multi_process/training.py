@@ -219,6 +219,10 @@ class TrainingSweepResult(Reported):
     link: AlphaBeta | None
     cores: int = dataclasses.field(default_factory=usable_cores)
 
+    def plot(self, ax=None):
+        """`plot_training_sweep` of this sweep."""
+        return plot_training_sweep(self, ax)
+
     @property
     def one(self) -> TrainingJobResult | None:
         return next((j for j in self.jobs if j.n_workers == 1), None)

@@ -11,9 +11,13 @@ from d2lhelpers.lessons.l07_serving.in_flight import PipelineInFlightResult, run
 from d2lhelpers.lessons.l07_serving.lockstep import LockstepResult, run_lockstep_comparison
 from d2lhelpers.lessons.l07_serving.one_run import ServingRunResult, run_serving
 from d2lhelpers.lessons.l07_serving.panel import serving_panel
-from d2lhelpers.lessons.l07_serving.plots import plot_latency_throughput, plot_requests
+from d2lhelpers.lessons.l07_serving.plots import plot_requests
 from d2lhelpers.lessons.l07_serving.points import Window
-from d2lhelpers.lessons.l07_serving.sweep import LoadSweepResult, run_load_sweep
+from d2lhelpers.lessons.l07_serving.sweep import (
+    LoadSweepResult,
+    plot_latency_throughput,
+    run_load_sweep,
+)
 from d2lhelpers.lessons.l07_serving.tokens import (
     MemoryResult,
     TokenCheckResult,

@@ -29,6 +29,7 @@ from d2lhelpers.core.verdicts import (
     noise_text,
     ratio_noise,
 )
+from d2lhelpers.lessons.l07_serving.plots import plot_requests
 from d2lhelpers.lessons.l07_serving.points import (
     Window,
     measure_capacity,
@@ -56,6 +57,19 @@ class Failover:
     before: tuple[float, float]
     after: tuple[float, float]
     capacity: Spread | None = None  # tokens/s measured from its steps before the run
+    at_once: int | None = None  # devices that can compute at the same time (None: all of them)
+
+    @property
+    def loss_cannot_add(self) -> bool:
+        """Whether more after the loss than before is out of reach: replicas each computing on a
+        device of its own. A group rebuilt on fewer devices drops its communication, and where
+        devices share cores a survivor takes the lost one's share: both can serve more."""
+        at_once = self.n_devices if self.at_once is None else self.at_once
+        return self.layout == "replicas" and at_once >= self.n_devices
+
+    def plot(self, ax=None):
+        """Each request of the run, the window after the loss shaded (`plots.plot_requests`)."""
+        return plot_requests(self.log, ax, window=self.after)
 
     @property
     def utilisation(self) -> float | None:
@@ -104,7 +118,9 @@ class Failover:
         before = self.throughput_before
         if self.throughput_after.median == 0:
             return "nothing after"
-        if self.throughput_after.median > before.median * (1 + NOISE_FLOOR):
+        if self.loss_cannot_add and self.throughput_after.median > before.median * (
+            1 + NOISE_FLOOR
+        ):
             return "above before"  # by more than the floor: within it, "lost nothing" is read
         if self.capacity:
             served = compare(before, self.capacity)  # both noises
@@ -139,7 +155,8 @@ class Failover:
             band = ratio_noise(self.ratio, self.throughput_before, self.throughput_after)
             said = (
                 f"{self.layout}: served {self.ratio:.2f}x ± {band:.2f} as much after the loss as "
-                "before; a lost device cannot add throughput, so "
+                "before; losing a replica that computed on a device of its own cannot add "
+                "throughput, so "
                 + (
                     "this is not a result (see the warning)"
                     if self.ratio - band > 1
@@ -169,6 +186,16 @@ class Failover:
                 said += ", not measurably more: the capacity is a rough bound here, not a ceiling"
         if test == "below capacity":
             said += ", measurably less: (n - 1) / n compares capacities, so it is not tested here"
+        if self.ratio > 1 and not self.loss_cannot_add:
+            said += (
+                "; more after than before is possible here ("
+                + (
+                    "the group rebuilt on fewer devices has less communication"
+                    if self.layout != "replicas"
+                    else "the survivors take the lost device's share of the shared cores"
+                )
+                + ": a hypothesis, not measured)"
+            )
         return said
 
     @property
@@ -181,7 +208,7 @@ class Failover:
             "untestable": "too noisy to test (n - 1) / n",
             "below capacity": "not at capacity before: (n - 1) / n not tested",
             "nothing after": "no tokens in the window after: not a result",
-            "above before": "more than before, which a loss cannot give: (n - 1) / n not tested",
+            "above before": "more than before, which losing a replica cannot give: not tested",
             "missed": "less than (n - 1) / n" if c.a < c.b else "more than (n - 1) / n",
         }[self.test]
 
@@ -212,7 +239,8 @@ class FailureResult(Reported):
         return "after losing one device: " + "; ".join(parts)
 
     def flags(self) -> list[str]:
-        """A layout that served more after losing a device than before, beyond the noise."""
+        """Replicas on devices of their own that served more after losing one than before,
+        beyond the noise (a group, or devices sharing cores, can: see `loss_cannot_add`)."""
         causes = (
             "the window before the loss was not at capacity (the offered load did not keep every "
             "slot busy), so it measured the load, not what the devices could do",
@@ -224,7 +252,9 @@ class FailureResult(Reported):
                 causes,
             )
             for r in self.runs
-            if (c := compare(r.throughput_after, r.throughput_before)).measurable and c.a > c.b
+            if r.loss_cannot_add
+            and (c := compare(r.throughput_after, r.throughput_before)).measurable
+            and c.a > c.b
         ]
 
     def tables(self) -> list[Table]:
@@ -297,9 +327,8 @@ def run_serving_failure(
         runs.append(
             Failover(
                 name, n_devices, log, (window.warmup_s, fail_at), after,
-                capacity.tokens_per_s,
+                capacity.tokens_per_s, at_once_here(n_devices, devices[0].kind),
             )
         )  # fmt: skip
         steps.finish(name)
-    at_once = at_once_here(n_devices, devices[0].kind)
-    return FailureResult(runs, at_once)
+    return FailureResult(runs, at_once_here(n_devices, devices[0].kind))

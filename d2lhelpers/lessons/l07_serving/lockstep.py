@@ -84,6 +84,14 @@ class LockstepResult(Reported):
         columns = ["replicas", "capacity", *POINT_COLUMNS]
         notes = [self.latencies("latency", "independent median latency")]
         notes += [line for c in self.capacities if (line := c.summed_note())]
+        independent = self.capacities[0]
+        if independent.at_once is not None and independent.at_once < len(independent.decode):
+            notes.append(
+                "lock step's capacity is bounded the same way: its one server steps every device "
+                f"in one call, and only {independent.at_once} of them can compute at once here, "
+                "so neither capacity can exceed what that many devices make alone (the load "
+                "sweep measures one device's; this comparison does not)"
+            )
         flags = self.stalled()
         for mode, c, p in zip(MODES, self.capacities, self.points, strict=True):
             found = served_above(mode, p.throughput, c.tokens_per_s, f"at {p.offered:.0f} req/s")

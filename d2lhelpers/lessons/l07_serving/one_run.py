@@ -10,6 +10,7 @@ from d2lhelpers.core.progress import no_progress
 from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import format_rate
 from d2lhelpers.core.verdicts import higher_or_lower, noise_text
+from d2lhelpers.lessons.l07_serving.plots import plot_requests
 from d2lhelpers.lessons.l07_serving.points import (
     POINT_COLUMNS,
     Capacity,
@@ -32,6 +33,10 @@ class ServingRunResult(Reported):
     layout: str
     capacity: Capacity
     point: LoadPoint
+
+    def plot(self, ax=None):
+        """Each request of the load, its window shaded (`plots.plot_requests`)."""
+        return plot_requests(self.point.log, ax, window=self.point.span)
 
     @property
     def verdict(self) -> str:

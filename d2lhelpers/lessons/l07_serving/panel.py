@@ -6,9 +6,9 @@ import ipywidgets as widgets
 import matplotlib.pyplot as plt
 
 from d2lhelpers.devices import on_gpu, setup_devices
-from d2lhelpers.lessons.l07_serving.plots import plot_latency_throughput, plot_requests
+from d2lhelpers.lessons.l07_serving.plots import plot_requests
 from d2lhelpers.lessons.l07_serving.points import STEP_BUDGET_S, Window
-from d2lhelpers.lessons.l07_serving.sweep import run_load_sweep
+from d2lhelpers.lessons.l07_serving.sweep import plot_latency_throughput, run_load_sweep
 from d2lhelpers.serving.config import LAYOUTS, decoder_config
 from d2lhelpers.serving.engines import ServingCode
 from d2lhelpers.timing.estimate import TRACE_S, measure_seconds

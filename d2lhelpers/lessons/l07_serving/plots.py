@@ -1,12 +1,10 @@
-"""Notebook 07's pictures: latency against throughput per layout, and one run's requests."""
+"""Notebook 07's pictures: each layout's colour, and one run's requests (the sweep draws its own
+latency against throughput: `sweep.plot_latency_throughput`)."""
 
 from __future__ import annotations
 
-import math
-
 import matplotlib.pyplot as plt
 
-from d2lhelpers.lessons.l07_serving.sweep import LoadSweepResult
 from d2lhelpers.serving.load import LoadLog
 
 COLOURS = {
@@ -15,38 +13,6 @@ COLOURS = {
     "tensor parallel": "tab:blue",
     "pipeline": "tab:purple",
 }
-
-
-def plot_latency_throughput(sweep: LoadSweepResult, ax=None):
-    """p50 latency against achieved throughput, one curve per layout; its capacity dashed,
-    saturated points hollow (their latency keeps growing with the run: a lower bound)."""
-    if ax is None:
-        _, ax = plt.subplots(figsize=(7, 3.8))
-    right = sweep.ideal
-    for s in sweep.sweeps:
-        colour = COLOURS.get(s.layout, "tab:gray")
-        points = [
-            (p.throughput.median, p.latency(50).value * 1e3, p.saturated)
-            for p in s.points
-            if p.latency(50).n and not math.isinf(p.latency(50).value)
-        ]
-        points.sort()
-        ax.plot([x for x, _, _ in points], [y for _, y, _ in points], "-", c=colour, label=s.layout)
-        for x, y, saturated in points:
-            ax.plot([x], [y], "o", c=colour, mfc="white" if saturated else colour)
-        ax.axvline(s.capacity.tokens_per_s.median, c=colour, ls="--", lw=1, alpha=0.7)
-        right = max(right, s.capacity.tokens_per_s.median, *(x for x, _, _ in points))
-    ax.axvline(sweep.ideal, c="black", ls="-.", lw=1, label="ideal (n x one device)")
-    ax.set(
-        xlabel="achieved throughput in the window (generated tokens/s)",
-        ylabel="p50 latency (ms)",
-        title=f"{sweep.n_devices} devices: latency vs throughput (dashed: measured capacity)",
-        xlim=(0, 1.1 * right),
-    )
-    ax.set_yscale("log")
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
-    ax.figure.tight_layout()
-    return ax.figure
 
 
 def plot_requests(log: LoadLog, ax=None, window: tuple[float, float] | None = None):

@@ -9,9 +9,11 @@ the given fractions when needed (up to `MAX_LOAD`).
 from __future__ import annotations
 
 import dataclasses
+import math
 import statistics
 from collections.abc import Callable
 
+import matplotlib.pyplot as plt
 import tensorflow as tf
 
 from d2lhelpers.core.concurrency import at_once_here
@@ -35,6 +37,7 @@ from d2lhelpers.core.verdicts import (
     ratio_noise,
     relative_noise,
 )
+from d2lhelpers.lessons.l07_serving.plots import COLOURS
 from d2lhelpers.lessons.l07_serving.points import (
     POINT_COLUMNS,
     Capacity,
@@ -137,8 +140,8 @@ class LayoutSweep:
             f"{self.layout}: its measured capacity is not a result: in its saturated window "
             f"({_at(point)}) its engines made {ratio:.2f}x ± {band:.2f} the tokens per busy "
             "second that the capacity assumes, so its steps were timed slow (the machine was "
-            "busier then, or the steps ran at a different speed), and every reading against "
-            "the capacity below is a rough bound"
+            "busier then, or the steps ran at a different speed: hypotheses, not measured), and "
+            "every reading against the capacity below is a rough bound"
         )
 
     def sentences(self) -> list[str]:
@@ -285,6 +288,10 @@ class LoadSweepResult(Reported):
     step_flops: float  # of one device's decoding step, every slot busy
     peak: float  # the device's measured peak, FLOP/s
 
+    def plot(self, ax=None):
+        """Latency against throughput per layout (`plot_latency_throughput`)."""
+        return plot_latency_throughput(self, ax)
+
     @property
     def ideal(self) -> float:
         """n devices, each as fast as one device alone, no communication: n x one device."""
@@ -346,9 +353,16 @@ class LoadSweepResult(Reported):
         for word, why in UNTESTED.items():  # agreeing with the model could not have failed
             names = [name for name, t in tests.items() if t == word]
             if names:
+                spreads = ", ".join(  # the capacity's own spread: what made it noisy
+                    f"{s.layout}'s capacity IQR {s.capacity.tokens_per_s.iqr / cap:.1%} of it"
+                    for s in self.sweeps
+                    if s.layout in names and (cap := s.capacity.tokens_per_s.median) > 0
+                )
                 text += (
-                    f" Too noisy to test for {' and '.join(names)}: {why} (one device's capacity "
-                    "is the no-model outcome; run again on a quieter machine)."
+                    f" Too noisy to test for {' and '.join(names)}: {why} ({spreads}; one "
+                    "device's capacity "
+                    "is the no-model outcome; if the machine was busy, run it again when it is "
+                    "quiet)."
                 )
         return text
 
@@ -514,3 +528,35 @@ def run_load_sweep(
     flops = slots_per_device * config.flops_per_token(config.max_len)
     peak = device_peak_rate(devices[0])  # a float that carries its noise
     return LoadSweepResult(n_devices, at_once, one_device, sweeps, flops, peak)
+
+
+def plot_latency_throughput(sweep: LoadSweepResult, ax=None):
+    """p50 latency against achieved throughput, one curve per layout; its capacity dashed,
+    saturated points hollow (their latency keeps growing with the run: a lower bound)."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 3.8))
+    right = sweep.ideal
+    for s in sweep.sweeps:
+        colour = COLOURS.get(s.layout, "tab:gray")
+        points = [
+            (p.throughput.median, p.latency(50).value * 1e3, p.saturated)
+            for p in s.points
+            if p.latency(50).n and not math.isinf(p.latency(50).value)
+        ]
+        points.sort()
+        ax.plot([x for x, _, _ in points], [y for _, y, _ in points], "-", c=colour, label=s.layout)
+        for x, y, saturated in points:
+            ax.plot([x], [y], "o", c=colour, mfc="white" if saturated else colour)
+        ax.axvline(s.capacity.tokens_per_s.median, c=colour, ls="--", lw=1, alpha=0.7)
+        right = max(right, s.capacity.tokens_per_s.median, *(x for x, _, _ in points))
+    ax.axvline(sweep.ideal, c="black", ls="-.", lw=1, label="ideal (n x one device)")
+    ax.set(
+        xlabel="achieved throughput in the window (generated tokens/s)",
+        ylabel="p50 latency (ms)",
+        title=f"{sweep.n_devices} devices: latency vs throughput (dashed: measured capacity)",
+        xlim=(0, 1.1 * right),
+    )
+    ax.set_yscale("log")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    ax.figure.tight_layout()
+    return ax.figure
