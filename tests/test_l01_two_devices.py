@@ -240,13 +240,11 @@ def test_baseline_verdict_flags_devices_above_what_they_can_at_best_reach():
         rate("both", 2.1e11, None), rate("one", 1.9e11, 2.04e11), baseline, "logical CPU"
     )
     assert "at best" in close and "no rate here" not in close
-    # each device's peak below the baseline, but the two at once (one thread each) 2.4x it
+    # each device's peak below the baseline, the two at once (2 x one's peak) 2.4x it: that is
+    # a ceiling they need not reach, not a measurement, so the baseline still stands
     both = rate("both", 2.1e11, 4.8e11)
     combined = l01.baseline_verdict(both, rate("one", 1.9e11, 2.04e11), baseline, "logical CPU")
-    assert "neither read against the baseline 200.0 GFLOP/s: the devices' combined measured " in (
-        combined
-    )
-    assert "peak 480.0 GFLOP/s is 2.40 of the usable cores' baseline" in combined
+    assert "neither read" not in combined and "of the usable cores' baseline" in combined
     # separate GPUs each bring a chip: their combined peak above one chip's baseline is expected
     assert "no rate here" not in l01.baseline_verdict(
         both, rate("one", 1.9e11, 2.04e11), baseline, "GPU"

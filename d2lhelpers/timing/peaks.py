@@ -46,24 +46,19 @@ _baselines: dict[Path, dict] = {}  # one baseline per cache file per run
 
 
 def baseline_below_peak(m: Measurement, baseline: dict, whose: str) -> str | None:
-    """The flag when `m`'s measured peak (one device's, or the peak of the devices that can
-    compute at once) beats the usable cores' baseline beyond both noises, each at least the noise
-    floor: the baseline, which any number of devices can at best roughly match, was measured
-    low, so no rate is read against it. None when the peak is within the noises or unknown."""
+    """The flag when `m`'s measured peak (one device's) beats the usable cores' baseline beyond
+    both noises, each at least the noise floor: the baseline, which one device (one thread) can at
+    best roughly match, was measured low, so no rate is read against it. None when the peak is
+    within the noises, unknown, or a peak of k devices (k x one device's: a ceiling that devices
+    computing at once need not reach, not a measurement)."""
     peak, base = m.best_peak, baseline["flops_per_s"]
     noise = max(m.peak_noise, NOISE_FLOOR) + max(baseline.get("noise", 0.0), NOISE_FLOOR)
-    if not peak or not above_limit(peak, base, noise):
-        return None
+    if not peak or not above_limit(peak, base, noise) or getattr(m.peak, "factor", 1) != 1:
+        return None  # a peak of k devices (k x one's) is a ceiling, not a measurement of one
     causes = ("the baseline was measured low", *LIKELY_CAUSES[:1])
     if baseline.get("from_cache"):
         causes = (f"the baseline is {baseline['measured_at']}'s, from the cache", *causes)
-    k = getattr(m.peak, "factor", 1)  # k x one device's peak: a ceiling computed, not measured
-    what = (
-        f"{whose} ceiling, {k:g} x one device's measured peak {format_rate(peak / k)} = "
-        f"{format_rate(peak)},"
-        if k != 1
-        else f"{whose} measured peak {format_rate(peak)}"
-    )
+    what = f"{whose} measured peak {format_rate(peak)}"
     return impossible(
         f"{what} is {peak / base:.2f} of the usable cores' "
         f"baseline, above it beyond both noises ({noise:.0%}), so no rate here is read against "
