@@ -33,6 +33,11 @@ SEED_000 = {  # d2l "Automatic Parallelism", TensorFlow tab; 2 GPUs, model not s
     "Run on GPU1 and copy to CPU": 2.5692,
 }
 
+# The seed's GPU is not named, so no peak of its own can be checked. The yardstick: an H100/H200
+# SXM's published dense TF32 tensor-core peak (no sparsity; an A100's is 156), the highest of any
+# NVIDIA GPU before the Blackwell generation (NVIDIA's datasheet).
+H100_TF32_PEAK = 495e12
+
 SEED_000_SIZE, SEED_000_MATMULS = 4000, 50  # run(x): 50 products of one 4000x4000 float32 matrix
 # What every seed timing's final `run(x)[-1].numpy()` copies to the host: one result, 64 MB.
 SEED_RESULT_BYTES = SEED_000_SIZE**2 * BYTES_PER_FLOAT
@@ -123,7 +128,9 @@ class SeedComputeResult(Reported):
             "result (the seed's code calls run(x_gpu1) without .numpy(), and d2l's Benchmark "
             "does not sync the devices).",
             "Cannot tell how many of the 50 products ran: the seed names no GPU, so no rate "
-            "above can be checked against a peak.",
+            "above can be checked against its own GPU's peak; "
+            + _against_datasheet([seed_rate(SEED_000_MATMULS, r) for r in self.copy_rates])
+            + ".",
         ]
         title = "The seed's times less the final 64 MB copy, at assumed copy rates"
         columns = [
@@ -136,6 +143,16 @@ class SeedComputeResult(Reported):
             "if 1 ran",
         ]
         return [Table(title, columns, rows, notes)]
+
+
+def _against_datasheet(rates: list[float]) -> str:
+    """Rates held against the highest dense TF32 datasheet peak (notebook 02's yardstick)."""
+    peak, top = H100_TF32_PEAK, max(rates)
+    where = f"an H100/H200's dense TF32 peak ({peak / 1e12:.0f} TFLOP/s, NVIDIA's datasheet)"
+    if top <= peak:
+        return f"all are below {where}, so none is ruled out (at most {top / 1e12:.0f} TFLOP/s)"
+    above = sum(r > peak for r in rates)
+    return f"{above} of them are above {where}: those copy rates are ruled out"
 
 
 def seed_without_copy(copy_rates: tuple[float, ...] = ASSUMED_COPY_RATES) -> SeedComputeResult:

@@ -40,7 +40,10 @@ def test_verdict_holds_when_times_follow_the_model():
     )
     assert "more shared the cores" in result.verdict
     table = result.tables()[0]
-    assert [row[5] for row in table.rows] == ["as the model"] * 4 and not table.flags
+    assert [row[5].split(" (band")[0] for row in table.rows] == ["as the model"] * 4
+    assert not table.flags
+    # the band each reading used, in the units of "vs one": 1.00x +- (5% + 5%) at k = 2
+    assert table.rows[1][5] == "as the model (band 0.90x to 1.10x)"
     assert table.rows[0][1:3] == ["10.00 ms", "±5% (floor)"]  # each time beside its noise
     assert table.title == "20 matmuls of 512x512 per device"
 
@@ -70,13 +73,15 @@ def test_noise_decides_what_is_measurable_and_a_noisy_run_gives_no_verdict():
     noisy = ConcurrencyResult(512, 20, "logical CPU", ms, 2)
     assert noisy.comparisons()[1].measurable is False  # 1.2x, but inside the runs' IQR
     assert noisy.verdict.startswith("too noisy to check the model") and "k = [2]" in noisy.verdict
-    assert noisy.tables()[0].rows[1][5] == "too noisy to check"  # the table says as the sentence
+    reading = noisy.tables()[0].rows[1][5]
+    assert reading.startswith("too noisy to check (band ")  # the table says as the sentence
     # One device's own run noisy: every row's model is a multiple of it, so no row reads "as the
     # model" while the sentence says too noisy (a run once printed both).
     ms = [Measurement("1", [0.009, 0.011, 0.012, 0.013, 0.0135]), Measurement("2", [0.012] * 5)]
     shaky = ConcurrencyResult(512, 20, "logical CPU", ms, 2)
     assert shaky.verdict.startswith("too noisy to check the model") and "k = [1]" in shaky.verdict
-    assert [row[5] for row in shaky.tables()[0].rows] == ["too noisy to check"] * 2
+    readings = [row[5].split(" (band")[0] for row in shaky.tables()[0].rows]
+    assert readings == ["too noisy to check"] * 2
     # Slower than k chains one after the other: missing overlap cannot explain it.
     ms = [Measurement("1", [0.010] * 5), Measurement("2", [0.027] * 5)]
     beyond = ConcurrencyResult(512, 20, "logical CPU", ms, 2).verdict

@@ -190,10 +190,15 @@ def test_three_schemes_verdicts_follow_the_data():
     ahead = _schemes(replicas=0.55, tensor=0.8, pipeline=0.7)
     assert ahead.verdict == (
         "On 2 logical CPU devices, replicas (1.82x one device) was fastest, measurably ahead "
-        "of tensor parallel (1.25x), pipeline parallel (1.43x)"
+        "of tensor parallel (1.25x) and pipeline parallel (1.43x)"
     )
     tied = _schemes(replicas=0.55, tensor=0.56, pipeline=0.9)
     assert "replicas (1.82x one device) and tensor parallel (1.79x) were fastest" in tied.verdict
+    three = _schemes(replicas=0.55, tensor=0.56, pipeline=0.56, busy=0.9)
+    assert (
+        "(1.82x one device), tensor parallel (1.79x) and pipeline parallel (1.79x) were fastest"
+        in (three.verdict)
+    )
     none = _schemes(replicas=0.98, tensor=1.5, pipeline=1.02)
     assert (
         none.verdict == "On 2 logical CPU devices, no scheme was measurably faster than one device"

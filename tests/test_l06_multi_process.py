@@ -377,7 +377,7 @@ def test_failure_demo_measures_the_loss_from_the_steps():
     assert demo.lost_share == pytest.approx(0.5) and demo.model_lost == 0.5
     assert demo.killed_at_step == 101 and demo.victim == 0
     assert demo.verdict == (  # steady steps: each side's noise is the 5% floor, through 1 - 50%
-        "1 of 2 workers finished their run: lost 50% ± 5% of the steps per second "
+        "1 of 2 workers finished their run: lost 50.0% ± 5.0% of the steps per second "
         "(model: 50%, within the noise)"
     )
     lucky = _failure("replicas", [_reports(1e-3, 0.0, 101), _reports(0.7e-3, 0.0, 400)], [0, 1])

@@ -161,3 +161,16 @@ def test_notebook_01s_worked_seed_rates_are_the_packages():
         one, fifty = seed_rate(1, rate) / 1e12, seed_rate(50, rate) / 1e12
         line = f"copy {copy}: one product {one:.1f} TFLOP/s, all 50 {fifty:.0f} TFLOP/s"
         assert line in printed
+
+
+def test_the_seeds_rates_are_held_against_the_datasheet_yardstick_notebook_02_uses():
+    from d2lhelpers.references import H100_TF32_PEAK, _against_datasheet
+
+    below = _against_datasheet([100e12, 321e12])
+    assert below.startswith("all are below an H100/H200's dense TF32 peak (495 TFLOP/s")
+    assert below.endswith("none is ruled out (at most 321 TFLOP/s)")
+    assert _against_datasheet([100e12, 1.01 * H100_TF32_PEAK, 2 * H100_TF32_PEAK]).startswith(
+        "2 of them are above"
+    )
+    notes = seed_without_copy().tables()[0].verdicts
+    assert any("none is ruled out (at most 321 TFLOP/s)." in n for n in notes)

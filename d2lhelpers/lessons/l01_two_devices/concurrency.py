@@ -147,6 +147,9 @@ class ConcurrencyResult(Reported):
                 reading = "faster: impossible" if c.a_faster else "slower than the model"
                 if c.a_faster:
                     flags.append(impossible(f"{k} devices at {slow:.2f}x, model {want:.2f}x"))
+            if c is not None:  # the band the reading used, in the same units as "vs one"
+                one = self.measurements[0].median
+                reading += f" (band {(c.b - c.noise) / one:.2f}x to {(c.b + c.noise) / one:.2f}x)"
             rows.append(
                 [
                     k,

@@ -19,6 +19,7 @@ from d2lhelpers.core.counts import chain_flops
 from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import GB, format_seconds
 from d2lhelpers.references import (
+    H100_TF32_PEAK,
     SEED_000,
     SEED_000_MATMULS,
     SEED_000_SIZE,
@@ -30,10 +31,6 @@ from d2lhelpers.references import (
 SEED_RUN_S = SEED_000["Run on GPU1"]
 SEED_COPY_S = SEED_000["Copy to CPU"]
 SEED_BOTH_S = SEED_000["Run on GPU1 and copy to CPU"]
-# The seed's GPU is not named, so no peak of its own can be checked. The yardstick: an H100/H200
-# SXM's published dense TF32 tensor-core peak (no sparsity; an A100's is 156), the highest of any
-# NVIDIA GPU before the Blackwell generation.
-H100_TF32_PEAK = 495e12
 PCIE4_X16_PRACTICAL = 25e9  # what a PCIe 4.0 x16 link carries in practice (32 GB/s raw), B/s
 CAUSES_OF_A_TOO_HIGH_RATE = (
     "the 50 identical products were merged and fewer ran (notebook 01 measures this happening)",

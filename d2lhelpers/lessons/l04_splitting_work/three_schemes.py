@@ -142,9 +142,9 @@ class ThreeSchemesResult(Reported):
         tied = [r for r in rest if not compare(best.measurement, r.measurement).a_faster]
         lead = f"{best.scheme} ({best.speedup:.2f}x one device)"
         if tied:
-            names = ", ".join(f"{r.scheme} ({r.speedup:.2f}x)" for r in tied)
-            return f"On {self.where}, {lead} and {names} were fastest, within the noise{tail}"
-        behind = ", ".join(f"{r.scheme} ({r.speedup:.2f}x)" for r in rest)
+            names = _listed([lead] + [f"{r.scheme} ({r.speedup:.2f}x)" for r in tied])
+            return f"On {self.where}, {names} were fastest, within the noise{tail}"
+        behind = _listed([f"{r.scheme} ({r.speedup:.2f}x)" for r in rest])
         ahead = f", measurably ahead of {behind}" if behind else ""
         return f"On {self.where}, {lead} was fastest{ahead}{tail}"
 
@@ -190,6 +190,11 @@ class ThreeSchemesResult(Reported):
         ]
         flags = [flag for r in self.runs for flag in r.flags()]
         return [Table(f"three schemes on {self.where}", columns, rows, notes, flags)]
+
+
+def _listed(items: list[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    return " and ".join([", ".join(items[:-1]), items[-1]] if len(items) > 1 else items)
 
 
 def _split(run: ParallelResult) -> str:

@@ -172,7 +172,7 @@ class WorkerLossResult(Reported):
             return "nothing: the survivors made more steps per second than all workers before"
         if self.rate_after == 0:
             return "all of the steps per second (no steps after the loss: exact)"
-        return f"{self.lost_share:.0%} ± {self.lost_noise:.0%} of the steps per second"
+        return f"{self.lost_share:.1%} ± {self.lost_noise:.1%} of the steps per second"
 
     def model_reading(self) -> str:
         """The model's share, and whether the measured one differs from it beyond the noise."""
