@@ -116,7 +116,12 @@ class MergeProbeResult(Reported):
         title += "tf.function, a fresh function per row, a fresh process per classic setting"
         columns = ["switched off", "how", "MatMuls executed", "time per call (median of 5)"]
         columns.append("noise")
-        return [Table(title, columns, rows, [self.verdict])]
+        where = (
+            "each process runs on TensorFlow's own CPU device with its default threading (every "
+            "usable core), not on one of this kernel's logical devices: its times are not one "
+            "device's, and only the counts are read"
+        )
+        return [Table(title, columns, rows, [self.verdict, where])]
 
 
 def run_merge_probe(
