@@ -639,3 +639,20 @@ def test_more_after_a_loss_is_read_as_a_miss_where_a_loss_can_add():
         assert "more after than before is possible here (" in run.sentence()
         assert why in run.sentence() and run.sentence().endswith("a hypothesis, not measured)")
         assert "cannot add" not in run.sentence()
+
+
+def test_lock_step_faster_than_independent_replicas_names_a_hypothesis():
+    from d2lhelpers.lessons.l07_serving.lockstep import LockstepResult
+
+    def timed(latency):
+        p = point(2000, 100, True)
+        for r in p.log.requests:
+            r.first_token_s, r.finished_s = r.arrival_s + latency / 4, r.arrival_s + latency
+        return p
+
+    cap = capacity(1e-3)
+    slower = LockstepResult([cap, cap], [timed(0.1), timed(0.05)]).tables()[0].verdicts[0]
+    assert slower.startswith("independent median latency is higher than lock step's")
+    assert "(a hypothesis, not measured: the independent servers' threads compete" in slower
+    faster = LockstepResult([cap, cap], [timed(0.05), timed(0.1)]).tables()[0].verdicts[0]
+    assert " is lower than " in faster and "hypothesis" not in faster

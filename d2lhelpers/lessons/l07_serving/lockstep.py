@@ -61,7 +61,13 @@ class LockstepResult(Reported):
         if self.stalled():
             return f"{a_name} not compared: a window made no tokens (see the flags)"
         a, b = (getattr(p, read)(50) for p in self.points)
-        return lower_or_higher(a, b, a_name, "lock step's")
+        said = lower_or_higher(a, b, a_name, "lock step's")
+        if " is higher than " in said:  # the opposite of what waiting for the slowest suggests
+            said += (
+                " (a hypothesis, not measured: the independent servers' threads compete for the "
+                "cores and for Python's lock, which lock step's one loop does not)"
+            )
+        return said
 
     @property
     def verdict(self) -> str:
