@@ -111,8 +111,9 @@ class Failover:
     @property
     def test(self) -> str:
         """(n - 1) / n against this run: 'nothing after' when no token was made in the window
-        after (the servers did not serve: not a reading of the model); 'above before' when more
-        was served after the loss than before, which a loss cannot give; 'below capacity' when
+        after (the servers did not serve: not a reading of the model); 'above before' when
+        replicas each on a device of its own served more after the loss than before by more than
+        the floor, which losing one cannot give (`loss_cannot_add`); 'below capacity' when
         the window before the loss served measurably less than the measured capacity (the model
         compares capacities, so it does not apply); else `model_test`'s word against no loss."""
         before = self.throughput_before

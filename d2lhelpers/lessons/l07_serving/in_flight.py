@@ -135,7 +135,8 @@ class PipelineInFlightResult(Reported):
                     f"one device's step took {format_seconds(a.median)} for "
                     f"{m * self.per_microbatch} sequences but {format_seconds(b.median)} for "
                     f"{k * self.per_microbatch}: less time for more work, beyond both noises, so "
-                    "the machine's speed changed between these rows; compare within a row only"
+                    "something besides the work changed between these rows (the machine's speed: "
+                    "a hypothesis); compare within a row only"
                 )
         return found
 

@@ -181,11 +181,16 @@ class LoadPoint:
     def queue_growth(self) -> tuple[int, int]:
         return self.queued_at(self.span[0]), self.queued_at(self.span[1])
 
+    @property
+    def made_nothing(self) -> bool:
+        """Requests arrived in the window and no token was made in it."""
+        return self.tokens == 0 and bool(self.in_window)
+
     def stalled(self, name: str) -> str | None:
-        """A flag when requests arrived in the window and no token was made in it: the servers
-        did not serve, whatever the load (a first call, a retrace, a process paused), so the
-        window reads nothing about the layout. None when tokens were made."""
-        if self.tokens > 0 or not self.in_window:
+        """A flag when the window made nothing (`made_nothing`): the servers did not serve,
+        whatever the load (a first call, a retrace, a process paused), so the window reads
+        nothing about the layout. None when tokens were made."""
+        if not self.made_nothing:
             return None
         a, b = self.span
         calls = [s for end, s, _ in self.log.engine_calls if end > a and end - s < b]
@@ -205,7 +210,7 @@ class LoadPoint:
     def saturated(self) -> bool:
         """Throughput stopped following the offered load (below it beyond the noise), and the
         queue grew over the window. Never for a window that made no tokens (`stalled`)."""
-        if self.tokens == 0 and self.in_window:
+        if self.made_nothing:
             return False
         c = compare(self.throughput, self.offered_tokens)
         start, end = self.queue_growth
@@ -217,7 +222,7 @@ class LoadPoint:
         load, but within the noise."""
         if self.saturated:
             return "yes"
-        if self.tokens == 0 and self.in_window:
+        if self.made_nothing:
             return "stalled (see flags)"
         start, end = self.queue_growth
         below = self.throughput.median < self.offered_tokens.median
