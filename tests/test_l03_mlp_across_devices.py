@@ -175,7 +175,10 @@ def test_baseline_sentence_reads_the_split_rate_within_both_noises():
         l03.baseline_sentence(split, cached)
     )
     above = l03.baseline_sentence(split, {"flops_per_s": 80e9, "noise": 0.02})
-    assert "measurably above it, which it can at best roughly match: a check, not a result" in above
+    assert "measurably above it: its branches, one thread each, got more from these cores" in above
+    assert "a yardstick, not a ceiling" in above
+    alone = l03.baseline_sentence(split, {"flops_per_s": 80e9, "noise": 0.02}, "one device")
+    assert "which one thread can at best roughly match: a check, not a result" in alone
     assert l03.baseline_sentence(split, {"flops_per_s": 150e9}).endswith("measurably below it")
 
 

@@ -94,7 +94,7 @@ def _schemes(replicas=0.55, tensor=0.8, pipeline=0.7, busy=1.0, error=0.0):
 def test_the_pipelines_bubble_carries_its_noise_and_reading_in_the_table():
     (table,) = _schemes(pipeline=0.7, busy=1.0).tables()
     # bubble = 1 - 1.0 / (2 x 0.7) = 29%, noise (1 - 0.29) x (5% + 5%) = 7%; model 1/5 = 20%
-    assert table.rows[2][6] == "[4, 4] layers, 4 microbatches; bubble 29% ±7% (model 20%)"
+    assert table.rows[2][6] == "[4, 4] layers, 4 microbatches; bubble 28.6% ±7.1% (model 20.0%)"
     (reading,) = [n for n in table.verdicts if n.startswith("pipeline's bubble: ")]
     assert reading.endswith(_schemes(pipeline=0.7, busy=1.0).runs[2].bubble_reading)
 
@@ -321,7 +321,8 @@ def test_traced_idle_share_is_read_against_the_model_within_the_calls_spread():
     assert within.verdict == (
         "idle share in the traces: 20% (3 traced calls: 20% to 33%); the GPipe model "
         "(p-1)/(m+p-1) = 20% lies within that spread; every call below 50% = 1 - 1/p: the "
-        "stages computed at the same time in every traced call"
+        "stages were in flight at the same time in every traced call (a trace cannot show "
+        "whether each had a core)"
     )
     assert within.rows is on_time and not within.flags()
     above = _trace(late, late, late)

@@ -109,8 +109,8 @@ class PipelineTraceResult(Reported):
             )
         elif len(self.devices) > 1 and high < serial:  # busy time summed beyond the span
             where += (
-                f"; every call below {serial:.0%} = 1 - 1/p: the stages computed at the same "
-                "time in every traced call"
+                f"; every call below {serial:.0%} = 1 - 1/p: the stages were in flight at the "
+                "same time in every traced call (a trace cannot show whether each had a core)"
             )
         return f"idle share in the traces: {self.bubble:.0%} ({self.spread}); {where}"
 

@@ -204,8 +204,8 @@ def _split(run: ParallelResult) -> str:
         bubble = (
             "bubble flagged"
             if run.bubble_flags
-            else f"bubble {run.measured_bubble:.0%} ±{run.bubble_noise:.0%} (model "
-            f"{run.model_bubble:.0%})"
+            else f"bubble {run.measured_bubble:.1%} ±{run.bubble_noise:.1%} (model "
+            f"{run.model_bubble:.1%})"
         )
         return f"{run.stage_layers} layers, {run.microbatches} microbatches; {bubble}"
     return "the batch; no communication"
