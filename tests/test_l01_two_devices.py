@@ -82,6 +82,10 @@ def test_noise_decides_what_is_measurable_and_a_noisy_run_gives_no_verdict():
     assert shaky.verdict.startswith("too noisy to check the model") and "k = [1]" in shaky.verdict
     readings = [row[5].split(" (band")[0] for row in shaky.tables()[0].rows]
     assert readings == ["too noisy to check"] * 2
+    # A band wider than the model's time starts at 0x, not below (read 48: "-0.01x to 2.01x").
+    ms = [Measurement("1", [0.002, 0.004, 0.010, 0.016, 0.030]), Measurement("2", [0.010] * 5)]
+    wide = ConcurrencyResult(512, 20, "logical CPU", ms, 2).tables()[0].rows[1][5]
+    assert wide.endswith("(band 0.00x to 2.25x)")
     # Slower than k chains one after the other: missing overlap cannot explain it.
     ms = [Measurement("1", [0.010] * 5), Measurement("2", [0.027] * 5)]
     beyond = ConcurrencyResult(512, 20, "logical CPU", ms, 2).verdict

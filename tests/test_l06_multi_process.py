@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from d2lhelpers.collectives.algorithms import allreduce_time_s
-from d2lhelpers.collectives.costs import AlphaBeta
+from d2lhelpers.collectives.costs import AlphaBeta, fit_alpha_beta
 from d2lhelpers.core.units import GiB, KiB, MiB
 from d2lhelpers.core.verdicts import relative_noise
 from d2lhelpers.lessons import l06_multi_process as l06
@@ -569,6 +569,46 @@ def _hosts_file():
     }
 
 
+def test_alpha_prints_its_band_and_a_band_that_reaches_zero_leaves_it_undetermined(tmp_path):
+    """Read 48: a fitted alpha of 107 us at 100 Mbit/s, 20-40x below the other links', was printed
+    with no band; its times' noise (5% of 5.8 ms and up) hides any latency that small."""
+    sizes = [64 * KiB, 256 * KiB, 1 * MiB, 4 * MiB, 16 * MiB]
+    held = [{"bytes": 128 * KiB, "residual": 0.0}]
+
+    def link(alpha_s, beta, rate):
+        times = [alpha_s + s / beta for s in sizes]
+        return {
+            "rate_bit_s": rate,
+            "alpha_s": fit_alpha_beta(sizes, times).alpha_s,
+            "beta_bytes_per_s": beta,
+            "beta_over_rate": 0.9,
+            "beta_over_payload_rate": 0.95,
+            "held_out": held,
+            "sizes": sizes,
+            "times_s": times,
+            "noise": [0.05] * len(sizes),
+        }
+
+    hosts = _hosts_file()
+    hosts["allreduce"] = [link(4e-3, 8.3e7, 1e9), link(1e-4, 1.15e7, 1e8)]
+    path = tmp_path / "hosts.json"
+    path.write_text(json.dumps(hosts))
+    exact = [2e-3 + s / 3e8 for s in SIZES]
+    job = _fake_allreduce([exact, exact], SIZES)
+    rows = l06.hosts_reference(job, None, path).tables()[0].rows
+    fast, slow = rows[1], rows[2]
+    assert fast[1].startswith("4.00 ms ±") and "not resolved" not in fast[1]
+    assert fast[3].startswith("324.2 KiB (") and " to " in fast[3]  # alpha x beta, its range
+    assert slow[1].startswith("100.0 µs ±") and slow[1].endswith(
+        "not resolved (its band reaches 0: the times' noise hides the latency)"
+    )
+    assert slow[3] == "- (alpha not resolved)"
+    assert rows[0][1] == "2.00 ms"  # this run kept no IQRs: alpha as it was measured
+    job.worker_iqrs_s = [[0.0] * len(SIZES)] * 2  # the floor, 5% of each time
+    here = l06.hosts_reference(job, None, path).tables()[0].rows[0]
+    assert here[1].startswith("2.00 ms ±") and " to " in here[3]
+
+
 def test_the_committed_two_host_run_stands_beside_this_one(tmp_path):
     exact = [2e-3 + s / 3e8 for s in SIZES]
     job = _fake_allreduce([exact, exact], SIZES)
@@ -649,7 +689,7 @@ def test_the_committed_two_host_run_stands_beside_this_one(tmp_path):
     clamped["allreduce"][1]["alpha_s"] = 0.0
     path.write_text(json.dumps(clamped))
     slow_row = l06.hosts_reference(job, None, path).tables()[0].rows[2]
-    assert slow_row[1].startswith("not resolved") and slow_row[3] == "-"
+    assert slow_row[1].startswith("not resolved") and slow_row[3] == "- (alpha not resolved)"
     missing = l06.hosts_reference(job, None, tmp_path / "none.json")
     assert "no committed two-host results" in str(missing)
     assert hosts.break_even_bytes(2e-3, 1e8) == pytest.approx(2e5)

@@ -149,7 +149,8 @@ class ConcurrencyResult(Reported):
                     flags.append(impossible(f"{k} devices at {slow:.2f}x, model {want:.2f}x"))
             if c is not None:  # the band the reading used, in the same units as "vs one"
                 one = self.measurements[0].median
-                reading += f" (band {(c.b - c.noise) / one:.2f}x to {(c.b + c.noise) / one:.2f}x)"
+                low = max(0.0, c.b - c.noise)  # noise wider than the model: a time stays >= 0
+                reading += f" (band {low / one:.2f}x to {(c.b + c.noise) / one:.2f}x)"
             rows.append(
                 [
                     k,

@@ -11,8 +11,10 @@ import math
 import re
 from pathlib import Path
 
+from d2lhelpers.collectives.costs import fit_prediction_noise_s
 from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import format_bytes, format_rate, format_seconds
+from d2lhelpers.core.verdicts import noise_of
 from d2lhelpers.lessons.l06_multi_process.allreduce import AllReduceJobResult
 from d2lhelpers.lessons.l06_multi_process.training import TrainingSweepResult, scaling_sentence
 from d2lhelpers.references import RESULTS_DIR
@@ -30,13 +32,19 @@ class HostsReferenceResult(Reported):
 
     def tables(self) -> list[Table]:
         fit = self.job.fitted
+        noises = self.job.noises
+        band = (
+            None
+            if None in noises
+            else alpha_band_s(self.job.sizes, self.job.times, [noise_of(n) for n in noises])
+        )
         here = [
             "loopback, this run",
-            _alpha(fit.alpha_s),
+            _alpha(fit.alpha_s, band),
             "unbounded"
             if math.isinf(fit.beta_bytes_per_s)
             else format_rate(fit.beta_bytes_per_s, "B/s"),
-            "-" if fit.alpha_s <= 0 else _size(break_even_bytes(fit.alpha_s, fit.beta_bytes_per_s)),
+            _break_even(fit.alpha_s, fit.beta_bytes_per_s, band),
             "- (no set rate)",
             "-",
         ]
@@ -60,14 +68,13 @@ class HostsReferenceResult(Reported):
         for found in sorted(self.hosts["allreduce"], key=lambda f: -f["rate_bit_s"]):
             held = ", ".join(f"{h['residual']:+.0%}{_noises(h)}" for h in found["held_out"])
             slowest = found["rate_bit_s"] == min(f["rate_bit_s"] for f in self.hosts["allreduce"])
+            band = _committed_alpha_band_s(found)
             rows.append(
                 (
                     f"two hosts, {found['rate_bit_s'] / 1e6:.0f} Mbit/s link",
-                    _alpha(found["alpha_s"]),
+                    _alpha(found["alpha_s"], band),
                     format_rate(found["beta_bytes_per_s"], "B/s"),
-                    "-"
-                    if found["alpha_s"] <= 0
-                    else _size(break_even_bytes(found["alpha_s"], found["beta_bytes_per_s"])),
+                    _break_even(found["alpha_s"], found["beta_bytes_per_s"], band),
                     f"{found['beta_over_payload_rate']:.2f} ({found['beta_over_rate']:.2f})",
                     held,
                     _training_words(self.hosts["training"]) if slowest else "- (slowest link only)",
@@ -86,7 +93,9 @@ class HostsReferenceResult(Reported):
             f"{link['mtu']}; tbf counts whole frames, of which TCP payload is at most "
             f"{link['payload_share']:.1%}",
             "below the break-even size an all-reduce costs mostly its latency alpha, above it "
-            "mostly bytes / beta",
+            "mostly bytes / beta; alpha's band is how far the fit's alpha moves when each fitted "
+            "size's time moves by its noise (`fit_prediction_noise_s` at 0 bytes): a band that "
+            "reaches 0 leaves alpha, and the break-even size, undetermined",
         ]
         for found in self.hosts["allreduce"]:  # why the check holds or not, from the measurements
             rate = f"{found['rate_bit_s'] / 1e6:.0f} Mbit/s"
@@ -154,11 +163,54 @@ def break_even_bytes(alpha_s: float, beta_bytes_per_s: float) -> float:
     return alpha_s * beta_bytes_per_s
 
 
-def _alpha(alpha_s: float) -> str:
-    """A fitted latency; the fit keeps alpha >= 0, so 0 means it was not resolved."""
+def alpha_band_s(nbytes, seconds, noises_s) -> float:
+    """How far the fitted alpha could move: the fit's prediction at 0 bytes is alpha."""
+    return fit_prediction_noise_s(nbytes, seconds, noises_s, at=0)
+
+
+def _committed_alpha_band_s(found: dict) -> float | None:
+    """alpha's band for a committed link: the sizes it was fitted on (those not held out), each
+    time moved by its recorded noise; None for a file that kept no per-size noise."""
+    if "noise" not in found or "times_s" not in found:
+        return None
+    held = {h["bytes"] for h in found["held_out"]}
+    fitted = [
+        (s, t, r * t)
+        for s, t, r in zip(found["sizes"], found["times_s"], found["noise"], strict=True)
+        if s not in held
+    ]
+    sizes, times, noises = zip(*fitted, strict=True)
+    return alpha_band_s(sizes, times, noises)
+
+
+def _resolved(alpha_s: float, band_s: float | None) -> bool:
+    return alpha_s > 0 and (band_s is None or band_s < alpha_s)
+
+
+def _alpha(alpha_s: float, band_s: float | None = None) -> str:
+    """A fitted latency with its band; the fit keeps alpha >= 0, so 0 means it was not
+    resolved, and so does a band that reaches 0."""
     if alpha_s <= 0:
         return "not resolved (the fit hit alpha = 0: latency below this link's noise)"
-    return format_seconds(alpha_s)
+    if band_s is None:  # a run that kept no noise: the value alone, as it was recorded
+        return format_seconds(alpha_s)
+    said = f"{format_seconds(alpha_s)} ±{format_seconds(band_s)}"
+    if band_s >= alpha_s:
+        return f"{said}: not resolved (its band reaches 0: the times' noise hides the latency)"
+    return said
+
+
+def _break_even(alpha_s: float, beta_bytes_per_s: float, band_s: float | None) -> str:
+    """alpha x beta, with the range alpha's band gives it; '-' when alpha is not resolved."""
+    if not _resolved(alpha_s, band_s):
+        return "- (alpha not resolved)"
+    found = _size(break_even_bytes(alpha_s, beta_bytes_per_s))
+    if band_s is None or math.isinf(beta_bytes_per_s):
+        return found
+    low, high = (
+        break_even_bytes(a, beta_bytes_per_s) for a in (alpha_s - band_s, alpha_s + band_s)
+    )
+    return f"{found} ({_size(low)} to {_size(high)})"
 
 
 def _size(nbytes: float) -> str:
