@@ -19,13 +19,10 @@ from d2lhelpers.core.units import (
 from d2lhelpers.devices import (
     cpu,
     device_summary,
-    gpu,
-    num_gpus,
     on_gpu,
     select_devices,
     setup_devices,
     try_all_gpus,
-    try_gpu,
 )
 from d2lhelpers.references import (
     reference_table,
@@ -186,16 +183,13 @@ __all__ = [
     "device_peak_rate",
     "devices_at_once",
     "device_summary",
-    "gpu",
     "machine_baseline_rate",
     "measure",
-    "num_gpus",
     "on_gpu",
     "reference_table",
     "select_devices",
     "setup_devices",
     "try_all_gpus",
-    "try_gpu",
     "usable_cores",
     # tracing and timelines
     "dependency_levels",

@@ -108,7 +108,7 @@ def plan_devices(
 class Device:
     """One set-up device: `name` goes into `tf.device(...)`; `note` says what it really is.
 
-    Usable as a context manager, like d2l's `try_gpu()`: `with d2l.try_gpu(): ...`.
+    Usable as a context manager, as d2l uses `tf.device(...)`: `with d2l.cpu(): ...`.
     """
 
     name: str
@@ -252,19 +252,6 @@ def try_all_gpus() -> list[Device]:
     return list(setup_devices())
 
 
-def num_gpus() -> int:
-    """The number of set-up GPU devices, real or virtual (0 on a CPU-only machine)."""
-    return sum(device.kind != "logical CPU" for device in setup_devices())
-
-
-def gpu(i: int = 0) -> Device:
-    """GPU device `i` as set up (it may be virtual: read its `note`)."""
-    gpus = [device for device in setup_devices() if device.kind != "logical CPU"]
-    if not 0 <= i < len(gpus):
-        raise ValueError(f"there is no GPU {i}: {len(gpus)} GPU devices are set up")
-    return gpus[i]
-
-
 def cpu() -> Device:
     """The CPU: on a CPU-only machine, logical CPU device 0."""
     devices = setup_devices()
@@ -272,11 +259,6 @@ def cpu() -> Device:
         return devices[0]
     name = tf.config.list_logical_devices("CPU")[0].name
     return Device(name, "CPU", 0, f"the host CPU ({cores_phrase()})")
-
-
-def try_gpu(i: int = 0) -> Device:
-    """GPU `i` if it exists, else the CPU (d2l's fallback)."""
-    return gpu(i) if i < num_gpus() else cpu()
 
 
 def select_devices(count: int) -> list[Device]:

@@ -124,7 +124,7 @@ def test_every_result_is_named_for_what_it_is():
     assert found and [name for name in found if not name.endswith("Result")] == []
 
 
-D2L_NAMES = {"Benchmark", "cpu", "gpu", "num_gpus", "try_gpu", "try_all_gpus"}  # d2l's own
+D2L_NAMES = {"Benchmark", "cpu", "try_all_gpus"}  # d2l's own
 TOLD_TO_CALL = {"setup_devices"}  # refusals tell a learner to call it (in a new kernel)
 
 
