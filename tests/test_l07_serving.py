@@ -632,9 +632,15 @@ def test_more_after_a_loss_is_read_as_a_miss_where_a_loss_can_add():
     assert own.loss_cannot_add and own.test == "above before" and FailureResult([own], 2).flags()
     shared = Failover("replicas", 2, log, (0.1, 1.0), (1.05, 2.0), at_once=1)
     group = Failover("pipeline", 2, log, (0.1, 1.0), (1.05, 2.0), at_once=2)
-    for run, why in [(shared, "the survivors take the lost device's share"), (group, "less comm")]:
+    # On one core a lost replica took no core of its own: the model is min(n-1, 1)/min(n, 1) = 1.
+    assert shared.expected == 1.0 and group.expected == 0.5
+    assert "min(n - 1, 1) / min(n, 1) of before" in str(FailureResult([shared], 1))
+    for run, why, model in [
+        (shared, "the survivors take the lost device's share", "min(n - 1, 1) / min(n, 1)"),
+        (group, "less comm", "(n - 1) / n"),
+    ]:
         assert not run.loss_cannot_add and run.test == "missed"
-        assert "(more than (n - 1) / n)" in FailureResult([run], 1).verdict
+        assert f"(more than {model})" in FailureResult([run], 1).verdict
         assert FailureResult([run], 1).flags() == []  # possible here: no "impossible"
         assert "more after than before is possible here (" in run.sentence()
         assert why in run.sentence() and run.sentence().endswith("a hypothesis, not measured)")

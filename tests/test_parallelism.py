@@ -1,5 +1,7 @@
 """The parts every scheme shares: the model, its placement, the one-device check, the result."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -193,6 +195,20 @@ def test_two_runs_of_one_experiment_are_read_against_each_other():
     assert "the machine changed between them" in said
     other = _run(n=3)
     assert first.against_rerun(other).endswith("not the same experiment, so not compared")
+
+
+def test_two_cells_one_device_times_are_read_against_each_other():
+    """Read 50: notebook 04's replicas cell timed one device at 17.29 ms, the tensor-parallel
+    cell the same MLP at 13.80 ms, beyond both noises, and nothing said so."""
+    first = _run(reference=(1.0, 1.0, 1.0))
+    same = _run(reference=(1.04, 1.04, 1.04))  # inside 5% + 5%
+    assert first.one_device_against(same).endswith("both speedups share one yardstick")
+    moved = _run(reference=(1.25, 1.25, 1.25))
+    said = first.one_device_against(moved)
+    assert said.startswith("one device: 1.000 s ±5% (floor) beside replicas, 1.250 s")
+    assert "(0.80x): they differ beyond both noises" in said and "hypothesis" in said
+    other = dataclasses.replace(moved, samples=200)
+    assert first.one_device_against(other).endswith("not the same one-device work, so not compared")
 
 
 def test_the_speedups_band_holds_one_exactly_when_the_verdict_finds_no_difference():

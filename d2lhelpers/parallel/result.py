@@ -15,6 +15,7 @@ from d2lhelpers.core.progress import Progress, Steps
 from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import cores_phrase, format_seconds, usable_cores
 from d2lhelpers.core.verdicts import (
+    compare,
     faster_or_slower,
     how_below_ideal,
     impossible,
@@ -113,6 +114,27 @@ class ParallelResult(Reported):
             said + ": they differ beyond it, so the machine changed between them (its load, "
             "another program); each run's noise holds only what happened during it, and each "
             "verdict reads its own run"
+        )
+
+    def one_device_against(self, other: ParallelResult) -> str:
+        """This run's one-device time against another run's, of the same rows and work (each
+        scheme's cell times its own): when they differ beyond both noises, the one-device time
+        moved between the cells, and each speedup holds against its own cell's time only."""
+        if (self.samples, self.reference.work) != (other.samples, other.reference.work):
+            return f"{self.label} and {other.label}: not the same one-device work, so not compared"
+        said = (
+            f"one device: {format_seconds(self.reference_time)} {noise_text(self.reference)} "
+            f"beside {self.scheme}, {format_seconds(other.reference_time)} "
+            f"{noise_text(other.reference)} beside {other.scheme}"
+        )
+        c = compare(self.reference, other.reference)
+        if not c.measurable:
+            return said + ": they agree within their noise, so both speedups share one yardstick"
+        return (
+            said + f" ({c.ratio:.2f}x): they differ beyond both noises, so the one-device time "
+            "moved between the cells (the machine's speed or load changed: a hypothesis, not "
+            "measured); each speedup holds against its own cell's one-device time, and the two "
+            "speedups are not compared digit by digit"
         )
 
     @property

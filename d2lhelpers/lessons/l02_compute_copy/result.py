@@ -330,11 +330,14 @@ class ComputeCopyResult(Reported):
             said = "so this run cannot check the worked answer; try more matmuls or a larger size"
         else:
             said = "not what the worked answer says; this run's noise (see its warnings) may be why"
-        return (
+        return (  # each time with the noise `closest_ideal` read it with
             f"One after the other took {format_seconds(self.sequential.median)} "
-            f"(run + copy - launch {format_seconds(self.ideal_sequential)}, "
-            f"max(run, copy) {format_seconds(self.ideal_overlapped)}): it matches {matched}, "
-            f"{said}."
+            f"±{format_seconds(noise_of(self.sequential))} (run + copy - launch "
+            f"{format_seconds(self.ideal_sequential)} "
+            f"±{format_seconds(self.ideal_sequential_noise)}, max(run, copy) "
+            f"{format_seconds(self.ideal_overlapped)} "
+            f"±{format_seconds(self.ideal_overlapped_noise)}; a match differs by less than the "
+            f"two noises summed): it matches {matched}, {said}."
         )
 
     def tables(self) -> list[Table]:

@@ -94,7 +94,18 @@ class Failover:
 
     @property
     def expected(self) -> float:
-        return (self.n_devices - 1) / self.n_devices
+        """After / before if the loss removes one device's capacity: (n - 1) / n where the
+        devices compute at once; min(n - 1, a) / min(n, a) where only a of them can (a loss
+        of a device that waited for a core removes less)."""
+        a = self.n_devices if self.at_once is None else self.at_once
+        return min(self.n_devices - 1, a) / min(self.n_devices, a)
+
+    @property
+    def model(self) -> str:
+        """The model's name as the sentences print it."""
+        if self.at_once is None or self.at_once >= self.n_devices:
+            return "(n - 1) / n"
+        return f"min(n - 1, {self.at_once}) / min(n, {self.at_once})"
 
     @property
     def restarted(self) -> int:
@@ -135,7 +146,7 @@ class Failover:
             self.throughput_after,
             before.scaled(self.expected),
             f"{self.layout}: throughput after",
-            f"(n - 1) / n = {self.expected:.2f} x before",
+            f"{self.model} = {self.expected:.2f} x before",
         )
         test = self.test
         if test == "nothing after":
@@ -150,7 +161,7 @@ class Failover:
                     else "none before the run ended"
                 )
                 + "): the servers did not serve in that window, so it reads nothing about "
-                f"(n - 1) / n = {self.expected:.2f}; not a result (run it again)"
+                f"{self.model} = {self.expected:.2f}; not a result (run it again)"
             )
         elif test == "above before":
             band = ratio_noise(self.ratio, self.throughput_before, self.throughput_after)
@@ -161,13 +172,13 @@ class Failover:
                 + (
                     "this is not a result (see the warning)"
                     if self.ratio - band > 1
-                    else "with this noise the windows cannot test (n - 1) / n = "
+                    else f"with this noise the windows cannot test {self.model} = "
                     f"{self.expected:.2f} (a hypothesis: the machine's speed changed between them)"
                 )
             )
         elif test in UNTESTED:
             said = (
-                f"{self.layout}: after / before {self.ratio:.2f}: too noisy to test (n - 1) / n = "
+                f"{self.layout}: after / before {self.ratio:.2f}: too noisy to test {self.model} = "
                 f"{self.expected:.2f}: {UNTESTED[test]}"
             )
         if self.utilisation is not None:
@@ -186,7 +197,7 @@ class Failover:
             elif self.utilisation > 1:  # above it, but inside both noises
                 said += ", not measurably more: the capacity is a rough bound here, not a ceiling"
         if test == "below capacity":
-            said += ", measurably less: (n - 1) / n compares capacities, so it is not tested here"
+            said += f", measurably less: {self.model} compares capacities, so it is not tested here"
         if self.ratio > 1 and not self.loss_cannot_add:
             said += (
                 "; more after than before is possible here ("
@@ -203,14 +214,15 @@ class Failover:
     def outcome(self) -> str:
         """The verdict's words for this run's test."""
         c = compare(self.throughput_after, self.throughput_before.scaled(self.expected))
+        model = self.model
         return {
-            "held": "as (n - 1) / n predicts",
-            "noisy": "too noisy to test (n - 1) / n",
-            "untestable": "too noisy to test (n - 1) / n",
-            "below capacity": "not at capacity before: (n - 1) / n not tested",
+            "held": f"as {model} predicts",
+            "noisy": f"too noisy to test {model}",
+            "untestable": f"too noisy to test {model}",
+            "below capacity": f"not at capacity before: {model} not tested",
             "nothing after": "no tokens in the window after: not a result",
             "above before": "more than before, which losing a replica cannot give: not tested",
-            "missed": "less than (n - 1) / n" if c.a < c.b else "more than (n - 1) / n",
+            "missed": f"less than {model}" if c.a < c.b else f"more than {model}",
         }[self.test]
 
     def row(self) -> list:
@@ -258,13 +270,27 @@ class FailureResult(Reported):
             and c.a > c.b
         ]
 
+    def _model_note(self) -> str:
+        """Which model the rows read, and why: the devices that can compute at once decide."""
+        n = max(r.n_devices for r in self.runs)
+        if self.at_once >= n:
+            return (
+                f"model: (n - 1) / n, one device's share of the capacity: the {n} devices can "
+                "compute at once here"
+            )
+        return (
+            f"model: (n - 1) / n holds where the devices compute at once; {self.at_once} can "
+            f"here (cores shared), so a loss removes at most what it takes from those: "
+            f"min(n - 1, {self.at_once}) / min(n, {self.at_once}) of before"
+        )
+
     def tables(self) -> list[Table]:
         columns = [
             "layout",
             "before",
             "after",
             "after / before",
-            "(n-1)/n",
+            "model (after / before)",
             "restarted requests",
             "rebuild pause",
             "window after",
@@ -274,12 +300,11 @@ class FailureResult(Reported):
             "(their KV cache was there). Rebuild pause: re-placing the weights on the survivors "
             "and building and warming new tf.functions, during which the group serves nothing; "
             "replicas need none.",
-            f"(n - 1) / n assumes the devices compute at once; {self.at_once} can here "
-            f"(cores shared), so the most a loss can remove from replicas' capacity is "
-            f"1 - min(n - 1, {self.at_once}) / min(n, {self.at_once}); a group's window after "
-            "starts once its rebuild is done (the pause is not in it), and the requests it "
-            "restarted are read again from their prompts there. Both assume the window before "
-            "served at capacity (its share is in each sentence above).",
+            self._model_note()
+            + "; a group's window after starts once its rebuild is done (the pause is not in "
+            "it), and the requests it restarted are read again from their prompts there. The "
+            "model assumes the window before served at capacity (its share is in each sentence "
+            "above).",
         ]
         rows = [r.row() for r in self.runs]
         title = "throughput before and after one device is lost"

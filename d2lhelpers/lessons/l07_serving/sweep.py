@@ -161,7 +161,8 @@ class LayoutSweep:
                 f"{name}: no load up to {top:.2f}x its measured capacity saturated it beyond the "
                 + (
                     f"noise: at {unsure} load(s) its queue grew while its throughput stayed "
-                    "within the noise of the arrivals (arrived x tokens) (can't tell)"
+                    "within the noise of the arrivals (the requests that arrived × their tokens) "
+                    "(can't tell)"
                     if unsure
                     else "noise: the capacity measured from its steps is too low for how it served"
                 )
@@ -400,8 +401,9 @@ class LoadSweepResult(Reported):
             if unsure:
                 return (
                     f"no layout saturated beyond the noise; for {' and '.join(unsure)} a queue "
-                    "grew while throughput stayed within the noise of the arrivals (arrived x "
-                    "tokens) (can't tell): a longer window (more requests per point) would tell"
+                    "grew while throughput stayed within the noise of the arrivals (the requests "
+                    "that arrived × their tokens) (can't tell): a longer window (more requests per "
+                    "point) could tell (expected, not measured here)"
                 )
             return "no layout saturated in this sweep: raise the highest offered load"
         best = max(done, key=lambda s: s.saturation_point.throughput.median)
