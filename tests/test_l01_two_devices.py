@@ -192,12 +192,15 @@ def test_baseline_verdict_reads_logical_devices_against_a_yardstick_and_gpus_aga
     assert match.startswith("2 devices together: 206.0 GFLOP/s = 1.03 of the usable cores'")
     assert "; they match it, within the noise of 7%" in match
     assert match.splitlines()[1] == (
-        "one device: 100.0 GFLOP/s = 0.50 of the baseline; at best it can match it: below that "
-        "by more than the noise of 7%"
+        "one device: 100.0 GFLOP/s = 0.50 of the baseline; at best it can match it (expected, not "
+        "measured): below that by more than the noise of 7%"
     )
     # One device can at best match the usable cores too (one core: the baseline is one core's).
     alone = l01.baseline_verdict(one, rate("one", 2.1e11, None), baseline, "logical CPU")
-    assert "at best it can match it, and does, within the noise of 7%" in alone
+    assert (
+        "at best it can match it (expected, not measured), and does, within the noise of 7%"
+        in alone
+    )
     # Two one-thread chains above one chain split across the same cores: a finding, not a flag
     # (book 48: 86.4 against 68.5 GFLOP/s), and the one-device line is still read.
     above = l01.baseline_verdict(rate("both", 2.2e11, None), one, baseline, "logical CPU")
@@ -205,6 +208,12 @@ def test_baseline_verdict_reads_logical_devices_against_a_yardstick_and_gpus_aga
     assert "impossible" not in above and "a yardstick, not a ceiling" in above
     assert "below that by more than the noise of 7%" in above.splitlines()[1]
     assert "from the cache" not in above  # measured in this run
+    # The baseline's chain size is printed beside it (read 50: 512² chains against a 1024² one)
+    sized = l01.baseline_verdict(
+        rate("both", 2.2e11, None), one, {**baseline, "size": 1024}, "logical CPU"
+    )
+    assert "baseline 200.0 GFLOP/s (one 1024x1024 matmul chain); above it" in sized
+    assert "a rate depends on the matrix size" in sized
     busy = {**baseline, "not_cached": "not kept: the load average, 3.0, was above 2 cores"}
     rough = l01.baseline_verdict(rate("both", 2.06e11, None), one, busy, "logical CPU")
     assert rough.splitlines()[2] == (
@@ -222,14 +231,17 @@ def test_baseline_verdict_reads_logical_devices_against_a_yardstick_and_gpus_aga
     noisy = rate("both", 2.2e11, None, times=(0.9, 0.9, 1.0, 1.1, 1.1))  # IQR 20%
     assert "impossible" not in l01.baseline_verdict(noisy, one, baseline, "virtual GPU")
     below = l01.baseline_verdict(rate("both", 1.5e11, None), one, baseline, "virtual GPU")
-    assert "at best they can match it: below that by more than the noise" in below
+    assert "at best they can match it (expected, not measured): below that by more" in below
     # Their own peak (2 x 80 GFLOP/s) is below the baseline: 'below' says little, and it says so.
     capped = l01.baseline_verdict(rate("both", 1.5e11, 1.6e11), one, baseline, "logical CPU")
     assert "below it by more than the noise" in capped
     assert "(but their own measured peak allows only 0.80 of it" in capped
     assert "allows only" not in below  # no peak known: nothing to add
     gpus = l01.baseline_verdict(rate("both", 3.9e11, None), one, baseline, "GPU")
-    assert "at best they can reach 2x it, and do" in gpus and "impossible" not in gpus
+    assert (
+        "at best they can reach 2x it (expected, not measured), and do" in gpus
+        and "impossible" not in gpus
+    )
     above_one = l01.baseline_verdict(one, rate("one", 2.3e11, None), baseline, "GPU")
     assert above_one.splitlines()[1].count("impossible") == 1
     # One device's own peak above the usable cores' baseline beyond both noises (a one-core

@@ -479,6 +479,10 @@ def test_a_capacity_timed_slow_is_not_read_against_the_model():
     assert said.startswith("pipeline: its measured capacity is not a result: in its saturated")
     assert "made 2.00x ± 0.10 the tokens per busy second that the capacity assumes" in said
     assert slow.sentences()[0] == said and "its model" not in said
+    # and the saturation is not read against it either (read 51: "no measurable difference")
+    reading = slow.sentences()[-1]
+    assert "which is not a result here (above), so it is not read as matching" in reading
+    assert "no measurable difference" not in reading and "higher" not in reading.split(";")[0]
     result = LoadSweepResult(2, 1, cap, [slow], step_flops=1e6, peak=1e12)
     assert "Not tested for pipeline: its capacity was timed slow" in result.regime()
     assert "It held" not in result.regime()

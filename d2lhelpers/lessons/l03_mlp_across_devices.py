@@ -49,7 +49,7 @@ from d2lhelpers.timing.estimate import (
     trace_seconds,
 )
 from d2lhelpers.timing.interleaved import ROUNDS, measure_in_turns
-from d2lhelpers.timing.peaks import baseline_below_peak, device_peak_rate
+from d2lhelpers.timing.peaks import baseline_below_peak, baseline_chain, device_peak_rate
 from d2lhelpers.tracing.timeline import (
     OpEvent,
     busy_intervals,
@@ -162,7 +162,8 @@ def baseline_sentence(split: Measurement, baseline: dict, name: str = "split") -
     )
     return (
         f"{name} rate {format_rate(rate)} = {rate / whole:.2f} of the usable cores' baseline "
-        f"{format_rate(whole)} (measured {baseline.get('measured_at', 'in this run')}{source}; "
+        f"{format_rate(whole)}{baseline_chain(baseline)} (measured "
+        f"{baseline.get('measured_at', 'in this run')}{source}; "
         f"noise ±{relative * rate / whole:.2f}): {where}"
     )
 

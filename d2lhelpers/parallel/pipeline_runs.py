@@ -165,7 +165,10 @@ class PipelineResult(ParallelResult):
                 else f"{where}: {bound}"
             )
         else:
-            said = f"above the least possible {floor:.0%} beyond its noise: the model did not hold"
+            said = (
+                f"above the least possible {floor:.0%} beyond its noise: the model, which counts "
+                "only the fill and the drain, does not account for this bubble"
+            )
         if p > 1 and near_floor and floor >= serial:  # one core: the bound is taking turns
             said += f" (here the least possible is {serial:.0%} = 1 - 1/p: the stages take turns)"
         if p > 1 and not near_floor and near_serial:

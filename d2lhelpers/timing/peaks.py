@@ -45,6 +45,13 @@ _device_peaks: dict[str, PeakRecord] = {}
 _baselines: dict[Path, dict] = {}  # one baseline per cache file per run
 
 
+def baseline_chain(baseline: dict) -> str:
+    """' (one 1024x1024 matmul chain)': what the baseline ran, printed beside its rate, since a
+    rate depends on the matrix size and the runs read against it need not share it."""
+    size = baseline.get("size")
+    return f" (one {size}x{size} matmul chain)" if size else ""
+
+
 def baseline_below_peak(m: Measurement, baseline: dict, whose: str) -> str | None:
     """The flag when `m`'s measured peak (one device's) beats the usable cores' baseline beyond
     both noises, each at least the noise floor: the baseline, which one device (one thread) can at

@@ -17,7 +17,7 @@ from d2lhelpers.core.verdicts import (
     slower_cause,
 )
 from d2lhelpers.timing.benchmark import Measurement
-from d2lhelpers.timing.peaks import baseline_below_peak
+from d2lhelpers.timing.peaks import baseline_below_peak, baseline_chain
 
 
 def at_once_verdict(both: Measurement, one: Measurement, kind: str, k: int = 2, cores=None) -> str:
@@ -95,6 +95,7 @@ def baseline_verdict(
     together_line = (
         f"{plural(k, 'device')} together: {format_rate(together.rate)} = "
         f"{together.rate / base:.2f} of the usable cores' baseline {format_rate(base)}"
+        f"{baseline_chain(baseline)}"
     )
     one_line = f"one device: {format_rate(one.rate)} = {one.rate / base:.2f} of the baseline"
     # Only a measured peak can show the baseline low: k x one device's peak is a ceiling that
@@ -140,8 +141,9 @@ def _yardstick(m: Measurement, base: float, baseline: dict) -> str:
         said = (
             f"; above it by more than the noise of {noise:.0%}: independent chains, one thread "
             "each, got more from these cores than TensorFlow's default threading on one chain "
-            "(the baseline is a yardstick, not a ceiling; a hypothesis: one matmul split across "
-            "threads pays for the split)"
+            "(the baseline is a yardstick, not a ceiling; hypotheses: one matmul split across "
+            "threads pays for the split, and a rate depends on the matrix size, which the "
+            "baseline's chain need not share)"
         )
         if baseline.get("from_cache"):
             said += (
@@ -172,6 +174,7 @@ def _against(m: Measurement, base: float, times: int, baseline: dict, plural: bo
     noise = _noise(m, baseline)
     said = f"; at best {'they' if plural else 'it'} can "
     said += "match it" if times == 1 else f"reach {times}x it"
+    said += " (expected, not measured)"  # a bound from how the devices and baseline run
     if _above(m, base, times, baseline):
         above = f"above that by more than the noise of {noise:.0%}"
         if baseline.get("from_cache"):  # measured on the machine as it was in an earlier run

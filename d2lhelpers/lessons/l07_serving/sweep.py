@@ -171,7 +171,13 @@ class LayoutSweep:
         saturation = point.throughput
         reading = higher_or_lower(saturation, cap, f"{name}: saturation", "its measured capacity")
         found = served_above(name, saturation, cap, _at(point))
-        if found and found[1]:  # above what every slot busy allows, beyond the noise
+        if low:  # the yardstick is not a result: no verdict is read against it
+            reading = (
+                f"{name}: saturation is {saturation.median / cap.median:.2f}x its measured "
+                "capacity, which is not a result here (above), so it is not read as matching or "
+                "missing it"
+            )
+        elif found and found[1]:  # above what every slot busy allows, beyond the noise
             reading = impossible(reading)
         said.append(f"{reading}; {busy_and_idle(point)}{self.per_busy_second(point)}")
         return said
