@@ -145,7 +145,8 @@ def baseline_sentence(split: Measurement, baseline: dict, name: str = "split") -
         where = (
             "measurably above it: its branches, one thread each, got more from these cores than "
             "TensorFlow's default threading on one chain (the baseline is a yardstick, not a "
-            "ceiling; a hypothesis: one matmul split across threads pays for the split)"
+            "ceiling; hypotheses: one matmul split across threads pays for the split, and a "
+            "rate depends on the shapes, which the baseline's chain need not share)"
         )
     elif rate > whole:  # one thread above all the usable cores' threads: the baseline is off
         where = (
