@@ -447,6 +447,7 @@ def test_saturation_below_capacity_is_taken_apart_from_the_windows_own_steps():
     said = sweep.per_busy_second(saturated)
     # with the capacity's noise (its steps at the 5% floor): 0.50 x 5% = 0.025
     assert said.startswith("; per busy engine-second it made 0.50x ± 0.02 the tokens its capacity")
+    assert "the tokens its capacity assumes (fewer beyond the noise): " in said
     assert "steps took 8.00 ms in the window against 4.00 ms timed" in said
     assert said.endswith("and 100% of their slots held a sequence")
     # half the steps logged for the same tokens: a share above 100% is not printed as one
@@ -485,6 +486,11 @@ def test_a_capacity_timed_slow_is_not_read_against_the_model():
     assert "no measurable difference" not in reading and "higher" not in reading.split(";")[0]
     result = LoadSweepResult(2, 1, cap, [slow], step_flops=1e6, peak=1e12)
     assert "Not tested for pipeline: its capacity was timed slow" in result.regime()
+    # one device computing at once: the model divides nothing, whatever the arithmetic share
+    assert "here only one can, so it divides nothing" in result.regime()
+    two = LoadSweepResult(2, 2, cap, [slow], step_flops=1e6, peak=1e12).regime()
+    assert "can only be expected to hold where this share is large" in two
+    assert "divides nothing" not in two
     assert "It held" not in result.regime()
     # 1 of 2 devices computing at once: the 2x ideal is printed with what this machine allows
     assert ", so 1x one device, 1.0 ktokens/s, is the most" in str(result)

@@ -204,11 +204,18 @@ def scaling_sentence(job: TrainingJobResult, one: TrainingJobResult) -> str:
     c = compare(job.per_sample, one.per_sample)  # decides, with the blocks' noise
     k = job.n_workers
     gain = job.throughput / one.throughput  # the tables' samples/s, so the numbers agree
+    band = f"±{c.noise / c.b:.0%} of one worker's time per sample: both runs' noise"
     if c.a_faster:
-        return f"{k} workers: {gain:.2f}x the samples/s of one worker (ideal {k}x)"
+        return f"{k} workers: {gain:.2f}x the samples/s of one worker (ideal {k}x; beyond {band})"
     if c.a_slower:
-        return f"{k} workers: fewer samples/s than one worker ({1 / gain:.2f}x the time per sample)"
-    return f"{k} workers: no measurable difference in samples/s from one worker (within the noise)"
+        return (
+            f"{k} workers: fewer samples/s than one worker ({1 / gain:.2f}x the time per sample; "
+            f"beyond {band})"
+        )
+    return (
+        f"{k} workers: no measurable difference in samples/s from one worker ({gain:.2f}x, "
+        f"within {band})"
+    )
 
 
 @dataclasses.dataclass

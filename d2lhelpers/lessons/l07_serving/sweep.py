@@ -193,9 +193,14 @@ class LayoutSweep:
             return ""
         ratio, band = found
         timed = statistics.median(m.median for m in self.capacity.decode)
+        where = (
+            "within the noise of 1x"
+            if abs(ratio - 1) <= band
+            else ("more beyond the noise" if ratio > 1 else "fewer beyond the noise")
+        )
         return (
             f"; per busy engine-second it made {ratio:.2f}x ± {band:.2f} the tokens its capacity "
-            "assumes: "
+            f"assumes ({where}): "
             f"its decoding steps took {format_seconds(statistics.median(decodes))} in the window "
             f"against {format_seconds(timed)} timed with every slot busy, and "
             + (
@@ -343,10 +348,21 @@ class LoadSweepResult(Reported):
         text = (
             f"Arithmetic at the measured peak explains {self.compute_share:.0%} of one device's "
             f"{step} decoding step ({flops} per step at one device's measured matmul peak, "
-            f"{peak}). The cost model divides that step's time among the devices as if it were "
-            "all arithmetic, so it can only be expected to hold where this share is large (the "
-            "rest of the time is not traced here: launching small ops is the hypothesis)."
+            f"{peak}). "
         )
+        if self.at_once > 1:
+            text += (
+                "The cost model divides that step's time among the devices as if it were all "
+                "arithmetic, so it can only be expected to hold where this share is large (the "
+                "rest of the time is not traced here: launching small ops is the hypothesis)."
+            )
+        else:  # nothing to divide: the share cannot decide whether the model holds
+            text += (
+                "The cost model divides a step's time among the devices that compute at once; "
+                "here only one can, so it divides nothing, and each layout's model is one "
+                "device's steps plus what the layout adds (its hand-overs or all-reduces), "
+                "whatever that share."
+            )
         if held:
             text += f" It held, within the noise, for {' and '.join(held)}"
             text += f"; not for {' and '.join(missed)}." if missed else "."
