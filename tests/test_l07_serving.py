@@ -250,6 +250,11 @@ def test_the_failure_verdict_compares_after_with_n_minus_1_over_n():
 
     assert "(as (n - 1) / n predicts)" in FailureResult([failover(500)], 2).verdict
     assert "(more than (n - 1) / n)" in FailureResult([failover(900)], 2).verdict
+    # less lost than the model: a hypothesis for it, named as one (read 52: 0.85 against 0.50)
+    assert "less was lost than one device's share (a hypothesis, not measured" in (
+        failover(900).sentence()
+    )
+    assert "less was lost" not in failover(100).sentence()
     assert "(less than (n - 1) / n)" in FailureResult([failover(100)], 2).verdict
     assert FailureResult([failover(500)], 2).flags() == []
     more = FailureResult([failover(2000)], 2)  # after above before: the before window was idle

@@ -198,6 +198,12 @@ class Failover:
                 said += ", not measurably more: the capacity is a rough bound here, not a ceiling"
         if test == "below capacity":
             said += f", measurably less: {self.model} compares capacities, so it is not tested here"
+        if test == "missed" and self.expected < self.ratio <= 1:
+            said += (
+                "; less was lost than one device's share (a hypothesis, not measured: where the "
+                "devices together served little more than one alone, as with steps that launch "
+                "more than they compute, a device's share of the capacity is less than 1/n)"
+            )
         if self.ratio > 1 and not self.loss_cannot_add:
             said += (
                 "; more after than before is possible here ("
