@@ -671,7 +671,7 @@ def test_the_committed_two_host_run_stands_beside_this_one(tmp_path):
     ]
     assert copy.rows[3:] == [
         ("hidden by overlap", "83%"),
-        ("hidden by overlap, at most (one launch paid)", "97%"),
+        ("hidden by overlap, at most (one launch paid)", "97.0%"),
         ("notebook 02's verdict on that run", _hosts_file()["compute_copy"]["verdict"]),
     ]
     assert copy.verdicts[0].startswith("hypothesis, not measured")

@@ -155,6 +155,14 @@ def test_parallel_run_verdict_follows_the_data():
     faster = _run(times=(0.6,) * 3)
     assert faster.verdict.startswith("replicas on 2 logical CPU devices is 1.67x faster")
     assert "reachable here: 2.00x" in faster.verdict
+    assert "sits at it" not in faster.verdict
+    # 2.02x against 2.00x reachable, inside the floor: at it, the excess not read (read 54)
+    edge = _run(times=(0.495,) * 3)
+    assert edge.trusted and edge.above_reachable is None
+    assert edge.verdict.endswith(
+        "reachable here: 2.00x (the 2.02x measured sits at it, within the noise: the part above "
+        "it is noise, not a result)"
+    )
     slower = _run(times=(1.5,) * 3)
     assert "1.50x slower than one device" in slower.verdict
     same = _run(times=(0.98,) * 3)

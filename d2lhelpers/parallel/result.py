@@ -180,7 +180,13 @@ class ParallelResult(Reported):
         if self.above_reachable:  # inside the noise: not impossible, but not a speedup either
             return f"{self.label}: {self.above_reachable_words}"
         outcome = faster_or_slower(self.measurement, self.reference, self.label, "one device")
-        return f"{outcome}; reachable here: {self.reachable_speedup:.2f}x"
+        said = f"{outcome}; reachable here: {self.reachable_speedup:.2f}x"
+        if self.speedup > self.reachable_speedup:  # above it by less than the floor
+            said += (
+                f" (the {self.speedup:.2f}x measured sits at it, within the noise: the part above "
+                "it is noise, not a result)"
+            )
+        return said
 
     @property
     def above_reachable_words(self) -> str:

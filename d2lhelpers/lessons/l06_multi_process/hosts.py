@@ -123,7 +123,7 @@ class HostsReferenceResult(Reported):
             if inside:
                 rows[-1] = (rows[-1][0], f"{rows[-1][1]} (not a result: see the verdict below)")
             if ceiling is not None:
-                rows.append(("hidden by overlap, at most (one launch paid)", f"{ceiling:.0%}"))
+                rows.append(("hidden by overlap, at most (one launch paid)", f"{ceiling:.1%}"))
             if "verdict" in copy:  # whether that share stood out of the run's noise
                 rows.append(("notebook 02's verdict on that run", copy["verdict"]))
             note = (
