@@ -630,9 +630,10 @@ def test_the_committed_two_host_run_stands_beside_this_one(tmp_path):
     assert links.rows[2][3:6] == ("46.9 KiB", "1.00 (0.96)", "+11%")  # 2 ms x 24 MB/s
     assert links.columns[4] == "beta / payload rate (/ set rate)"
     assert links.rows[2][6] == (
-        "2 workers: fewer samples/s than one worker (3.1x); a step took 5.00 ms, the model says "
-        "4.00 ms (+25%: the committed run kept no spread for its steps, so this gap is not read "
-        "as the model holding or missing)"
+        "2 workers: fewer samples/s than one worker (3.1x) (the committed run's verdict, from "
+        "step times whose spread it did not keep: not checkable here); a step took 5.00 ms, the "
+        "model says 4.00 ms (+25%: the committed run kept no spread for its steps, so this gap "
+        "is not read as the model holding or missing)"
     )
     assert links.rows[1][6] == "- (slowest link only)"  # trained across the slow link only
     noisy = _hosts_file()  # a run that recorded each size's noise prints it beside the residual
@@ -733,3 +734,14 @@ def test_the_sweep_table_prints_the_slowest_workers_noise_per_size():
     assert [row[4] for row in table.rows] == ["±25%", "±10%"]
     with pytest.raises(ValueError, match="repeats"):
         l06.run_allreduce_job(2, SIZES, repeats=1)
+
+
+def test_the_committed_runs_fixed_band_is_said_beside_its_readings():
+    """Read 55: 'within 15%' was printed as if read from noise; the committed run kept none."""
+    said = hosts._fixed_band_label("beta is 1.11 of that (within 15%: the serial model holds)")
+    assert said.endswith(
+        "(the committed run's reading, with a fixed 15% band: it kept no noise for beta)"
+    )
+    assert hosts._fixed_band_label("TensorFlow moves its bytes at 0.73 of raw TCP's rate") == (
+        "TensorFlow moves its bytes at 0.73 of raw TCP's rate"
+    )

@@ -26,6 +26,7 @@ from d2lhelpers.core.verdicts import (
     higher_or_lower,
     impossible,
     model_test,
+    noise_of,
     noise_text,
     ratio_noise,
 )
@@ -183,7 +184,9 @@ class Failover:
             )
         if self.utilisation is not None:
             before, capacity = self.throughput_before, self.capacity
-            band = ratio_noise(self.utilisation, before, capacity)
+            # the band `test` compares the two with (both noises over the capacity), so that
+            # "below capacity" is read exactly when the band misses 1 (read 55: two rules)
+            band = (noise_of(before) + noise_of(capacity)) / capacity.median
             said += (
                 f"; before the loss it served {self.utilisation:.2f}x ± {band:.2f} its measured "
                 f"capacity ({format_rate(capacity.median, 'tok/s')} {noise_text(capacity)}, "

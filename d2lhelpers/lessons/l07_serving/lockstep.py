@@ -95,8 +95,10 @@ class LockstepResult(Reported):
             notes.append(
                 "lock step's capacity is bounded the same way: its one server steps every device "
                 f"in one call, and only {independent.at_once} of them can compute at once here, "
-                "so neither capacity can exceed what that many devices make alone (the load "
-                "sweep measures one device's; this comparison does not)"
+                "so what this machine serves cannot exceed what that many devices make alone "
+                "(expected, not measured here: the load sweep measures one device's capacity, "
+                "this comparison does not); a capacity printed above that is the rough bound, "
+                "not a measurement of more"
             )
         flags = self.stalled()
         for mode, c, p in zip(MODES, self.capacities, self.points, strict=True):

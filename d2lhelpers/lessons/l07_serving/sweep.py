@@ -373,6 +373,13 @@ class LoadSweepResult(Reported):
             text += (
                 f" Not tested for {' and '.join(slow)}: its capacity was timed slow (see above)."
             )
+            for s in self.sweeps:  # what the served tokens say instead (read 55: unsaid)
+                point = s.saturation_point
+                if s.layout in slow and point is not None:
+                    reading = higher_or_lower(
+                        point.throughput, s.model, f"{s.layout}'s saturation", "its model"
+                    )
+                    text += f" Instead, {reading} (a rough reading: a window, not a capacity)."
         for word, why in UNTESTED.items():  # agreeing with the model could not have failed
             names = [name for name, t in tests.items() if t == word]
             if names:
