@@ -108,7 +108,8 @@ def overlap_sentence(rows: Sequence[OpEvent], devices: Sequence[Device | str]) -
     if not on_gpu() and cores < len(names):
         sentence += (
             f" (with {cores_phrase(cores)}, ops shown at the same time took turns on the "
-            "cores: in flight at once, not computing at once; the timing below tells which)"
+            "cores: in flight at once, not computing at once; the verdict from the times below "
+            "says whether splitting saved any time)"
         )
     return sentence
 

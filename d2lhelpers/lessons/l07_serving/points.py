@@ -92,9 +92,9 @@ class Capacity:
         return (
             f"the capacity sums {servers} servers' steps, each timed in its own thread while the "
             f"others were timed too; on {cores_phrase(usable_cores())} only {self.at_once} can "
-            "compute at once, so a server timed while another waited for a core ran faster than "
-            "it can beside it: the sum is a rough bound here, not what this machine serves at "
-            "once (the load sweep compares capacities with that ceiling)"
+            "compute at once, so a server may have been timed while another waited for a core (a "
+            "hypothesis, not traced): the sum is a rough bound here, not what this machine serves "
+            "at once (the load sweep compares capacities with that ceiling)"
         )
 
     @property
