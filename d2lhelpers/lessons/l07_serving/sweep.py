@@ -213,12 +213,16 @@ class LayoutSweep:
 
     def _tokens_per_busy_second(self, point: LoadPoint) -> tuple[float, float] | None:
         """Tokens per busy engine-second in `point`'s window over what the capacity assumes,
-        with the capacity's noise as its band; None when no engine was busy."""
+        with the band `higher_or_lower` gives saturation / capacity (both noises over the
+        capacity: the window's throughput noise, the capacity's), so that the two readings of
+        one window cannot disagree on their band (read 56: 0.41x "within the noise" beside
+        0.42x "fewer beyond it"); None when no engine was busy."""
         if point.busy_s <= 0:
             return None
-        assumed = self.capacity.tokens_per_s.median / len(self.capacity.slots)
-        ratio = point.tokens / point.busy_s / assumed
-        return ratio, ratio * relative_noise(self.capacity.tokens_per_s)
+        cap = self.capacity.tokens_per_s
+        ratio = point.tokens / point.busy_s / (cap.median / len(self.capacity.slots))
+        made = Spread(ratio, ratio * relative_noise(point.throughput))
+        return ratio, compare(made, Spread(1.0, relative_noise(cap))).noise
 
     def heaviest_gain(self) -> str:
         """From the second-heaviest load to the heaviest: the arrivals' gain against the
