@@ -259,3 +259,20 @@ def test_the_bound_named_is_the_one_that_held():
         "20% needs a core per stage) (here the least possible is 50% = 1 - 1/p: the stages take "
         "turns)"
     )
+
+
+def test_microbatches_beating_one_device_beyond_the_noise_put_the_yardstick_in_doubt():
+    # read 56: the same work on the same device, in microbatches, at 2.18x the whole batch's
+    # speed beyond both noises, was printed as a speedup with no word
+    run = _pipeline(step=0.6, busy=1.0)
+    assert run.yardstick_flag is None and run.trusted
+    run.reference = Measurement("one device", [2.0, 2.18, 2.3])  # whole batch slow: 2.18x
+    assert run.yardstick_flag.startswith(
+        "the 4 microbatches on one device took 1.000 s against 2.180 s for the whole batch on "
+        "the same device: 2.18x faster, beyond both noises (200.00 ms)."
+    )
+    assert not run.trusted and "flagged, not a result" in run.verdict
+    assert run.yardstick_flag in run.flags() and "No speedup against one device" in str(run)
+    # within both noises of it: no flag (a whole batch that spread from 0.7 to 1.6 s)
+    run.reference = Measurement("one device", [0.7, 1.2, 1.6])
+    assert run.yardstick_flag is None

@@ -15,9 +15,12 @@ from d2lhelpers.core.progress import Progress, Steps
 from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import cores_phrase, format_seconds, usable_cores
 from d2lhelpers.core.verdicts import (
+    UNTESTED,
+    Spread,
     compare,
     faster_or_slower,
     how_below_ideal,
+    model_test,
     noise_of,
     noise_text,
     noisy_run,
@@ -182,11 +185,41 @@ class ParallelResult(Reported):
         outcome = faster_or_slower(self.measurement, self.reference, self.label, "one device")
         said = f"{outcome}; reachable here: {self.reachable_speedup:.2f}x"
         if self.speedup > self.reachable_speedup:  # above it by less than the floor
-            said += (
+            return said + (
                 f" (the {self.speedup:.2f}x measured sits at it, within the noise: the part above "
                 "it is noise, not a result)"
             )
-        return said
+        return f"{said} ({self.reachable_reading})"
+
+    @property
+    def reachable_model(self) -> Spread:
+        """The reachable speedup's time (one device's over it), with one device's noise scaled."""
+        reachable = self.reachable_speedup
+        return Spread(self.reference_time / reachable, noise_of(self.reference) / reachable)
+
+    @property
+    def reachable_test(self) -> str:
+        """`model_test`'s word for this time against the reachable's, the rule every notebook
+        reads a model by; the outcome without the model is one device's time (no gain)."""
+        return model_test(self.measurement, self.reachable_model, self.reference_time)
+
+    @property
+    def reachable_reading(self) -> str:
+        """The time against the reachable's, with the band the test used, in a few words."""
+        model, word = self.reachable_model, self.reachable_test
+        band = noise_of(self.measurement) + noise_of(model)
+        where = (
+            f"its time, {format_seconds(self.time)}, against the reachable's "
+            f"{format_seconds(model.median)}, with both noises {format_seconds(band)}"
+        )
+        if word == "missed":
+            return (
+                f"{where}: slower beyond the noise, so the model missed (it counts no hand-over "
+                "and no shared core; what the split lost is not measured here)"
+            )
+        if word == "held":
+            return f"{where}: within the noise, so the model held"
+        return f"{where}: within the noise, but not tested ({UNTESTED[word]})"
 
     @property
     def above_reachable_words(self) -> str:
