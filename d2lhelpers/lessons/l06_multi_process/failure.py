@@ -26,7 +26,7 @@ import matplotlib.pyplot as plt
 from d2lhelpers.collectives.costs import replicas_vs_one_group
 from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import cores_phrase, format_seconds, usable_cores
-from d2lhelpers.core.verdicts import Comparison, compare, relative_noise
+from d2lhelpers.core.verdicts import Comparison, compare, noise_text, relative_noise
 from d2lhelpers.lessons.l06_multi_process.jobs import GRACE_S, require_seconds, worker_code
 from d2lhelpers.lessons.l06_multi_process.training import check_training
 from d2lhelpers.processes import mwms
@@ -211,9 +211,12 @@ class WorkerLossResult(Reported):
         sped = self.survivors_sped_up
         if sped is not None:
             before, after = sped
+            band = compare(after, before).noise
             notes.append(
-                f"{self.layout}: the survivors' steps took {format_seconds(before.median)} before "
-                f"the loss and {format_seconds(after.median)} after: they ran faster once one "
+                f"{self.layout}: the survivors' steps took {format_seconds(before.median)} "
+                f"{noise_text(before)} before the loss and {format_seconds(after.median)} "
+                f"{noise_text(after)} after, {format_seconds(before.median - after.median)} "
+                f"shorter, beyond both noises ({format_seconds(band)}): they ran faster once one "
                 f"worker stopped, so less was lost than the model's {self.model_lost:.0%}, which "
                 f"gives every worker one fixed speed (a hypothesis for why: {self.n_workers} "
                 f"workers and any other program shared {cores_phrase(self.cores)})"
