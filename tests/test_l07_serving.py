@@ -259,11 +259,13 @@ def test_the_failure_verdict_compares_after_with_n_minus_1_over_n():
     assert FailureResult([failover(500)], 2).flags() == []
     more = FailureResult([failover(2000)], 2)  # after above before: the before window was idle
     assert len(more.flags()) == 1 and "2.00x as much after losing a device" in more.flags()[0]
-    assert "impossible, so not a result" in str(more)
-    assert "(more than before, which losing a replica cannot give: not tested)" in more.verdict
+    assert "does not allow: not read as a result. Possible causes" in str(more)
+    assert "(3) the survivors took a share of what every replica shared" in more.flags()[0]
+    assert "impossible" not in str(more)  # the model's premise, not a law (read 56)
+    assert "(more than before, which the model does not allow: not tested)" in more.verdict
     assert "replicas: served 2.00x ± 0.20 as much after the loss as before" in str(more)
-    assert "this is not a result (see the warning)" in str(more)
-    # More after than before inside a wide band: a loss cannot add throughput, so not tested.
+    assert "this is not read as a result (see the warning)" in str(more)
+    # More after than before inside a wide band: the model allows no gain, so not tested.
     wobbly = failover(1100)
     # bursts: each after-window sub-window holds all of its tokens or none (a wide IQR)
     wobbly.log.passes = [
@@ -272,9 +274,10 @@ def test_the_failure_verdict_compares_after_with_n_minus_1_over_n():
     ]
     assert wobbly.ratio > 1 and wobbly.test == "above before"
     assert not FailureResult([wobbly], 2).flags()  # within the noise: no flag, and not read
-    assert "cannot give: not tested" in FailureResult([wobbly], 2).verdict
-    assert "with this noise the windows cannot test (n - 1) / n = 0.50 (a hypothesis: the " in (
-        wobbly.sentence()
+    assert "does not allow: not tested" in FailureResult([wobbly], 2).verdict
+    assert (
+        "with this noise the windows cannot test (n - 1) / n = 0.50 (hypotheses, not measured"
+        in (wobbly.sentence())
     )
     # After within the 5% floor of before: "lost nothing", read against (n - 1) / n as usual.
     same = failover(1020)

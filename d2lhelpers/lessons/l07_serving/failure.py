@@ -24,7 +24,6 @@ from d2lhelpers.core.verdicts import (
     Spread,
     compare,
     higher_or_lower,
-    impossible,
     model_test,
     noise_of,
     noise_text,
@@ -62,9 +61,11 @@ class Failover:
 
     @property
     def loss_cannot_add(self) -> bool:
-        """Whether more after the loss than before is out of reach: replicas each computing on a
-        device of its own. A group rebuilt on fewer devices drops its communication, and where
-        devices share cores a survivor takes the lost one's share: both can serve more."""
+        """Whether the model rules out more after the loss than before: replicas each computing
+        on a device of its own, sharing nothing (a premise, not measured: the servers are threads
+        of one process, sharing its lock and the host's cores). A group rebuilt on fewer devices
+        drops its communication, and where devices share cores a survivor takes the lost one's
+        share: the model allows both to serve more."""
         at_once = self.n_devices if self.at_once is None else self.at_once
         return self.layout == "replicas" and at_once >= self.n_devices
 
@@ -168,13 +169,14 @@ class Failover:
             band = ratio_noise(self.ratio, self.throughput_before, self.throughput_after)
             said = (
                 f"{self.layout}: served {self.ratio:.2f}x ± {band:.2f} as much after the loss as "
-                "before; losing a replica that computed on a device of its own cannot add "
-                "throughput, so "
+                "before; the model, which has each replica compute on a device of its own and "
+                "share nothing, allows no gain from a loss, so "
                 + (
-                    "this is not a result (see the warning)"
+                    "this is not read as a result (see the warning)"
                     if self.ratio - band > 1
                     else f"with this noise the windows cannot test {self.model} = "
-                    f"{self.expected:.2f} (a hypothesis: the machine's speed changed between them)"
+                    f"{self.expected:.2f} (hypotheses, not measured: the machine's speed changed "
+                    "between them, or the survivors took a share of what the replicas shared)"
                 )
             )
         elif test in UNTESTED:
@@ -230,7 +232,7 @@ class Failover:
             "untestable": f"too noisy to test {model}",
             "below capacity": f"not at capacity before: {model} not tested",
             "nothing after": "no tokens in the window after: not a result",
-            "above before": "more than before, which losing a replica cannot give: not tested",
+            "above before": "more than before, which the model does not allow: not tested",
             "missed": f"less than {model}" if c.a < c.b else f"more than {model}",
         }[self.test]
 
@@ -262,17 +264,22 @@ class FailureResult(Reported):
 
     def flags(self) -> list[str]:
         """Replicas on devices of their own that served more after losing one than before,
-        beyond the noise (a group, or devices sharing cores, can: see `loss_cannot_add`)."""
+        beyond the noise: against the model's premise, so not read (a group, or devices sharing
+        cores, can: see `loss_cannot_add`)."""
         causes = (
             "the window before the loss was not at capacity (the offered load did not keep every "
             "slot busy), so it measured the load, not what the devices could do",
             "restarted requests' tokens came in a burst inside the window after",
+            "the survivors took a share of what every replica shared: the servers are threads of "
+            "one process (one Python lock) on the host's cores, and notebook 06 shows a survivor "
+            "speeding up once another worker stops",
         )
+        listed = "; ".join(f"({i}) {c}" for i, c in enumerate(causes, start=1))
         return [
-            impossible(
-                f"{r.layout} served {r.ratio:.2f}x as much after losing a device as before",
-                causes,
-            )
+            f"{r.layout} served {r.ratio:.2f}x as much after losing a device as before, beyond "
+            "the noise, which the model (each replica on a device of its own, sharing nothing) "
+            f"does not allow: not read as a result. Possible causes (hypotheses, not measured), "
+            f"in order: {listed}"
             for r in self.runs
             if r.loss_cannot_add
             and (c := compare(r.throughput_after, r.throughput_before)).measurable
@@ -284,8 +291,8 @@ class FailureResult(Reported):
         n = max(r.n_devices for r in self.runs)
         if self.at_once >= n:
             return (
-                f"model: (n - 1) / n, one device's share of the capacity: the {n} devices can "
-                "compute at once here"
+                f"model: (n - 1) / n, one device's share of the capacity: up to {n} devices can "
+                "compute at once here (notebook 01's run shows whether they did)"
             )
         return (
             f"model: (n - 1) / n holds where the devices compute at once; {self.at_once} can "
