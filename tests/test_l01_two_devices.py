@@ -252,11 +252,15 @@ def test_baseline_verdict_reads_logical_devices_against_a_yardstick_and_gpus_aga
     assert low.startswith(
         "2 devices together: 210.0 GFLOP/s; one device: 190.0 GFLOP/s; neither read against the "
         "baseline 200.0 GFLOP/s: one device's measured peak 260.0 GFLOP/s is 1.30 of the usable "
-        "cores' baseline, above it beyond both noises (10%), so no rate here is read against "
-        "the baseline (d2l.machine_baseline_rate(refresh=True) measures it again): impossible, "
-        "so not a result. Likely causes, in order: (1) the baseline was measured low"
+        "cores' baseline, above it beyond both noises (±10%: the peak's 5% + the baseline's 5%, "
+        "each at least the 5% floor). One device, one thread, is expected at best to roughly "
+        "match every usable core on one chain (expected, not measured), so the baseline is not a "
+        "yardstick in this run: no rate here is read against it, not a result "
+        "(d2l.machine_baseline_rate(refresh=True) measures it again). Likely causes, in order: "
+        "(1) the baseline was measured low"
     )
-    assert "at best" not in low
+    assert "impossible" not in low  # an expectation set aside, not a law broken (read 57)
+    assert "at best match" not in low and "at best they" not in low  # no reading against it
     cached_low = l01.baseline_verdict(rate("both", 2.1e11, None), strong, cached, "logical CPU")
     assert "(1) the baseline is 2026-11-30T10:00:00's, from the cache" in cached_low
     # 1.02x: inside the baseline's 2% noise, so read as before

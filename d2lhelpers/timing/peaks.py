@@ -28,7 +28,7 @@ import tensorflow as tf
 from d2lhelpers.core.cache import cache_dir, cached_measurement, machine_busy
 from d2lhelpers.core.counts import chain_flops
 from d2lhelpers.core.units import cores_phrase, format_bytes, format_rate, usable_cores
-from d2lhelpers.core.verdicts import LIKELY_CAUSES, NOISE_FLOOR, above_limit, impossible
+from d2lhelpers.core.verdicts import LIKELY_CAUSES, NOISE_FLOOR, above_limit
 from d2lhelpers.devices import Device, setup_devices
 from d2lhelpers.timing.benchmark import NOISY_IQR, MeasuredPeak, Measurement, PeakRecord, measure
 from d2lhelpers.workloads import (
@@ -54,23 +54,31 @@ def baseline_chain(baseline: dict) -> str:
 
 def baseline_below_peak(m: Measurement, baseline: dict, whose: str) -> str | None:
     """The flag when `m`'s measured peak (one device's) beats the usable cores' baseline beyond
-    both noises, each at least the noise floor: the baseline, which one device (one thread) can at
-    best roughly match, was measured low, so no rate is read against it. None when the peak is
-    within the noises, unknown, or a peak of k devices (k x one device's: a ceiling that devices
-    computing at once need not reach, not a measurement)."""
+    both noises, each at least the noise floor: the baseline, which one device (one thread) is
+    expected at best to roughly match, was likely measured low, so no rate is read against it.
+    None when the peak is within the noises, unknown, or a peak of k devices (k x one device's:
+    a ceiling that devices computing at once need not reach, not a measurement)."""
     peak, base = m.best_peak, baseline["flops_per_s"]
-    noise = max(m.peak_noise, NOISE_FLOOR) + max(baseline.get("noise", 0.0), NOISE_FLOOR)
+    peak_noise = max(m.peak_noise, NOISE_FLOOR)
+    base_noise = max(baseline.get("noise", 0.0), NOISE_FLOOR)
+    noise = peak_noise + base_noise
     if not peak or not above_limit(peak, base, noise) or getattr(m.peak, "factor", 1) != 1:
         return None  # a peak of k devices (k x one's) is a ceiling, not a measurement of one
     causes = ("the baseline was measured low", *LIKELY_CAUSES[:1])
     if baseline.get("from_cache"):
         causes = (f"the baseline is {baseline['measured_at']}'s, from the cache", *causes)
-    what = f"{whose} measured peak {format_rate(peak)}"
-    return impossible(
-        f"{what} is {peak / base:.2f} of the usable cores' "
-        f"baseline, above it beyond both noises ({noise:.0%}), so no rate here is read against "
-        "the baseline (d2l.machine_baseline_rate(refresh=True) measures it again)",
-        causes,
+    listed = "; ".join(f"({i}) {c}" for i, c in enumerate(causes, start=1))
+    # not "impossible": one thread at best roughly matching every usable core is an
+    # expectation (read 57), so the yardstick is set aside, not the peak called false
+    return (
+        f"{whose} measured peak {format_rate(peak)} is {peak / base:.2f} of the usable cores' "
+        f"baseline, above it beyond both noises (±{noise:.0%}: the peak's {peak_noise:.0%} + "
+        f"the baseline's {base_noise:.0%}, each at least the {NOISE_FLOOR:.0%} floor). One "
+        "device, one thread, is expected at best to roughly match every usable core on one "
+        "chain (expected, not measured), so the baseline is not a yardstick in this run: no "
+        "rate here is read against it, not a result "
+        f"(d2l.machine_baseline_rate(refresh=True) measures it again). Likely causes, in order: "
+        f"{listed}"
     )
 
 
