@@ -260,7 +260,9 @@ class BranchResult(Reported):
                 format_seconds(m.median),
                 format_seconds(m.iqr),
                 format_rate(m.rate),
-                f"{m.rate / m.best_peak:.2f} of {format_rate(m.best_peak)}" if m.best_peak else "-",
+                f"{m.rate / m.best_peak:.2f} of {format_rate(m.best_peak)}{m.above_peak_within}"
+                if m.best_peak
+                else "-",
             ]
             for m in (self.one_device, self.split)
         ]

@@ -179,6 +179,15 @@ class Measurement:
         peak, rate = self.best_peak, self.rate
         return rate is not None and bool(peak) and above_limit(rate, peak, self.rate_noise)
 
+    @property
+    def above_peak_within(self) -> str:
+        """' (above it by less than the noise of 91%: not a result)' for a rate above the best
+        known peak within both noises (beyond them, `measurement_warnings` flags it); else ''."""
+        peak = self.best_peak
+        if self.rate is None or not peak or self.rate <= peak or self.above_peak:
+            return ""
+        return f" (above it by less than the noise of {self.rate_noise:.0%}: not a result)"
+
     def __str__(self) -> str:
         text = f"{self.label}: {format_seconds(self.median)} (IQR {format_seconds(self.iqr)}, "
         text += f"{len(self.times)} runs)"
@@ -194,8 +203,7 @@ class Measurement:
                     else ""
                 )
                 text += f" = {self.rate / peak_now:.2f} of the peak {peak}{again}"
-                if self.rate > peak_now and not self.above_peak:
-                    text += f" (above it by less than the noise of {self.rate_noise:.0%})"
+                text += self.above_peak_within
         return "\n".join([text] + [f"  WARNING: {w}" for w in self.warnings])
 
 
