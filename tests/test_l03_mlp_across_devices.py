@@ -180,6 +180,15 @@ def test_baseline_sentence_reads_the_split_rate_within_both_noises():
     alone = l03.baseline_sentence(split, {"flops_per_s": 80e9, "noise": 0.02}, "one device")
     assert "which one thread can at best roughly match: a check, not a result" in alone
     assert l03.baseline_sentence(split, {"flops_per_s": 150e9}).endswith("measurably below it")
+    # a baseline measured now but not kept says so under the lines, as notebook 01's does
+    result = l03.BranchResult(2, split, split, ROWS)
+    kept = {"flops_per_s": 104e9, "noise": 0.02}
+    assert "the baseline itself" not in l03.baseline_sentences(result, kept)
+    lost = {**kept, "not_cached": "not kept: the cache folder /x could not be written (denied)"}
+    assert l03.baseline_sentences(result, lost).endswith(
+        "\nthe baseline itself: not kept: the cache folder /x could not be written (denied) (a "
+        "rough yardstick)"
+    )
 
 
 def test_neither_rate_is_read_against_a_baseline_below_one_devices_peak():

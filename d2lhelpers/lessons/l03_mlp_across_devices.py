@@ -49,7 +49,12 @@ from d2lhelpers.timing.estimate import (
     trace_seconds,
 )
 from d2lhelpers.timing.interleaved import ROUNDS, measure_in_turns
-from d2lhelpers.timing.peaks import baseline_below_peak, baseline_chain, device_peak_rate
+from d2lhelpers.timing.peaks import (
+    baseline_below_peak,
+    baseline_chain,
+    baseline_not_kept,
+    device_peak_rate,
+)
 from d2lhelpers.tracing.timeline import (
     OpEvent,
     busy_intervals,
@@ -129,8 +134,11 @@ def baseline_sentences(result: BranchResult, baseline: dict) -> str:
     low = None if on_gpu() else baseline_below_peak(result.one_device, baseline, "one device's")
     if low:
         rates = ", ".join(f"{name} rate {format_rate(m.rate)}" for m, name in runs)
-        return f"{rates}: neither read against the baseline: {low}"
-    return "\n".join(baseline_sentence(m, baseline, name) for m, name in runs)
+        return "\n".join(
+            [f"{rates}: neither read against the baseline: {low}", *baseline_not_kept(baseline)]
+        )
+    lines = [baseline_sentence(m, baseline, name) for m, name in runs]
+    return "\n".join(lines + baseline_not_kept(baseline))
 
 
 def baseline_sentence(split: Measurement, baseline: dict, name: str = "split") -> str:

@@ -52,6 +52,14 @@ def baseline_chain(baseline: dict) -> str:
     return f" (one {size}x{size} matmul chain)" if size else ""
 
 
+def baseline_not_kept(baseline: dict) -> list[str]:
+    """The line that says a baseline measured now was not kept on disk, and why (a busy machine,
+    noisy runs, a folder that cannot be written): [] when it was kept or read from the cache."""
+    if not baseline.get("not_cached"):
+        return []
+    return [f"the baseline itself: {baseline['not_cached']} (a rough yardstick)"]
+
+
 def baseline_below_peak(m: Measurement, baseline: dict, whose: str) -> str | None:
     """The flag when `m`'s measured peak (one device's) beats the usable cores' baseline beyond
     both noises, each at least the noise floor: the baseline, which one device (one thread) is

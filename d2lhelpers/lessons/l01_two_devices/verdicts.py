@@ -17,7 +17,7 @@ from d2lhelpers.core.verdicts import (
     slower_cause,
 )
 from d2lhelpers.timing.benchmark import Measurement
-from d2lhelpers.timing.peaks import baseline_below_peak, baseline_chain
+from d2lhelpers.timing.peaks import baseline_below_peak, baseline_chain, baseline_not_kept
 
 
 def at_once_verdict(both: Measurement, one: Measurement, kind: str, k: int = 2, cores=None) -> str:
@@ -117,10 +117,7 @@ def baseline_verdict(
         if independent
         else _against(together, base, together_best, baseline, plural=True)
     )
-    lines = [together_line + read]
-    if baseline.get("not_cached"):  # measured on a busy machine or noisily: said beside it
-        lines.append(f"the baseline itself: {baseline['not_cached']} (a rough yardstick)")
-    return "\n".join([*lines[:1], one_line, *lines[1:]])
+    return "\n".join([together_line + read, one_line, *baseline_not_kept(baseline)])
 
 
 def _noise(m: Measurement, baseline: dict) -> float:
