@@ -261,6 +261,19 @@ def test_wrong_sums_are_flagged_not_fitted():
     assert job.tables()[0].flags == [job.verdict]
 
 
+def test_a_noisy_size_is_flagged_as_every_table_flags_a_noisy_run():
+    # read 54: sizes at ±33-39% were printed with no "noisy" warning
+    job = _fake_allreduce([[1e-3, 2e-3], [1e-3, 2e-3]], [4 * KiB, 8 * KiB])
+    job.worker_iqrs_s = [[0.05e-3, 0.7e-3], [0.05e-3, 0.7e-3]]  # 5% and 35% of the median
+    (flag,) = job.tables()[0].flags
+    assert flag.startswith(
+        "noisy: the slowest worker's IQR is above 10% of its median at 8.0 KiB (35%); possible "
+        "causes, not measured here"
+    )
+    job.worker_iqrs_s = [[0.05e-3, 0.1e-3], [0.05e-3, 0.1e-3]]
+    assert job.tables()[0].flags == []
+
+
 def test_two_point_model_of_flat_times_is_all_latency():
     job = _fake_allreduce([[1e-3, 1e-3], [1e-3, 0.9e-3]], [4 * KiB, 8 * KiB])
     assert job.two_point == AlphaBeta(1e-3, math.inf)

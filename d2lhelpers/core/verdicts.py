@@ -82,6 +82,21 @@ def noisy_run(m: Timed) -> bool:
     return m.iqr > NOISY_IQR * m.median
 
 
+def noisy_warning(m: Timed) -> str | None:
+    """The warning every table prints for a run too noisy for a verdict (`noisy_run`), with the
+    causes this package can name but not measure; None for a run that is not."""
+    if not (m.median > 0 and noisy_run(m)):
+        return None
+    share = m.iqr / m.median
+    return f"noisy: IQR is {share:.1%} of the median (above {NOISY_IQR:.0%}); {NOISY_CAUSES}"
+
+
+NOISY_CAUSES = (
+    "possible causes, not measured here: another program, this experiment's own threads or "
+    "processes competing for the cores, or runs too short"
+)
+
+
 def median_of(m: Timed | float) -> float:
     return m.median if isinstance(m, Timed) else float(m)
 

@@ -26,6 +26,7 @@ from d2lhelpers.core.verdicts import (
     NOISY_IQR,
     above_limit,
     impossible,
+    noisy_warning,
     relative_noise,
 )
 from d2lhelpers.timing import stopping
@@ -299,11 +300,7 @@ def measurement_warnings(m: Measurement) -> list[str]:
             "TensorFlow op alone takes about 10 µs); the function probably does nothing"
         )
     if noisy:
-        found.append(
-            f"noisy: IQR is {m.iqr / m.median:.1%} of the median (above {NOISY_IQR:.0%}); "
-            "possible causes, not measured here: another program, this experiment's own "
-            "threads or processes competing for the cores, or runs too short"
-        )
+        found.append(noisy_warning(m))
     if m.rate is None or not m.peak or not above_limit(m.rate, m.peak, m.rate_noise):
         return found
     rate, first = format_rate(m.rate, m.unit), format_rate(m.peak, m.unit)

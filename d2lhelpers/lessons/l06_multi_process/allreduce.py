@@ -15,7 +15,7 @@ from d2lhelpers.collectives.costs import AlphaBeta, Residual, fit_alpha_beta
 from d2lhelpers.core.checks import require_count, require_sweep
 from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import BYTES_PER_FLOAT, format_bytes, format_rate, format_seconds
-from d2lhelpers.core.verdicts import Spread, noise_text
+from d2lhelpers.core.verdicts import NOISY_CAUSES, NOISY_IQR, Spread, noise_text, noisy_run
 from d2lhelpers.lessons.l06_multi_process.jobs import (
     machine_defaults,
     memory_table,
@@ -128,7 +128,19 @@ class AllReduceJobResult(Reported):
                     else ""
                 )
             )
-        flags = []
+        noisy = [
+            f"{format_bytes(size)} ({noise.iqr / noise.median:.0%})"
+            for size, noise in zip(self.sizes, self.noises, strict=True)
+            if noise is not None and noisy_run(noise)
+        ]  # as every measurement's table says it (read 54: ±33-39% printed with no word)
+        flags = (
+            [
+                f"noisy: the slowest worker's IQR is above {NOISY_IQR:.0%} of its median at "
+                f"{', '.join(noisy)}; {NOISY_CAUSES}"
+            ]
+            if noisy
+            else []
+        )
         if not all(self.sums_correct):
             flags.append(self.verdict)
         else:  # worker k sends (k+1) x base; each checks the total it got against n(n+1)/2 x base
