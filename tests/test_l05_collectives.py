@@ -252,6 +252,26 @@ def test_overlap_ideals_take_the_saved_launch_off():
     assert _overlap(10e-3).hidden_fraction == pytest.approx(result.hidden_ceiling)
 
 
+def test_the_parts_of_two_runs_are_read_against_each_other():
+    # read 54: the chains alone took 10.39 ms in one run and 13.95 ms in the other, unsaid
+    overlapped = _overlap(11e-3, compute=10.39e-3)
+    same = overlapped.parts_against(_overlap(13e-3, compute=10.6e-3, overlap=False))
+    assert "matmul chains alone: 10.39 ms ±5% (floor) here, 10.60 ms ±5% (floor) in the other " in (
+        same
+    )
+    assert same.endswith("the parts agree within their noise, so both runs share one yardstick")
+    moved = overlapped.parts_against(_overlap(13e-3, compute=13.95e-3, overlap=False))
+    assert (
+        "matmul chains alone: 10.39 ms ±5% (floor) here, 13.95 ms ±5% (floor) in the other "
+        "run: 0.74x, beyond both noises (1.22 ms)" in moved
+    )
+    assert (
+        "all-reduce alone: 4.00 ms ±5% (floor) here, 4.00 ms ±5% (floor) in the other run: "
+        "within both noises" in moved
+    )
+    assert "a part moved between the runs beyond both noises" in moved
+
+
 def test_overlap_verdict_follows_the_numbers():
     saved = _overlap(11e-3)
     assert "2.00 ms less than one after the other" in saved.verdict
