@@ -434,6 +434,7 @@ def test_an_edited_notebook_cell_changes_what_the_panel_runs():
         "d2l.run_lockstep_comparison(2, load=0.8, width=width, code=code)": "",
         "failure = d2l.run_serving_failure(2, width=width, code=code)": "failure = None",
         "failure.runs[0].plot()\nfailure": "",
+        "print(failure.against_reachable(sweep))": "",
         "pipe = d2l.run_pipeline_in_flight(2, width=width, code=code)\npipe": "",
         "d2l.check_layout_tokens(2, width=width, code=code)": "",
         "panel = d2l.serving_panel(code)": "panel = d2l.serving_panel(code)\n"
@@ -655,6 +656,23 @@ def test_a_sum_of_servers_above_what_computes_at_once_is_called_a_rough_bound():
     two.at_once = 2
     (table,) = LockstepResult([two, one], [point(2000, 1000, True)] * 2).tables()
     assert not any("bounded" in v or "rough bound" in v for v in table.verdicts)
+
+
+def test_failure_rows_are_read_against_what_the_devices_computing_at_once_allow():
+    # read 57: 1.2 ktok/s before the loss, beside a sweep that put 914.6 tok/s as the most
+    log = steady_log(1000, 10, True, seconds=2.0)
+    log.passes = [(t, 10 if t < 1 else 5, 0) for t, _, _ in log.passes]
+    run = Failover("tensor", 2, log, (0.1, 1.0), (1.05, 2.0), Spread(1100, 50), at_once=1)
+    sweep = SimpleNamespace(one_device=capacity(1e-3), at_once=1)  # 2.3 ktok/s ±5%
+    said = FailureResult([run], 1).against_reachable(sweep)
+    assert said.startswith("against 1x one device's capacity from the sweep, 2.3 ktok/s ±5% (")
+    assert "tensor before the loss: 1.0 ktok/s" in said and "not above it" in said
+    sweep.one_device = capacity(8e-3)  # 571 tok/s: both readings above it, beyond the noise
+    said = FailureResult([run], 1).against_reachable(sweep)
+    assert said.count("above it beyond both noises: not read as a result") == 2
+    sweep.one_device = capacity(3.75e-3)  # 1.05 ktok/s: the capacity 1.1 k above, in the noise
+    said = FailureResult([run], 1).against_reachable(sweep)
+    assert "tensor capacity: 1.1 ktok/s ±5% (floor), above it, within both noises" in said
 
 
 def test_more_after_a_loss_is_read_as_a_miss_where_a_loss_can_add():

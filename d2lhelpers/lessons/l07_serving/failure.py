@@ -262,6 +262,35 @@ class FailureResult(Reported):
         parts = [f"{r.layout} kept {r.ratio:.0%} ({r.outcome})" for r in self.runs]
         return "after losing one device: " + "; ".join(parts)
 
+    def against_reachable(self, sweep) -> str:
+        """Each layout's window before the loss and its capacity against what the devices that
+        can compute at once allow, from the sweep's one-device capacity (`LoadSweepResult`): a
+        failure row above it beyond both noises is not read as a result (read 57: 1.2 ktok/s
+        before the loss, beside a sweep that put one device's 914.6 tok/s as the most)."""
+        reach = sweep.one_device.tokens_per_s.scaled(sweep.at_once)
+        ceiling = (
+            f"{sweep.at_once}x one device's capacity from the sweep, "
+            f"{format_rate(reach.median, 'tok/s')} {noise_text(reach)}, the most "
+            f"{sweep.at_once} device{'s' if sweep.at_once > 1 else ''} computing at once allow"
+        )
+        said = []
+        for r in self.runs:
+            for name, value in [("before the loss", r.throughput_before), ("capacity", r.capacity)]:
+                if value is None:
+                    continue
+                c = compare(value, reach)
+                where = (
+                    "above it beyond both noises: not read as a result (the two were timed at "
+                    "different moments; which of them is off is not measured)"
+                    if c.measurable and c.a > c.b
+                    else ("above it, within both noises" if c.a > c.b else "not above it")
+                )
+                said.append(
+                    f"{r.layout} {name}: {format_rate(value.median, 'tok/s')} "
+                    f"{noise_text(value)}, {where}"
+                )
+        return f"against {ceiling}: " + "; ".join(said)
+
     def flags(self) -> list[str]:
         """Replicas on devices of their own that served more after losing one than before,
         beyond the noise: against the model's premise, so not read (a group, or devices sharing
