@@ -125,7 +125,6 @@ from d2lhelpers.collectives.costs import (
     break_even_comm_ms,
     bus_bandwidth_bound_s,
     efficiency_table,
-    format_efficiency_table,
     pipeline_bubble_fraction,
     replicas_vs_one_group,
 )
@@ -134,7 +133,6 @@ from d2lhelpers.collectives.seed_port import (
 )
 from d2lhelpers.lessons.l05_collectives import (
     allreduce_panel,
-    plot_allreduce_steps,
     plot_rounds_and_bytes,
     run_allreduce_overlap,
     run_allreduce_sweep,
@@ -241,9 +239,7 @@ __all__ = [
     "break_even_comm_ms",
     "bus_bandwidth_bound_s",
     "efficiency_table",
-    "format_efficiency_table",
     "pipeline_bubble_fraction",
-    "plot_allreduce_steps",
     "plot_rounds_and_bytes",
     "replicas_vs_one_group",
     "run_allreduce_overlap",

@@ -48,7 +48,7 @@ def _fake(seconds: float, nbytes: float | None = None, runs: int = 5) -> Measure
 )
 def test_step_diagrams_have_one_panel_per_round(algorithm, n, panels):
     run = ALLREDUCE[algorithm]([[r, 2 * r] for r in range(n)])
-    fig = l05.plot_allreduce_steps(run, columns=4)
+    fig = run.plot(columns=4)
     try:
         assert len(fig.axes) == panels
         labels = [t.get_text() for ax in fig.axes for t in ax.texts]
@@ -74,9 +74,8 @@ def test_rounds_and_bytes_plot():
 @pytest.mark.parametrize(
     "call",
     [
-        lambda: l05.plot_allreduce_steps([[1, 2]]),
-        lambda: l05.plot_allreduce_steps(ALLREDUCE["ring"]([[1]] * 40)),  # 78 rounds
-        lambda: l05.plot_allreduce_steps(ALLREDUCE["ring"]([[1]] * 2), columns=0),
+        lambda: ALLREDUCE["ring"]([[1]] * 40).plot(),  # 78 rounds
+        lambda: ALLREDUCE["ring"]([[1]] * 2).plot(columns=0),
         lambda: l05.plot_rounds_and_bytes([]),
         lambda: l05.plot_rounds_and_bytes(range(2, 10**9)),
         lambda: l05.plot_rounds_and_bytes([2, 4.5]),

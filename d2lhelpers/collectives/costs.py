@@ -74,9 +74,17 @@ class EfficiencyRow:
         )
 
 
-def efficiency_table(compute_ms: float = SEED_COMPUTE_MS, rows=SEED_ROWS) -> list[EfficiencyRow]:
-    """The seed's tensor-parallel table: one row per (devices, communication ms per token)."""
-    table = []
+class EfficiencyTable(list):
+    """`EfficiencyRow`s that print as the Go program prints them: its header, a line per row."""
+
+    def __str__(self) -> str:
+        return "\n".join([TABLE_HEADER, *(row.line() for row in self)]) + "\n"
+
+
+def efficiency_table(compute_ms: float = SEED_COMPUTE_MS, rows=SEED_ROWS) -> EfficiencyTable:
+    """The seed's tensor-parallel table: one row per (devices, communication ms per token);
+    `str()` of it is the Go program's output (newline-terminated)."""
+    table = EfficiencyTable()
     for n, comm_ms in rows:
         per_token = tensor_parallel_time_ms(compute_ms, n, comm_ms)
         table.append(
@@ -90,11 +98,6 @@ def efficiency_table(compute_ms: float = SEED_COMPUTE_MS, rows=SEED_ROWS) -> lis
             )
         )
     return table
-
-
-def format_efficiency_table(table: list[EfficiencyRow]) -> str:
-    """The header and one line per row, as the Go program prints them (newline-terminated)."""
-    return "\n".join([TABLE_HEADER, *(row.line() for row in table)]) + "\n"
 
 
 def break_even_comm_ms(compute_ms: float, n_from: int, comm_from: float, n_to: int) -> float:

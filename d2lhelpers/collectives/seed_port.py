@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from decimal import Decimal
 
-from d2lhelpers.collectives.costs import efficiency_table, format_efficiency_table
+from d2lhelpers.collectives.costs import efficiency_table
 from d2lhelpers.collectives.transfers import rank_vectors
 
 
@@ -73,4 +73,4 @@ def seed_program_output() -> str:
     hops = seed_allreduce(gpus)
     held = "[" + " ".join(go_format_float(v) for v in gpus[0]) + "]"
     first = f"every GPU now holds {held} after {hops} hops\n"
-    return first + "\n" + format_efficiency_table(efficiency_table())
+    return first + "\n" + str(efficiency_table())

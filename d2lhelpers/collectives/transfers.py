@@ -11,6 +11,7 @@ import dataclasses
 import functools
 
 from d2lhelpers.collectives.algorithms import AllreduceCosts
+from d2lhelpers.collectives.step_plots import plot_allreduce_steps
 from d2lhelpers.core.checks import require_count
 from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import BYTES_PER_FLOAT
@@ -85,6 +86,10 @@ class AllreduceStepsResult(Reported):
             bytes_per_rank=max(rank.values(), default=0),
             sequential_bytes=sum(largest.values()),
         )
+
+    def plot(self, columns: int = 4):
+        """One panel per round: ranks as circles, an arrow per message (`plot_allreduce_steps`)."""
+        return plot_allreduce_steps(self, columns)
 
     def tables(self) -> list[Table]:
         """One row per round: who sent which chunk to whom."""

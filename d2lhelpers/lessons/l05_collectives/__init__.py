@@ -17,7 +17,6 @@ from d2lhelpers.lessons.l05_collectives.panel import (
 )
 from d2lhelpers.lessons.l05_collectives.plots import (
     plot_allreduce_model,
-    plot_allreduce_steps,
     plot_allreduce_sweep,
     plot_rounds_and_bytes,
 )
@@ -30,7 +29,6 @@ __all__ = [
     "AllreduceSweepResult",
     "allreduce_panel",
     "plot_allreduce_model",
-    "plot_allreduce_steps",
     "plot_allreduce_sweep",
     "plot_rounds_and_bytes",
     "run_allreduce_model",
