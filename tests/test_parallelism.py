@@ -169,8 +169,8 @@ def test_parallel_run_verdict_follows_the_data():
     assert faster.reachable_test == "missed"
     assert faster.verdict.endswith(
         "(its time, 600.00 ms, against the reachable's 500.00 ms, with both noises 55.00 ms: "
-        "slower beyond the noise, so the model missed (it counts no hand-over and no shared "
-        "core; what the split lost is not measured here))"
+        "slower beyond the noise, so the model missed (it leaves out the hand-overs and all the "
+        "devices share; what the split lost is not measured here))"
     )
     near = _run(times=(0.51,) * 3)
     assert near.verdict.endswith("with both noises 50.50 ms: within the noise, so the model held)")

@@ -214,8 +214,8 @@ class ParallelResult(Reported):
         )
         if word == "missed":
             return (
-                f"{where}: slower beyond the noise, so the model missed (it counts no hand-over "
-                "and no shared core; what the split lost is not measured here)"
+                f"{where}: slower beyond the noise, so the model missed (it leaves out the "
+                "hand-overs and all the devices share; what the split lost is not measured here)"
             )
         if word == "held":
             return f"{where}: within the noise, so the model held"
