@@ -186,9 +186,14 @@ def hidden_ceiling(launch_s: float, shorter_s: float) -> float:
     return 1 - launch_s / shorter_s
 
 
+def numbered(items) -> str:
+    """'(1) a; (2) b': causes, in the order a flag lists them."""
+    return "; ".join(f"({i}) {item}" for i, item in enumerate(items, start=1))
+
+
 def impossible(what: str, causes=LIKELY_CAUSES) -> str:
     """The flag for a result that cannot be true, with its likely causes in order."""
-    listed = "; ".join(f"({i}) {c}" for i, c in enumerate(causes, start=1))
+    listed = numbered(causes)
     return f"{what}: impossible, so not a result. Likely causes, in order: {listed}"
 
 

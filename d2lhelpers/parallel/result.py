@@ -24,6 +24,7 @@ from d2lhelpers.core.verdicts import (
     noise_of,
     noise_text,
     noisy_run,
+    numbered,
 )
 from d2lhelpers.parallel.model import MATCH_TOLERANCE
 from d2lhelpers.timing.benchmark import Measurement
@@ -267,7 +268,7 @@ class ParallelResult(Reported):
             ),
         ]
         ordered = [c for c, last in causes if not last] + [c for c, last in causes if last]
-        listed = "; ".join(f"({i}) {c}" for i, c in enumerate(ordered, start=1))
+        listed = numbered(ordered)
         return (
             f"{self.label} at {self.speedup:.2f}x one device is above the "
             f"{self.reachable_speedup:.2f}x reachable here beyond the noise (±"

@@ -28,7 +28,7 @@ import tensorflow as tf
 from d2lhelpers.core.cache import cache_dir, cached_measurement, machine_busy
 from d2lhelpers.core.counts import chain_flops
 from d2lhelpers.core.units import cores_phrase, format_bytes, format_rate, usable_cores
-from d2lhelpers.core.verdicts import LIKELY_CAUSES, NOISE_FLOOR, above_limit
+from d2lhelpers.core.verdicts import LIKELY_CAUSES, NOISE_FLOOR, above_limit, numbered
 from d2lhelpers.devices import Device, setup_devices
 from d2lhelpers.timing.benchmark import NOISY_IQR, MeasuredPeak, Measurement, PeakRecord, measure
 from d2lhelpers.workloads import (
@@ -75,7 +75,7 @@ def baseline_below_peak(m: Measurement, baseline: dict, whose: str) -> str | Non
     causes = ("the baseline was measured low", *LIKELY_CAUSES[:1])
     if baseline.get("from_cache"):
         causes = (f"the baseline is {baseline['measured_at']}'s, from the cache", *causes)
-    listed = "; ".join(f"({i}) {c}" for i, c in enumerate(causes, start=1))
+    listed = numbered(causes)
     # not "impossible": one thread at best roughly matching every usable core is an
     # expectation (read 57), so the yardstick is set aside, not the peak called false
     return (

@@ -18,6 +18,7 @@ from __future__ import annotations
 from d2lhelpers.core.counts import chain_flops
 from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import GB, format_seconds
+from d2lhelpers.core.verdicts import numbered
 from d2lhelpers.references import (
     H100_TF32_PEAK,
     SEED_000,
@@ -108,7 +109,7 @@ class SeedReadingResult(Reported):
         ]
         flags = []
         if self.matmul_rate > H100_TF32_PEAK:
-            causes = "; ".join(f"({i}) {c}" for i, c in enumerate(CAUSES_OF_A_TOO_HIGH_RATE, 1))
+            causes = numbered(CAUSES_OF_A_TOO_HIGH_RATE)
             flags.append(
                 f"50 products of 4000² in {format_seconds(self.run_s)} would be "
                 f"{self.matmul_rate / 1e12:.0f} TFLOP/s, {self.matmul_rate / H100_TF32_PEAK:.2f}x "

@@ -27,6 +27,7 @@ from d2lhelpers.core.verdicts import (
     model_test,
     noise_of,
     noise_text,
+    numbered,
     ratio_noise,
 )
 from d2lhelpers.lessons.l07_serving.plots import plot_requests
@@ -303,7 +304,7 @@ class FailureResult(Reported):
             "one process (one Python lock) on the host's cores, and notebook 06 shows a survivor "
             "speeding up once another worker stops",
         )
-        listed = "; ".join(f"({i}) {c}" for i, c in enumerate(causes, start=1))
+        listed = numbered(causes)
         return [
             f"{r.layout} served {r.ratio:.2f}x as much after losing a device as before, beyond "
             "the noise, which the model (each replica on a device of its own, sharing nothing) "
