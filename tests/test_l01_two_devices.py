@@ -188,29 +188,31 @@ def test_rates_verdict_blames_merging_only_when_the_chain_is_not_above_the_peak(
 def test_baseline_verdict_reads_logical_devices_against_a_yardstick_and_gpus_against_a_ceiling():
     one = rate("one", 1e11, None)
     baseline = {"flops_per_s": 2e11, "noise": 0.02}
+    # the run's 5% floor + the baseline's 2%, counted at the 5% floor as every reading of it is
+    # (read 58: 8% here beside 10% in notebook 03 for the same baseline)
     match = l01.baseline_verdict(rate("both", 2.06e11, None), one, baseline, "logical CPU")
     assert match.startswith("2 devices together: 206.0 GFLOP/s = 1.03 of the usable cores'")
-    assert "; they match it, within the noise of 7%" in match
+    assert "; they match it, within the noise of 10%" in match
     assert match.splitlines()[1] == (
         "one device: 100.0 GFLOP/s = 0.50 of the baseline; at best it can match it (expected, not "
-        "measured): below that by more than the noise of 7%"
+        "measured): below that by more than the noise of 10%"
     )
     # One device can at best match the usable cores too (one core: the baseline is one core's).
     alone = l01.baseline_verdict(one, rate("one", 2.1e11, None), baseline, "logical CPU")
     assert (
-        "at best it can match it (expected, not measured), and does, within the noise of 7%"
+        "at best it can match it (expected, not measured), and does, within the noise of 10%"
         in alone
     )
     # Two one-thread chains above one chain split across the same cores: a finding, not a flag
     # (book 48: 86.4 against 68.5 GFLOP/s), and the one-device line is still read.
-    above = l01.baseline_verdict(rate("both", 2.2e11, None), one, baseline, "logical CPU")
-    assert "above it by more than the noise of 7%: independent chains, one thread each" in above
+    above = l01.baseline_verdict(rate("both", 2.3e11, None), one, baseline, "logical CPU")
+    assert "above it by more than the noise of 10%: independent chains, one thread each" in above
     assert "impossible" not in above and "a yardstick, not a ceiling" in above
-    assert "below that by more than the noise of 7%" in above.splitlines()[1]
+    assert "below that by more than the noise of 10%" in above.splitlines()[1]
     assert "from the cache" not in above  # measured in this run
     # The baseline's chain size is printed beside it (read 50: 512² chains against a 1024² one)
     sized = l01.baseline_verdict(
-        rate("both", 2.2e11, None), one, {**baseline, "size": 1024}, "logical CPU"
+        rate("both", 2.3e11, None), one, {**baseline, "size": 1024}, "logical CPU"
     )
     assert "baseline 200.0 GFLOP/s (one 1024x1024 matmul chain); above it" in sized
     assert "a rate depends on the matrix size" in sized
@@ -222,13 +224,13 @@ def test_baseline_verdict_reads_logical_devices_against_a_yardstick_and_gpus_aga
     )
     assert "rough yardstick" not in match
     cached = {**baseline, "from_cache": True, "measured_at": "2026-11-30T10:00:00"}
-    stale = l01.baseline_verdict(rate("both", 2.2e11, None), one, cached, "logical CPU")
+    stale = l01.baseline_verdict(rate("both", 2.3e11, None), one, cached, "logical CPU")
     assert "the baseline is 2026-11-30T10:00:00's, from the cache" in stale
     # Virtual GPUs share one chip: above its baseline beyond the noise is impossible.
-    chip = l01.baseline_verdict(rate("both", 2.2e11, None), one, baseline, "virtual GPU")
-    assert "above that by more than the noise of 7%: impossible" in chip
+    chip = l01.baseline_verdict(rate("both", 2.3e11, None), one, baseline, "virtual GPU")
+    assert "above that by more than the noise of 10%: impossible" in chip
     assert "puts the baseline in doubt" in chip.splitlines()[1]
-    noisy = rate("both", 2.2e11, None, times=(0.9, 0.9, 1.0, 1.1, 1.1))  # IQR 20%
+    noisy = rate("both", 2.3e11, None, times=(0.9, 0.9, 1.0, 1.1, 1.1))  # IQR 20%
     assert "impossible" not in l01.baseline_verdict(noisy, one, baseline, "virtual GPU")
     below = l01.baseline_verdict(rate("both", 1.5e11, None), one, baseline, "virtual GPU")
     assert "at best they can match it (expected, not measured): below that by more" in below

@@ -114,7 +114,7 @@ def test_sweep_result_residuals_and_bound_from_known_numbers():
     assert sweep.bound_s(8000) == pytest.approx(8000 / 8e6)  # = S / beta
     # Residuals -2%, +4%, -7%: inside each run's 5% floor plus the prediction's (see below).
     assert sweep.within_noise() == [True, True, True]
-    assert "predict the other 3 sizes within 7% (worst: 3.9 KiB, -7%)" in sweep.verdict
+    assert "predict the other 3 sizes within 7% (worst: 3.9 KiB, -6.7%)" in sweep.verdict
     assert "3 of 3 within the noise of their own run and of the two runs α and β" in sweep.verdict
     text = str(sweep)
     assert "1.00 ms" in text and "calibrates β" in text and "least squares" in text

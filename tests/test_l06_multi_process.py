@@ -436,7 +436,12 @@ def test_group_failure_is_called_whole_only_when_every_worker_stopped():
     demo = _failure("group", reports, [False, False], ["a", "b"])
     assert demo.failed_as_whole and demo.rate_after == 0 and demo.lost_share == 1.0
     assert demo.victim == 1
-    assert demo.verdict.startswith("the job failed as a whole: all 2 workers stopped")
+    assert demo.verdict.startswith(
+        "the job failed as a whole: all 2 workers stopped with an error within 0.10 s"
+    )
+    demo.error_after_s = [0.1, 0.801]  # rounded up: never below the last error (read 58: 0.81)
+    assert "with an error within 0.81 s" in demo.verdict
+    demo.error_after_s = [0.1, 0.1]
     assert demo.verdict.endswith(  # nothing after the loss: exact, not "± inf"
         "lost all of the steps per second (no steps after the loss: exact) (model: 100%, as "
         "measured)"

@@ -28,7 +28,6 @@ from d2lhelpers.core.progress import Steps
 from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import cores_phrase, format_rate, format_seconds, plural, usable_cores
 from d2lhelpers.core.verdicts import (
-    NOISE_FLOOR,
     UNTESTED,
     Comparison,
     compare,
@@ -52,6 +51,7 @@ from d2lhelpers.timing.interleaved import ROUNDS, measure_in_turns
 from d2lhelpers.timing.peaks import (
     baseline_below_peak,
     baseline_chain,
+    baseline_noise,
     baseline_not_kept,
     device_peak_rate,
 )
@@ -146,7 +146,7 @@ def baseline_sentence(split: Measurement, baseline: dict, name: str = "split") -
     noises. Above it beyond the noise is a finding about threading: independent branches, one
     thread each, can get more from the cores than one chain split across them."""
     rate, whole = split.rate, baseline["flops_per_s"]
-    relative = noise_of(split) / split.median + max(baseline.get("noise", 0.0), NOISE_FLOOR)
+    relative = noise_of(split) / split.median + baseline_noise(baseline)
     c = Comparison(rate, whole, relative * rate)
     if not c.measurable:
         where = "no measurable difference"

@@ -52,6 +52,12 @@ def baseline_chain(baseline: dict) -> str:
     return f" (one {size}x{size} matmul chain)" if size else ""
 
 
+def baseline_noise(baseline: dict) -> float:
+    """The baseline's relative noise as every reading against it counts it: its own spread,
+    never less than the floor every measured time gets (read 58: 3% here, 5% in notebook 03)."""
+    return max(baseline.get("noise", 0.0), NOISE_FLOOR)
+
+
 def baseline_not_kept(baseline: dict) -> list[str]:
     """The line that says a baseline measured now was not kept on disk, and why (a busy machine,
     noisy runs, a folder that cannot be written): [] when it was kept or read from the cache."""
@@ -68,7 +74,7 @@ def baseline_below_peak(m: Measurement, baseline: dict, whose: str) -> str | Non
     a ceiling that devices computing at once need not reach, not a measurement)."""
     peak, base = m.best_peak, baseline["flops_per_s"]
     peak_noise = max(m.peak_noise, NOISE_FLOOR)
-    base_noise = max(baseline.get("noise", 0.0), NOISE_FLOOR)
+    base_noise = baseline_noise(baseline)
     noise = peak_noise + base_noise
     if not peak or not above_limit(peak, base, noise) or getattr(m.peak, "factor", 1) != 1:
         return None  # a peak of k devices (k x one's) is a ceiling, not a measurement of one

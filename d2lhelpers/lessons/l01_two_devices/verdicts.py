@@ -7,6 +7,7 @@ from d2lhelpers.core.concurrency import slowdown_model
 from d2lhelpers.core.units import cores_phrase, format_rate, plural, usable_cores
 from d2lhelpers.core.verdicts import (
     LIKELY_CAUSES,
+    NOISE_FLOOR,
     UNTESTED,
     Comparison,
     above_limit,
@@ -17,7 +18,12 @@ from d2lhelpers.core.verdicts import (
     slower_cause,
 )
 from d2lhelpers.timing.benchmark import Measurement
-from d2lhelpers.timing.peaks import baseline_below_peak, baseline_chain, baseline_not_kept
+from d2lhelpers.timing.peaks import (
+    baseline_below_peak,
+    baseline_chain,
+    baseline_noise,
+    baseline_not_kept,
+)
 
 
 def at_once_verdict(both: Measurement, one: Measurement, kind: str, k: int = 2, cores=None) -> str:
@@ -121,7 +127,7 @@ def baseline_verdict(
 
 
 def _noise(m: Measurement, baseline: dict) -> float:
-    return relative_noise(m) + baseline.get("noise", 0.0)
+    return relative_noise(m) + baseline_noise(baseline)
 
 
 def _above(m: Measurement, base: float, times: int, baseline: dict) -> bool:
@@ -156,7 +162,8 @@ def _yardstick(m: Measurement, base: float, baseline: dict) -> str:
 
 
 def _own_peak(m: Measurement, base: float, times: int, baseline: dict, plural: bool) -> str:
-    peak, peak_noise = m.best_peak, m.peak_noise + baseline.get("noise", 0.0)
+    peak = m.best_peak
+    peak_noise = max(m.peak_noise, NOISE_FLOOR) + baseline_noise(baseline)  # as baseline_below_peak
     if peak and peak < times * base * (1 - peak_noise):  # their own ceiling is below it
         return (
             f" (but {'their' if plural else 'its'} own measured peak allows only "

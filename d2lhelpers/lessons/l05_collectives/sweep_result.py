@@ -172,8 +172,10 @@ class AllreduceSweepResult(Reported):
         if read:
             worst = max((r for r, _ in read), key=lambda r: abs(r.relative))
             said += (
-                f" within {abs(worst.relative):.0%} (worst: {format_bytes(worst.nbytes)}, "
-                f"{worst.relative:+.0%}); {sum(q for _, q in read)} of {len(read)} within the "
+                # rounded up, so that the worst printed beside it is never above it (read 58)
+                f" within {math.ceil(round(abs(worst.relative) * 100, 6))}% (worst: "
+                f"{format_bytes(worst.nbytes)}, {worst.relative:+.1%}); "
+                f"{sum(q for _, q in read)} of {len(read)} within the "
                 "noise of their own run and of the two runs α and β come from"
             )
         if flagged:

@@ -201,7 +201,7 @@ class WorkerLossResult(Reported):
         if self.failed_as_whole:
             return (
                 f"the job failed as a whole: all {self.n_workers} workers stopped with an error "
-                f"within {max(self.error_after_s):.1f} s; {lost}"
+                f"within {math.ceil(round(max(self.error_after_s) * 100, 6)) / 100:.2f} s; {lost}"
             )
         return f"{sum(self.finished)} of {self.n_workers} workers finished their run: {lost}"
 
