@@ -24,7 +24,8 @@ from d2lhelpers.core.verdicts import NOISE_FLOOR
 
 RESULTS_DIR = resources.files("d2lhelpers") / "results"
 
-SEED_000 = {  # d2l "Automatic Parallelism", TensorFlow tab; 2 GPUs, model not stated
+# the seed: a TensorFlow version of d2l's "Automatic Parallelism"; 2 GPUs, model not stated
+SEED_000 = {
     "GPU1 time": 0.0629,
     "GPU2 time": 0.0668,
     "GPU1 & GPU2": 0.0869,

@@ -303,7 +303,8 @@ def test_sweep_verdicts_follow_the_numbers_and_their_noise():
     text = str(slower)
     assert "2 workers: the model puts the all-reduce at 2.00 ms per step" in text
     (table,) = slower.tables()
-    assert table.rows[1][2:4] == ("3.00 ms", "+0%")  # 1 ms + 2 alpha + 2 * 2000 B / beta
+    assert table.rows[1][3:5] == ("3.00 ms", "+0%")  # 1 ms + 2 alpha + 2 * 2000 B / beta
+    assert table.rows[1][2] == "±5%"  # steady steps: the floor
     faster = l06.TrainingSweepResult([_fake_training(1, 1e-3), _fake_training(2, 1.1e-3)], None, 2)
     assert faster.verdict.startswith(
         "2 workers: 1.82x the samples/s of one worker (ideal 2x; beyond ±"

@@ -527,6 +527,19 @@ def test_a_capacity_timed_slow_is_not_read_against_the_model():
     assert over.above_reachable() == [(fast, True)]
     assert "replicas's capacity, 2.0 ktok/s ±5%, is above it beyond the noise" in str(over)
     assert any("above what the 1 devices that can compute" in f for f in over.flags())
+    # read 59: a group's step holds every device's sequences (8 here, one device's 4): one
+    # device's capacity does not bound it, so it is not read against it
+    group = LayoutSweep(
+        "pipeline", capacity(0.002, 0.0005, 8, 4), Spread(1000, 50), [point(400, 100, False)]
+    )
+    both = LoadSweepResult(2, 1, cap, [fast, group], step_flops=1e6, peak=1e12)
+    assert both.above_reachable() == [(fast, True)] and not both.bounded_by_one_device("pipeline")
+    assert (
+        "it bounds only layouts whose steps hold one device's 4 sequences: a group's step "
+        "holds every device's (pipeline 8)" in str(both)
+    )
+    assert "pipeline's capacity" not in str(both)
+    assert "it bounds only" not in str(over)  # replicas alone: every layout bounded
     near = LayoutSweep(
         "replicas", capacity(0.0038, 0.001, 4, 4), Spread(1000, 50), [point(400, 100, False)]
     )
@@ -662,17 +675,23 @@ def test_failure_rows_are_read_against_what_the_devices_computing_at_once_allow(
     # read 57: 1.2 ktok/s before the loss, beside a sweep that put 914.6 tok/s as the most
     log = steady_log(1000, 10, True, seconds=2.0)
     log.passes = [(t, 10 if t < 1 else 5, 0) for t, _, _ in log.passes]
-    run = Failover("tensor", 2, log, (0.1, 1.0), (1.05, 2.0), Spread(1100, 50), at_once=1)
+    run = Failover("replicas", 2, log, (0.1, 1.0), (1.05, 2.0), Spread(1100, 50), at_once=1)
+    group = Failover("tensor parallel", 2, log, (0.1, 1.0), (1.05, 2.0), Spread(1100, 50), 1)
     sweep = SimpleNamespace(one_device=capacity(1e-3), at_once=1)  # 2.3 ktok/s ±5%
+    sweep.bounded_by_one_device = lambda layout: layout == "replicas"
+    # read 59: a group steps 8 sequences at once, one device 4: not its ceiling, not read
+    assert "tensor parallel: not read against it (its steps hold every device's" in (
+        FailureResult([run, group], 1).against_reachable(sweep)
+    )
     said = FailureResult([run], 1).against_reachable(sweep)
     assert said.startswith("against 1x one device's capacity from the sweep, 2.3 ktok/s ±5% (")
-    assert "tensor before the loss: 1.0 ktok/s" in said and "not above it" in said
+    assert "replicas before the loss: 1.0 ktok/s" in said and "not above it" in said
     sweep.one_device = capacity(8e-3)  # 571 tok/s: both readings above it, beyond the noise
     said = FailureResult([run], 1).against_reachable(sweep)
     assert said.count("above it beyond both noises: not read as a result") == 2
     sweep.one_device = capacity(3.75e-3)  # 1.05 ktok/s: the capacity 1.1 k above, in the noise
     said = FailureResult([run], 1).against_reachable(sweep)
-    assert "tensor capacity: 1.1 ktok/s ±5% (floor), above it, within both noises" in said
+    assert "replicas capacity: 1.1 ktok/s ±5% (floor), above it, within both noises" in said
 
 
 def test_more_after_a_loss_is_read_as_a_miss_where_a_loss_can_add():

@@ -1,7 +1,7 @@
 """The seed's compute-and-copy numbers, read carefully: what its own timings allow us to infer.
 
-The seed (d2l "Automatic Parallelism", TensorFlow tab) times 50 products of 4000² float32 on
-"GPU1", then copies all 50 to the CPU, then does both in one timed block:
+The seed (a TensorFlow version of d2l's "Automatic Parallelism") times 50 products of 4000²
+float32 on "GPU1", then copies all 50 to the CPU, then does both in one timed block:
 
     'Run on GPU1'                  run(x) then y[-1].numpy()         0.0557 s
     'Copy to CPU'                  50 eager tf.identity to /CPU:0    2.1474 s

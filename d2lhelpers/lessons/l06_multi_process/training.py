@@ -280,6 +280,7 @@ class TrainingSweepResult(Reported):
                 (
                     job.n_workers,
                     format_seconds(job.step_s),
+                    f"±{relative_noise(job.per_sample):.0%}",
                     "" if predicted is None else format_seconds(predicted),
                     ""
                     if predicted is None
@@ -291,6 +292,10 @@ class TrainingSweepResult(Reported):
                 )
             )
         verdicts = [self.verdict] if self.verdict else []
+        verdicts.append(  # what the bands in the sentences below are built from (read 58)
+            "noise: the spread of the median step over blocks of consecutive steps (their IQR "
+            "over their median, at least the 5% floor); a comparison's band adds both jobs' noises"
+        )
         for job in self.jobs:
             if job.n_workers > self.cores:
                 verdicts.append(
@@ -320,6 +325,7 @@ class TrainingSweepResult(Reported):
         columns = (
             "workers",
             "step",
+            "noise",
             "predicted",
             "resid.",
             "samples/s",

@@ -276,6 +276,12 @@ class FailureResult(Reported):
         )
         said = []
         for r in self.runs:
+            if not sweep.bounded_by_one_device(r.layout):
+                said.append(
+                    f"{r.layout}: not read against it (its steps hold every device's sequences, "
+                    "one device's hold fewer, and a step's time depends on how many it holds)"
+                )
+                continue
             for name, value in [("before the loss", r.throughput_before), ("capacity", r.capacity)]:
                 if value is None:
                     continue

@@ -318,17 +318,40 @@ class LoadSweepResult(Reported):
         """What the devices that can compute at once allow: at_once x one device."""
         return self.at_once * self.one_device.tokens_per_s.median
 
+    def bounded_by_one_device(self, layout: str) -> bool:
+        """Whether one device's capacity bounds `layout`'s: each of its servers steps as many
+        sequences as one device does. A group steps every device's sequences at once, and a
+        step's time depends on how many it holds (read 59: 8 against one device's 4), so one
+        device's capacity is not its ceiling."""
+        found = next((s for s in self.sweeps if s.layout == layout), None)
+        one = self.one_device.slots[0]
+        return found is not None and all(k == one for k in found.capacity.slots)
+
     def above_reachable(self) -> list[tuple[LayoutSweep, bool]]:
-        """Layouts whose measured capacity is above `reachable` (fewer devices computing at
-        once than devices), each with whether it is beyond the noise of both capacities."""
+        """Layouts bounded by one device (`bounded_by_one_device`) whose measured capacity is
+        above `reachable` (fewer devices computing at once than devices), each with whether it
+        is beyond the noise of both capacities."""
         if self.at_once >= self.n_devices:
             return []
         reach = self.one_device.tokens_per_s.scaled(self.at_once)
         return [
             (s, compare(s.capacity.tokens_per_s, reach).measurable)
             for s in self.sweeps
-            if s.capacity.tokens_per_s.median > reach.median
+            if self.bounded_by_one_device(s.layout)
+            and s.capacity.tokens_per_s.median > reach.median
         ]
+
+    def unbounded_note(self) -> str:
+        """Which layouts `reachable` does not bound, and why; '' when it bounds them all."""
+        others = [s for s in self.sweeps if not self.bounded_by_one_device(s.layout)]
+        if not others:
+            return ""
+        held = ", ".join(f"{s.layout} {max(s.capacity.slots)}" for s in others)
+        return (
+            f"; it bounds only layouts whose steps hold one device's {self.one_device.slots[0]} "
+            f"sequences: a group's step holds every device's ({held}), and a step's time depends "
+            "on how many it holds, so those are not read against it"
+        )
 
     @property
     def compute_share(self) -> float:
@@ -487,7 +510,7 @@ class LoadSweepResult(Reported):
             ideal_line += (
                 f"; not reachable here: {self.at_once} of the {self.n_devices} devices can "
                 f"compute at once on {cores_phrase(usable_cores())}, so {self.at_once}x one "
-                f"device, {reachable}, is the most"
+                f"device, {reachable}, is the most{self.unbounded_note()}"
             )
             for s, beyond in self.above_reachable():
                 cap = s.capacity.tokens_per_s
