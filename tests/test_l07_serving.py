@@ -456,9 +456,12 @@ def test_saturation_below_capacity_is_taken_apart_from_the_windows_own_steps():
     assert saturated.engine_busy == pytest.approx(0.8)
     assert saturated.slot_fill(4) == pytest.approx(1.0)  # 4 tokens from 4 slots, no prefill
     said = sweep.per_busy_second(saturated)
-    # saturation / capacity's band: the window's noise over the capacity (0.50 x 5%, the floor)
-    # plus the capacity's own (5%, the floor): 0.075
-    assert said.startswith("; per busy engine-second it made 0.50x ± 0.08 the tokens its capacity")
+    # saturation / capacity's band: the window's noise over the capacity (0.50 x its 6%) plus
+    # the capacity's own (5%, the floor): 0.08
+    assert said.startswith(
+        "; per busy engine-second it made 0.50x ± 0.08 (0.50 x the window's ±6% + the capacity's "
+        "±5%) the tokens its capacity"
+    )
     assert "the tokens its capacity assumes (fewer beyond the noise): " in said
     assert "steps took 8.00 ms in the window against 4.00 ms timed" in said
     assert said.endswith("and 100% of their slots held a sequence")

@@ -146,7 +146,8 @@ def baseline_sentence(split: Measurement, baseline: dict, name: str = "split") -
     noises. Above it beyond the noise is a finding about threading: independent branches, one
     thread each, can get more from the cores than one chain split across them."""
     rate, whole = split.rate, baseline["flops_per_s"]
-    relative = noise_of(split) / split.median + baseline_noise(baseline)
+    own, base_noise = noise_of(split) / split.median, baseline_noise(baseline)
+    relative = own + base_noise
     c = Comparison(rate, whole, relative * rate)
     if not c.measurable:
         where = "no measurable difference"
@@ -174,7 +175,8 @@ def baseline_sentence(split: Measurement, baseline: dict, name: str = "split") -
         f"{name} rate {format_rate(rate)} = {rate / whole:.2f} of the usable cores' baseline "
         f"{format_rate(whole)}{baseline_chain(baseline)} (measured "
         f"{baseline.get('measured_at', 'in this run')}{source}; "
-        f"noise ±{relative * rate / whole:.2f}): {where}"
+        f"noise ±{relative * rate / whole:.2f}: the ratio x (the run's {own:.0%} + the "
+        f"baseline's {base_noise:.0%})): {where}"
     )
 
 

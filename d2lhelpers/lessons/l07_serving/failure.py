@@ -241,8 +241,11 @@ class Failover:
         pause = self.log.rebuild_s
         return [
             self.layout,
-            format_rate(self.throughput_before.median, "tok/s"),
-            format_rate(self.throughput_after.median, "tok/s"),
+            # each with its noise, so that the bands in the sentences can be rebuilt (read 58)
+            f"{format_rate(self.throughput_before.median, 'tok/s')} "
+            f"{noise_text(self.throughput_before)}",
+            f"{format_rate(self.throughput_after.median, 'tok/s')} "
+            f"{noise_text(self.throughput_after)}",
             f"{self.ratio:.2f}",
             f"{self.expected:.2f}",
             self.restarted,

@@ -192,6 +192,10 @@ class LayoutSweep:
         if not decodes or found is None or fill is None:
             return ""
         ratio, band = found
+        parts = (
+            f"{ratio:.2f} x the window's ±{relative_noise(point.throughput):.0%} + the "
+            f"capacity's ±{relative_noise(self.capacity.tokens_per_s):.0%}"
+        )  # the band's parts, so that it can be rebuilt (read 58)
         timed = statistics.median(m.median for m in self.capacity.decode)
         where = (
             "within the noise of 1x"
@@ -199,8 +203,8 @@ class LayoutSweep:
             else ("more beyond the noise" if ratio > 1 else "fewer beyond the noise")
         )
         return (
-            f"; per busy engine-second it made {ratio:.2f}x ± {band:.2f} the tokens its capacity "
-            f"assumes ({where}): "
+            f"; per busy engine-second it made {ratio:.2f}x ± {band:.2f} ({parts}) the tokens "
+            f"its capacity assumes ({where}): "
             f"its decoding steps took {format_seconds(statistics.median(decodes))} in the window "
             f"against {format_seconds(timed)} timed with every slot busy, and "
             + (
