@@ -468,6 +468,13 @@ def test_saturation_below_capacity_is_taken_apart_from_the_windows_own_steps():
     # read 56: a noisy capacity put saturation / capacity (the sentence's first reading) within
     # the noise and tokens per busy second beyond it; one band for both, so both agree
     noisy = Capacity([Measurement("d", [0.002, 0.003, 0.004, 0.006, 0.008])], cap.prefill, [4], 4)
+    # a window whose engines were busy but made no token: 0x, beyond the noise, not "nan"
+    idle = point(400, 100, started=False)
+    idle.log.engine_calls, idle.log.passes = saturated.log.engine_calls, []
+    assert LayoutSweep("replicas", cap, Spread(1000, 50), [idle])._tokens_per_busy_second(idle) == (
+        0.0,
+        pytest.approx(0.05),
+    )
     readings = [(cap, "lower beyond", "fewer beyond"), (noisy, "no measurable", "within")]
     for c, word, busy in readings:
         said = LayoutSweep("replicas", c, Spread(1000, 50), [saturated]).per_busy_second(saturated)

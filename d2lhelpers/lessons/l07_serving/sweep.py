@@ -107,6 +107,12 @@ def capacity_model(one: Capacity, n: int, layers: int, reduce: dict, at_once: in
     }
 
 
+def _window_noise(point: LoadPoint) -> float:
+    """The window's throughput noise, relative; 0 for a window that made no tokens (its ratio is
+    0 whatever the noise, and 0 x an infinite relative noise is not a number)."""
+    return relative_noise(point.throughput) if point.throughput.median > 0 else 0.0
+
+
 @dataclasses.dataclass
 class LayoutSweep:
     """One layout: its measured capacity, its model, and one load point per offered load."""
@@ -193,7 +199,7 @@ class LayoutSweep:
             return ""
         ratio, band = found
         parts = (
-            f"{ratio:.2f} x the window's ±{relative_noise(point.throughput):.0%} + the "
+            f"{ratio:.2f} x the window's ±{_window_noise(point):.0%} + the "
             f"capacity's ±{relative_noise(self.capacity.tokens_per_s):.0%}"
         )  # the band's parts, so that it can be rebuilt (read 58)
         timed = statistics.median(m.median for m in self.capacity.decode)
@@ -225,7 +231,7 @@ class LayoutSweep:
             return None
         cap = self.capacity.tokens_per_s
         ratio = point.tokens / point.busy_s / (cap.median / len(self.capacity.slots))
-        made = Spread(ratio, ratio * relative_noise(point.throughput))
+        made = Spread(ratio, ratio * _window_noise(point))
         return ratio, compare(made, Spread(1.0, relative_noise(cap))).noise
 
     def heaviest_gain(self) -> str:
