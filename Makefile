@@ -88,7 +88,8 @@ lint: $(READY)
 	$(VENV)/bin/lint-imports
 	$(PY) tools/dead_code.py
 
-# Two pytest-xdist workers, whole files each (tests/conftest.py orders them); TEST_WORKERS=0 runs
+# Two pytest-xdist workers, whole files each, the notebooks with the book's test as one
+# (tests/conftest.py orders them: each notebook runs once); TEST_WORKERS=0 runs
 # the suite in this process alone. Matplotlib's font cache lives in the .venv, not in ~/.cache:
 # one left half-built by another install made every kernel warn "findfont" into checked outputs.
 TEST_WORKERS ?= 2

@@ -15,15 +15,17 @@ import pytest
 import d2lhelpers as d2l
 from d2lhelpers.processes import worker_main
 from d2lhelpers.timing import stopping
+from tests import nbval_book
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 d2l.setup_devices()  # 4 logical CPUs on CI: TensorFlow allows this only before its first op
 
 # `make test` runs two pytest-xdist workers, each taking whole files (`--dist loadfile`: a
-# notebook's cells run in order in one kernel). The two longest files start first, one per
-# worker, so that neither is left running alone at the end (`--no-loadscope-reorder` keeps
-# this order instead of xdist's most-tests-first).
+# notebook's cells run in order in one kernel), except that the notebooks and the book's test are
+# one unit (tests/nbval_book.py: nbval's runs are the book's, so each notebook runs once). The two
+# longest units start first, one per worker, so that neither is left running alone at the end
+# (`--no-loadscope-reorder` keeps this order instead of xdist's most-tests-first).
 LONGEST_FIRST = ("tests/test_browser.py", "tests/test_book.py")
 
 
@@ -33,6 +35,16 @@ def pytest_collection_modifyitems(items):
         return LONGEST_FIRST.index(path) if path in LONGEST_FIRST else len(LONGEST_FIRST)
 
     items.sort(key=rank)  # stable: every other file keeps its order
+    nbval_book.arrange(items)
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: the controller's scheduler
+def pytest_xdist_make_scheduler(config, log):
+    return (
+        nbval_book.NotebooksWithTheBook(config, log)
+        if config.getvalue("dist") == "loadfile"
+        else None
+    )
 
 
 def run_python(code: str, timeout: float = 120, env: dict | None = None, unset=()):

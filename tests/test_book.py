@@ -7,11 +7,14 @@ no output shows a traceback or a dead widget, every internal link (and its #anch
 lesson page says where it ran and shows every figure of its run, equations are typeset, the search
 box finds a lesson, and dark mode and print keep working.
 
-The pages come from a real run of every notebook (5-6 minutes on a busy 2-core machine), so the
-browser test builds the book once per session, and only when `build/book/` is missing or older
-than a notebook, the book's sources, the package or the results (under CI=true always, into a
-fresh folder): a skipped browser test would prove nothing, and a stale book would test other
-code. BOOK_DIR=PATH tests a book built elsewhere instead; BOOK_SCREENSHOTS=DIR keeps screenshots.
+The pages come from a real run of every notebook. In `make test` that is nbval's run of each
+(tests/nbval_book.py: the notebooks run in this test's process first, with the book's kernel
+hook), rendered with `build.py --render-only`, so no notebook runs twice. Run alone, the browser
+test builds the book itself (5-6 minutes on a busy 2-core machine), and only when `build/book/`
+is missing or older than a notebook, the book's sources, the package or the results (under
+CI=true always, into a fresh folder): a skipped browser test would prove nothing, and a stale book
+would test other code. BOOK_DIR=PATH tests a book built elsewhere instead; BOOK_SCREENSHOTS=DIR
+keeps screenshots.
 Without Chromium or Playwright the browser test skips, except under CI=true, where it fails.
 """
 
@@ -25,6 +28,7 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -37,21 +41,12 @@ import pytest
 
 from tests import browser_helpers as browser
 from tests.conftest import run_python
+from tests.nbval_book import build, pages
 
 REPO = Path(__file__).resolve().parent.parent
 BOOK_SOURCES = REPO / "docs" / "book"
 BUILD_TIMEOUT_S = 1500  # six notebooks on a busy 2-core machine, then Sphinx
 ON_CI = os.environ.get("CI", "").lower() == "true"
-
-
-def load_build():
-    spec = importlib.util.spec_from_file_location("book_build", BOOK_SOURCES / "build.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-build = load_build()
 
 
 def notebook(*cells, widgets=False):
@@ -296,26 +291,31 @@ def chromium_or_skip():
 
 @pytest.fixture(scope="session")
 def book(tmp_path_factory, request) -> Path:
-    """The built book: BOOK_DIR, else build/book (built now if missing or stale; fresh on CI)."""
+    """The built book: BOOK_DIR; else the pages of nbval's runs of the notebooks in this process
+    (tests/nbval_book.py); else build/book, built now if missing or stale (fresh on CI)."""
     chromium_or_skip()
     if os.environ.get("BOOK_DIR"):
         return Path(os.environ["BOOK_DIR"])
     path = tmp_path_factory.mktemp("book") / "html" if ON_CI else REPO / "build" / "book"
-    if ON_CI or stale(path):
-        source = path.parent / "book-src" if ON_CI else REPO / "build" / "book-src"
-        start = time.monotonic()
-        done = subprocess.run(
-            [sys.executable, str(BOOK_SOURCES / "build.py"), "--out", path, "--source", source],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=BUILD_TIMEOUT_S,
-        )  # fmt: skip
-        log = (done.stdout + done.stderr)[-4000:]
-        assert done.returncode == 0, f"make book failed:\n{log}"
-        reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is not None:
-            reporter.write_line(f"[book] built in {time.monotonic() - start:.0f} s: {path}")
+    source = path.parent / "book-src" if ON_CI else REPO / "build" / "book-src"
+    runs = pages(sorted((REPO / "notebooks").glob("*.ipynb")))
+    if runs is None and not ON_CI and not stale(path):
+        return path
+    command = [sys.executable, str(BOOK_SOURCES / "build.py"), "--out", path, "--source", source]
+    if runs is not None:  # every notebook ran under nbval in this process: render those runs
+        shutil.rmtree(source, ignore_errors=True)
+        build.save_runs(runs, source)
+        command.append("--render-only")
+    start = time.monotonic()
+    done = subprocess.run(
+        command, cwd=REPO, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S
+    )
+    log = (done.stdout + done.stderr)[-4000:]
+    assert done.returncode == 0, f"make book failed:\n{log}"
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        how = "from nbval's runs" if runs is not None else "running every notebook"
+        reporter.write_line(f"[book] built {how} in {time.monotonic() - start:.0f} s: {path}")
     return path
 
 
@@ -485,6 +485,10 @@ def lesson_page_failures(book: Path, name: str, facts: dict) -> list[str]:
     expected = image_outputs(book, Path(name).stem)
     if shown != expected or expected == 0:
         failures.append(f"{name}: {shown} output images shown of the run's {expected}")
+    source = (REPO / "notebooks" / f"{Path(name).stem}.ipynb").read_text()
+    panels = len(re.findall(r"d2l\.\w+_panel\(", source))
+    if facts["staticPanels"] != panels:  # each shown as its default run (static_panels.py)
+        failures.append(f"{name}: {facts['staticPanels']} panels shown as a run, of {panels}")
     return failures
 
 

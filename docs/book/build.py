@@ -96,6 +96,13 @@ def execute(source: Path, target_dir: Path, timeout: float) -> dict:
         stopped = f"{type(error).__name__}: {str(error).splitlines()[0]}"
     seconds = time.monotonic() - start
     machine = parse_machine(notebook.cells.pop())
+    return page_facts(source, notebook, seconds, machine, stopped)
+
+
+def page_facts(source: Path, notebook, seconds: float, machine, stopped=None) -> dict:
+    """A run notebook's page facts; drops its widget views and TensorFlow's log lines.
+
+    Also what `make test` uses for nbval's runs of the notebooks (tests/nbval_book.py)."""
     errors = cell_errors(notebook) + ([stopped] if stopped else [])
     if machine is None:
         errors.append("the build's machine cell printed no machine description")
@@ -434,11 +441,9 @@ def run_all(notebooks: list[Path], source: Path, timeout: float) -> list[dict]:
     """Execute every notebook into `source`, add each page's machine box, and keep the facts."""
     shutil.rmtree(source, ignore_errors=True)
     (source / "notebooks").mkdir(parents=True)
-    os.environ["D2L_STATIC"] = "1"  # for the kernels: a static page is being made
     os.environ["PYTHONPATH"] = os.pathsep.join(
         [str(REPO)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     )
-    references = load_references(REPO / "d2lhelpers" / "results")
     runs = []
     for path in notebooks:
         print(f"running {path.name} ...", flush=True)
@@ -449,12 +454,20 @@ def run_all(notebooks: list[Path], source: Path, timeout: float) -> list[dict]:
             print(
                 f"  note: {run['widgets_dropped']} widget view(s) dropped (a page cannot move them)"
             )
+    save_runs(runs, source)
+    return runs
+
+
+def save_runs(runs: list[dict], source: Path) -> None:
+    """Write the run notebooks, each with its machine box, and their facts into `source`, where
+    `--render-only` finds them."""
+    references = load_references(REPO / "d2lhelpers" / "results")
+    (source / "notebooks").mkdir(parents=True, exist_ok=True)
     for run in runs:
         add_machine_box(run["notebook"], machine_box(run, references))
         nbformat.write(run["notebook"], source / "notebooks" / f"{run['name']}.ipynb")
     facts = [{key: run[key] for key in RUN_FACTS} for run in runs]
     (source / "runs.json").write_text(json.dumps(facts, indent=1))
-    return runs
 
 
 def load_runs(source: Path) -> list[dict]:
