@@ -1,8 +1,8 @@
-"""nbval's run of each notebook is the book's run: in `make test` every notebook executes once.
+"""nbval's run of each notebook is also the book's: one run for both in `make test`.
 
 `make test` checks each notebook with nbval and builds the book (tests/test_book.py) from a real
-run of each. Both used to run every notebook, one after the other; now, when the book's browser
-test is collected beside the notebooks (and BOOK_DIR names no book built elsewhere), this plugin:
+run of each. Both used to run every notebook; now, when the book's browser test is collected
+beside the notebooks (and BOOK_DIR names no book built elsewhere), this module:
 
 - starts nbval's kernels as the book build starts its own, with `docs/book/static_panels.py`
   (a panel runs once at its default values and prints its result into its cell, as on the page);

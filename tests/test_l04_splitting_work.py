@@ -94,10 +94,12 @@ def _schemes(replicas=0.55, tensor=0.8, pipeline=0.7, busy=1.0, error=0.0):
 def test_the_pipelines_bubble_carries_its_noise_and_reading_in_the_table():
     (table,) = _schemes(pipeline=0.7, busy=1.0).tables()
     # bubble = 1 - 1.0 / (2 x 0.7) = 29%, noise (1 - 0.29) x (5% + 5%) = 7%; model 1/5 = 20%
-    assert table.rows[2][7] == "[4, 4] layers, 4 microbatches; bubble 28.6% ±7.1% (model 20.0%)"
+    assert table.rows[2][8] == "[4, 4] layers, 4 microbatches; bubble 28.6% ±7.1% (model 20.0%)"
+    # read 60: each speedup's band needs the one-device time and its noise beside the scheme's
+    assert table.rows[2][1:3] == ("700.00 ms ±5% (floor)", "1.000 s ±5% (floor)")
     # each time against its reachable's (0.50 s) within both noises: replicas' 0.55 s within
     # 0.0275 + 0.025 s; tensor parallel's 0.8 s and the pipeline's 0.7 s beyond them
-    assert [row[5] for row in table.rows] == [
+    assert [row[6] for row in table.rows] == [
         "within the noise: held",
         "slower beyond the noise: missed",
         "slower beyond the noise: missed",
@@ -462,9 +464,9 @@ def test_a_speedup_above_the_reachable_inside_the_noise_is_not_read_as_a_result(
     tensor.measurement = wide
     assert tensor.above_reachable == "inside" and tensor.trusted and not tensor.flags()
     (table,) = schemes.tables()
-    assert table.rows[1][6].startswith("above the reachable, within its noise (±")
-    assert table.rows[1][6].endswith("): not a result")
-    assert table.rows[1][5] == "not read (above it)"
+    assert table.rows[1][7].startswith("above the reachable, within its noise (±")
+    assert table.rows[1][7].endswith("): not a result")
+    assert table.rows[1][6] == "not read (above it)"
     assert tensor.verdict.endswith(
         "above the 2.00x reachable here within its noise (±0.62): not a result"
     )

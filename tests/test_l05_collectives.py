@@ -17,7 +17,7 @@ import d2lhelpers as d2l
 from d2lhelpers.collectives import allreduce_trace, tf_allreduce, tf_collective
 from d2lhelpers.collectives.costs import AlphaBeta
 from d2lhelpers.collectives.schedules import reduce_then_broadcast, ring_allreduce, tree_allreduce
-from d2lhelpers.core.units import KiB, MiB
+from d2lhelpers.core.units import KiB, MiB, format_seconds
 from d2lhelpers.lessons import l05_collectives as l05
 from d2lhelpers.lessons.l05_collectives import overlap as overlap_module
 from d2lhelpers.lessons.l05_collectives import panel as panel_module
@@ -115,6 +115,11 @@ def test_sweep_result_residuals_and_bound_from_known_numbers():
     # Residuals -2%, +4%, -7%: inside each run's 5% floor plus the prediction's (see below).
     assert sweep.within_noise() == [True, True, True]
     assert "predict the other 3 sizes within 7% (worst: 3.9 KiB, -6.7%)" in sweep.verdict
+    # read 60: the two runs α and β come from are printed with their noise, to rebuild the bands
+    assert f"(from the 4-byte all-reduce, {format_seconds(sweep.tiny.median)} " in sweep.verdict
+    assert f"and the 7.8 KiB one, {format_seconds(sweep.measurements[-1].median)} ±" in (
+        sweep.verdict
+    )
     assert "3 of 3 within the noise of their own run and of the two runs α and β" in sweep.verdict
     text = str(sweep)
     assert "1.00 ms" in text and "calibrates β" in text and "least squares" in text

@@ -396,9 +396,12 @@ def test_failure_demo_measures_the_loss_from_the_steps():
     assert demo.lost_share == pytest.approx(0.5) and demo.model_lost == 0.5
     assert demo.killed_at_step == 101 and demo.victim == 0
     assert demo.verdict == (  # steady steps: each side's noise is the 5% floor, through 1 - 50%
-        "1 of 2 workers finished their run: lost 50.0% ± 5.0% of the steps per second "
-        "(model: 50%, within the noise)"
+        "1 of 2 workers finished their run: lost 50.0% ± 5.0% of the steps per second (the "
+        "band: 0.500 x (±5.0% before + ±5.0% after)) (model: 50%, within the noise)"
     )
+    rows = dict(demo.rows())  # read 60: each rate's noise is printed, so the band rebuilds
+    assert rows["steps/s before the loss, all workers"] == "2000 ±5.0% (its noisiest worker's)"
+    assert rows["steps/s after the loss, all workers"] == "1000 ±5.0% (its noisiest worker's)"
     lucky = _failure("replicas", [_reports(1e-3, 0.0, 101), _reports(0.7e-3, 0.0, 400)], [0, 1])
     assert lucky.lost_share == pytest.approx(0.41, abs=0.01)  # 1000 + 1429 before, 1429 after
     assert lucky.model_reading() == (

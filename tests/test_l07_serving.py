@@ -708,7 +708,9 @@ def test_more_after_a_loss_is_read_as_a_miss_where_a_loss_can_add():
     log = steady_log(1000, 10, True, seconds=2.0)
     log.passes = [(t, 10 if t < 1 else 12, 0) for t, _, _ in log.passes]  # 1.2x after
     own = Failover("replicas", 2, log, (0.1, 1.0), (1.05, 2.0), at_once=2)
-    assert own.loss_cannot_add and own.test == "above before" and FailureResult([own], 2).flags()
+    assert (
+        own.model_allows_no_gain and own.test == "above before" and FailureResult([own], 2).flags()
+    )
     shared = Failover("replicas", 2, log, (0.1, 1.0), (1.05, 2.0), at_once=1)
     group = Failover("pipeline", 2, log, (0.1, 1.0), (1.05, 2.0), at_once=2)
     # On one core a lost replica took no core of its own: the model is min(n-1, 1)/min(n, 1) = 1.
@@ -718,7 +720,7 @@ def test_more_after_a_loss_is_read_as_a_miss_where_a_loss_can_add():
         (shared, "the survivors take the lost device's share", "min(n - 1, 1) / min(n, 1)"),
         (group, "less comm", "(n - 1) / n"),
     ]:
-        assert not run.loss_cannot_add and run.test == "missed"
+        assert not run.model_allows_no_gain and run.test == "missed"
         assert f"(more than {model})" in FailureResult([run], 1).verdict
         assert FailureResult([run], 1).flags() == []  # possible here: no "impossible"
         assert "more after than before is possible here (" in run.sentence()

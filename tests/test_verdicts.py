@@ -246,6 +246,14 @@ def test_higher_or_lower_reads_rates_against_both_noises():
         "A is 1.05x B: no measurable difference, within the noise (±25%)"
     )
     assert higher_or_lower(0.0, 0.0, "A", "B") == "A is 0 against B of 0: no measurable difference"
+    # read 60: 0.58x beside ±42% put 1.00 on the band's edge; one more digit shows the side
+    # (0.577 against 1.0: band 0.02885 + 0.39115 = 0.42, gap 0.423: beyond it)
+    assert higher_or_lower(Spread(0.577, 0.0), Spread(1.0, 0.39115), "A", "B") == (
+        "A is 0.577x B: lower beyond the noise (±42.0%)"
+    )
+    assert higher_or_lower(Spread(0.583, 0.0), Spread(1.0, 0.39115), "A", "B") == (
+        "A is 0.58x B: no measurable difference, within the noise (±42%)"
+    )  # gap 0.417 inside 0.42: on the edge at two digits is inside, so two digits say it
     assert higher_or_lower(Spread(3.0, 0.0), 0.0, "A", "B") == "A is 3 against B of 0: higher"
     # A spread scales with its value (a rate per device, times the devices).
     assert Spread(2.0, 0.5).scaled(3) == Spread(6.0, 1.5)

@@ -204,6 +204,17 @@ def fraction_flags(value: float, name: str, low: float = 0.0, high: float = 1.0)
     return [impossible(f"{name} of {value:.0%} is outside {low:.0%}..{high:.0%}")]
 
 
+def agreeing_digits(ratio: float, band: float, beyond: bool) -> int:
+    """Decimals (2 to 4) for a ratio and its relative band that are enough for a reader to
+    see from the printed digits what the verdict says: 0.58x ± 42% reads as on the band's edge
+    (read 60), 0.581x ± 42.2% as beyond it."""
+    for digits in (2, 3):
+        shown_ratio, shown_band = round(ratio, digits), round(band, digits)
+        if (round(abs(shown_ratio - 1), digits) > shown_band) == beyond:
+            return digits
+    return 4
+
+
 def higher_or_lower(a: Timed | float, b: Timed | float, a_name: str, b_name: str) -> str:
     """'A is 0.82x B: lower beyond the noise (±6%)', '... higher ...', or 'no measurable
     difference': for rates and counts, where neither direction means 'faster'."""
@@ -211,8 +222,9 @@ def higher_or_lower(a: Timed | float, b: Timed | float, a_name: str, b_name: str
     if not c.b:  # no ratio to a zero
         said = f"{a_name} is {c.a:.3g} against {b_name} of 0"
         return said + (": higher" if c.measurable else ": no measurable difference")
-    said = f"{a_name} is {c.ratio:.2f}x {b_name}"
-    noise = f"the noise (±{c.noise / c.b:.0%})"
+    digits = agreeing_digits(c.ratio, c.noise / c.b, c.measurable)
+    said = f"{a_name} is {c.ratio:.{digits}f}x {b_name}"
+    noise = f"the noise (±{c.noise / c.b:.{digits - 2}%})"
     if not c.measurable:
         return f"{said}: no measurable difference, within {noise}"
     return f"{said}: {'lower' if c.a < c.b else 'higher'} beyond {noise}"

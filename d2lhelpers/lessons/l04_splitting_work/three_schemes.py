@@ -19,7 +19,7 @@ from d2lhelpers.core.counts import mlp_flops
 from d2lhelpers.core.progress import Progress
 from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import format_seconds
-from d2lhelpers.core.verdicts import compare
+from d2lhelpers.core.verdicts import compare, noise_text
 from d2lhelpers.devices import on_gpu, setup_devices
 from d2lhelpers.parallel.pipeline_runs import MAX_PIECES, check_pipeline, run_pipeline_parallel
 from d2lhelpers.parallel.replica_runs import check_replicas, run_replicas
@@ -167,7 +167,8 @@ class ThreeSchemesResult(Reported):
             rows.append(
                 (
                     r.scheme,
-                    format_seconds(r.time),
+                    f"{format_seconds(r.time)} {noise_text(r.measurement)}",
+                    f"{format_seconds(r.reference.median)} {noise_text(r.reference)}",
                     f"{r.throughput:,.0f}",
                     f"{r.speedup:.2f}x ± {r.speedup_noise:.2f}",
                     f"{r.reachable_speedup:.2f}x",
@@ -179,6 +180,7 @@ class ThreeSchemesResult(Reported):
         columns = (
             "scheme",
             "time per batch",
+            "one device's (its speedup's yardstick)",
             "samples/s",
             "speedup vs one device",
             "reachable here",

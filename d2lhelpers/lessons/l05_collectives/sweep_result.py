@@ -167,7 +167,9 @@ class AllreduceSweepResult(Reported):
         said = (
             f"α = {format_seconds(self.model.alpha_s)} and "
             f"β = {format_rate(self.model.beta_bytes_per_s, 'B/s')} (from the {TINY_BYTES}-byte "
-            f"and the {largest} all-reduce alone) predict the other {len(read)} sizes"
+            f"all-reduce, {format_seconds(self.tiny.median)} {noise_text(self.tiny)}, and the "
+            f"{largest} one, {format_seconds(self.measurements[-1].median)} "
+            f"{noise_text(self.measurements[-1])}, alone) predict the other {len(read)} sizes"
         )
         if read:
             worst = max((r for r, _ in read), key=lambda r: abs(r.relative))

@@ -147,11 +147,11 @@ class WorkerLossResult(Reported):
         return pair if compare(pair[1], pair[0]).a_faster else None
 
     @property
-    def lost_noise(self) -> float:
-        """How far the lost share could move: the relative noise of the step rates before (every
-        worker) and after (the survivors), through 1 - lost. Each worker's noise comes from its
-        own intervals (blocks of ten steps as the runs); a sum of rates moves, relatively, at most
-        as much as its noisiest part. Infinite when either side has no steps to read."""
+    def rate_noises(self) -> tuple[float, float] | None:
+        """The relative noise of the step rates before (every worker) and after (the
+        survivors): each worker's from its own intervals (blocks of ten steps as the runs), the
+        noisiest worker's for the sum (a sum of rates moves, relatively, at most as much as its
+        noisiest part). None when either side has no steps to read."""
         before, after = [], []
         for k in range(self.n_workers):
             was, now = self._split(k)
@@ -159,9 +159,14 @@ class WorkerLossResult(Reported):
                 before.append(relative_noise(Measurement("before", _blocks(intervals(was)))))
             if self.finished[k] and len(now) >= 2:
                 after.append(relative_noise(Measurement("after", _blocks(intervals(now)))))
-        if not before or not after:
-            return math.inf
-        return (1 - self.lost_share) * (max(before) + max(after))
+        return (max(before), max(after)) if before and after else None
+
+    @property
+    def lost_noise(self) -> float:
+        """How far the lost share could move: `rate_noises` through 1 - lost; infinite when
+        either side has no steps to read."""
+        noises = self.rate_noises
+        return math.inf if noises is None else (1 - self.lost_share) * sum(noises)
 
     def lost_words(self) -> str:
         if not self.measured_before:
@@ -172,7 +177,11 @@ class WorkerLossResult(Reported):
             return "nothing: the survivors made more steps per second than all workers before"
         if self.rate_after == 0:
             return "all of the steps per second (no steps after the loss: exact)"
-        return f"{self.lost_share:.1%} ± {self.lost_noise:.1%} of the steps per second"
+        before, after = self.rate_noises
+        return (
+            f"{self.lost_share:.1%} ± {self.lost_noise:.1%} of the steps per second (the band: "
+            f"{1 - self.lost_share:.3f} x (±{before:.1%} before + ±{after:.1%} after))"
+        )
 
     def model_reading(self) -> str:
         """The model's share, and whether the measured one differs from it beyond the noise."""
@@ -225,11 +234,16 @@ class WorkerLossResult(Reported):
             notes.append("the group did not fail as a whole in this run")
         return notes
 
+    def _rate_text(self, rate: float, side: int) -> str:
+        """A step rate with its noise (its noisiest worker's), when it has one."""
+        noises = self.rate_noises
+        return f"{rate:.0f}" + (f" ±{noises[side]:.1%} (its noisiest worker's)" if noises else "")
+
     def rows(self) -> list[tuple]:
         return [
             ("lost", f"one worker {self.how} after {self.killed_at_step} of its steps"),
-            ("steps/s before the loss, all workers", f"{self.rate_before:.0f}"),
-            ("steps/s after the loss, all workers", f"{self.rate_after:.0f}"),
+            ("steps/s before the loss, all workers", self._rate_text(self.rate_before, 0)),
+            ("steps/s after the loss, all workers", self._rate_text(self.rate_after, 1)),
             ("steps completed after the loss", self.steps_after_kill),
             ("lost (measured)", self.lost_words()),
             ("lost (model)", self.model_reading()),

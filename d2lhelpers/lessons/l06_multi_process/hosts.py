@@ -93,9 +93,12 @@ class HostsReferenceResult(Reported):
             f"{link['mtu']}; tbf counts whole frames, of which TCP payload is at most "
             f"{link['payload_share']:.1%}",
             "below the break-even size an all-reduce costs mostly its latency alpha, above it "
-            "mostly bytes / beta; alpha's band is how far the fit's alpha moves when each fitted "
-            "size's time moves by its noise (`fit_prediction_noise_s` at 0 bytes): a band that "
-            "reaches 0 leaves alpha, and the break-even size, undetermined",
+            "mostly bytes / beta; alpha and beta are fitted by least squares on relative error "
+            "(each size's residual divided by its time, so the largest size does not decide "
+            "alone), and alpha's band is the sum, over the fitted sizes, of half how far the "
+            "fit's alpha moves when that size's time alone moves down and up by its noise "
+            "(`fit_prediction_noise_s` at 0 bytes; plain least squares would give another "
+            "band): a band that reaches 0 leaves alpha, and the break-even size, undetermined",
         ]
         for found in self.hosts["allreduce"]:  # why the check holds or not, from the measurements
             rate = f"{found['rate_bit_s'] / 1e6:.0f} Mbit/s"

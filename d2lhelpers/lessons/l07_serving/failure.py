@@ -61,7 +61,7 @@ class Failover:
     at_once: int | None = None  # devices that can compute at the same time (None: all of them)
 
     @property
-    def loss_cannot_add(self) -> bool:
+    def model_allows_no_gain(self) -> bool:
         """Whether the model rules out more after the loss than before: replicas each computing
         on a device of its own, sharing nothing (a premise, not measured: the servers are threads
         of one process, sharing its lock and the host's cores). A group rebuilt on fewer devices
@@ -127,13 +127,13 @@ class Failover:
         """(n - 1) / n against this run: 'nothing after' when no token was made in the window
         after (the servers did not serve: not a reading of the model); 'above before' when
         replicas each on a device of its own served more after the loss than before by more than
-        the floor, which losing one cannot give (`loss_cannot_add`); 'below capacity' when
+        the floor, which losing one cannot give (`model_allows_no_gain`); 'below capacity' when
         the window before the loss served measurably less than the measured capacity (the model
         compares capacities, so it does not apply); else `model_test`'s word against no loss."""
         before = self.throughput_before
         if self.throughput_after.median == 0:
             return "nothing after"
-        if self.loss_cannot_add and self.throughput_after.median > before.median * (
+        if self.model_allows_no_gain and self.throughput_after.median > before.median * (
             1 + NOISE_FLOOR
         ):
             return "above before"  # by more than the floor: within it, "lost nothing" is read
@@ -210,7 +210,7 @@ class Failover:
                 "devices together served little more than one alone, as with steps that launch "
                 "more than they compute, a device's share of the capacity is less than 1/n)"
             )
-        if self.ratio > 1 and not self.loss_cannot_add:
+        if self.ratio > 1 and not self.model_allows_no_gain:
             said += (
                 "; more after than before is possible here ("
                 + (
@@ -304,7 +304,7 @@ class FailureResult(Reported):
     def flags(self) -> list[str]:
         """Replicas on devices of their own that served more after losing one than before,
         beyond the noise: against the model's premise, so not read (a group, or devices sharing
-        cores, can: see `loss_cannot_add`)."""
+        cores, can: see `model_allows_no_gain`)."""
         causes = (
             "the window before the loss was not at capacity (the offered load did not keep every "
             "slot busy), so it measured the load, not what the devices could do",
@@ -320,7 +320,7 @@ class FailureResult(Reported):
             f"does not allow: not read as a result. Possible causes (hypotheses, not measured), "
             f"in order: {listed}"
             for r in self.runs
-            if r.loss_cannot_add
+            if r.model_allows_no_gain
             and (c := compare(r.throughput_after, r.throughput_before)).measurable
             and c.a > c.b
         ]
