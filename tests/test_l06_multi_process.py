@@ -459,6 +459,11 @@ def test_group_failure_is_called_whole_only_when_every_worker_stopped():
     both = l06.ReplicasVsGroupResult(_failure("replicas", kept, [False, True]), demo)
     summary, errors = both.tables()
     assert [row[0] for row in summary.rows] == ["2 replicas", "one group of 2"]
+    # read 60: the rates the lost share's band comes from carry their noise in the summary too
+    assert summary.rows[0][1:3] == (
+        "2000 ±5.0% (its noisiest worker's)",
+        "1000 ±5.0% (its noisiest worker's)",
+    )
     assert [row[0] for row in errors.rows] == ["replicas", "group"]
     assert both.verdict not in str(both)  # the panel prints it once, above the tables
 

@@ -234,16 +234,17 @@ class WorkerLossResult(Reported):
             notes.append("the group did not fail as a whole in this run")
         return notes
 
-    def _rate_text(self, rate: float, side: int) -> str:
-        """A step rate with its noise (its noisiest worker's), when it has one."""
-        noises = self.rate_noises
-        return f"{rate:.0f}" + (f" ±{noises[side]:.1%} (its noisiest worker's)" if noises else "")
+    def rate_words(self, after: bool) -> str:
+        """The step rate before (or after) the loss, with its noise (its noisiest worker's)
+        when it has one: what the lost share's band is made of."""
+        rate, noises = (self.rate_after if after else self.rate_before), self.rate_noises
+        return f"{rate:.0f}" + (f" ±{noises[after]:.1%} (its noisiest worker's)" if noises else "")
 
     def rows(self) -> list[tuple]:
         return [
             ("lost", f"one worker {self.how} after {self.killed_at_step} of its steps"),
-            ("steps/s before the loss, all workers", self._rate_text(self.rate_before, 0)),
-            ("steps/s after the loss, all workers", self._rate_text(self.rate_after, 1)),
+            ("steps/s before the loss, all workers", self.rate_words(after=False)),
+            ("steps/s after the loss, all workers", self.rate_words(after=True)),
             ("steps completed after the loss", self.steps_after_kill),
             ("lost (measured)", self.lost_words()),
             ("lost (model)", self.model_reading()),

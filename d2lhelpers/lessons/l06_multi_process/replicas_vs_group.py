@@ -44,8 +44,8 @@ class ReplicasVsGroupResult(Reported):
                 f"{d.n_workers} replicas"
                 if d.layout == "replicas"
                 else f"one group of {d.n_workers}",
-                f"{d.rate_before:.0f}",
-                f"{d.rate_after:.0f}",
+                d.rate_words(after=False),
+                d.rate_words(after=True),
                 d.lost_words(),
                 d.model_reading(),
                 f"{sum(d.finished)} of {d.n_workers}",
