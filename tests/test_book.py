@@ -9,7 +9,8 @@ box finds a lesson, and dark mode and print keep working.
 
 The pages come from a real run of every notebook. In `make test` that is nbval's run of each
 (tests/nbval_book.py: the notebooks run in this test's process first, with the book's kernel
-hook), rendered with `build.py --render-only`, so no notebook runs twice. Run alone, the browser
+hook), rendered with `build.py --render-only`, so no notebook runs again for the book (the
+browser test still runs each in JupyterLab). Run alone, the browser
 test builds the book itself (5-6 minutes on a busy 2-core machine), and only when `build/book/`
 is missing or older than a notebook, the book's sources, the package or the results (under
 CI=true always, into a fresh folder): a skipped browser test would prove nothing, and a stale book
@@ -41,10 +42,9 @@ import pytest
 
 from tests import browser_helpers as browser
 from tests.conftest import run_python
-from tests.nbval_book import build, pages
+from tests.nbval_book import BOOK_SOURCES, build, pages
 
 REPO = Path(__file__).resolve().parent.parent
-BOOK_SOURCES = REPO / "docs" / "book"
 BUILD_TIMEOUT_S = 1500  # six notebooks on a busy 2-core machine, then Sphinx
 ON_CI = os.environ.get("CI", "").lower() == "true"
 
