@@ -80,7 +80,7 @@ def test_allreduce_job_table_has_every_size_and_the_memory(allreduce_run):
     for worker in job.workers:
         assert 200 * MiB < worker["peak_rss_bytes"] < 3 * GiB  # TensorFlow is in there
         assert 0 < worker["pss_bytes"] <= worker["peak_rss_bytes"]
-    assert "least squares: alpha = " in str(job) and "<table>" in job._repr_html_()
+    assert "least squares on relative error: alpha = " in str(job) and "<table>" in job._repr_html_()
 
 
 def test_allreduce_plot_is_log_log(allreduce_run):
@@ -317,6 +317,12 @@ def test_sweep_verdicts_follow_the_numbers_and_their_noise():
     # the median step, 3 ms for 16 samples, is 7.50x one worker's time per sample (0.2 ms for
     # 8); the blocks' median, 2.5 ms, would say 6.25x
     assert said.startswith("2 workers: fewer samples/s than one worker (7.50x the time per sample;")
+    # and its band rebuilds from the table's printed noises at that ratio (read 61: it did not,
+    # being the blocks' noise at the blocks' ratio): one worker's ± + the 2 workers' ± x 7.50
+    rows = l06.TrainingSweepResult([_fake_training(1, 0.2e-3), uneven], None, 2).tables()[0].rows
+    one_noise, two_noise = (float(row[2].strip("±%")) / 100 for row in rows)
+    band = float(re.search(r"beyond ±(\d+)%", said).group(1)) / 100
+    assert band == pytest.approx(one_noise + two_noise * 7.5, abs=0.01 + 0.005 * 7.5)
     noisy = l06.TrainingSweepResult(
         [_fake_training(1, 1e-3, 0.5), _fake_training(2, 1.9e-3, 0.5)], None, 2
     )

@@ -289,6 +289,9 @@ def _samples(nbytes, seconds, at_least: int) -> list[tuple[float, float]]:
     return samples
 
 
+FIT_METHOD = "least squares on relative error"  # how `fit_alpha_beta` fits, as tables name it
+
+
 def fit_alpha_beta(nbytes, seconds) -> AlphaBeta:
     """Least squares on relative error: minimises sum_i ((alpha + S_i/beta - t_i) / t_i)^2.
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 
 from d2lhelpers.collectives.algorithms import ALGORITHMS, allreduce_costs
-from d2lhelpers.collectives.costs import bus_bandwidth_bound_s
+from d2lhelpers.collectives.costs import FIT_METHOD, bus_bandwidth_bound_s
 from d2lhelpers.collectives.tf_allreduce import TINY_BYTES
 from d2lhelpers.core.checks import require_count, require_sweep
 from d2lhelpers.core.units import format_rate, format_seconds
@@ -54,7 +54,7 @@ def plot_allreduce_sweep(result, ax=None):
     ax.plot(grid, [result.model.predict(s) for s in grid], "-", c="tab:blue", label="predicted")
     if result.fitted is not None:
         fitted = [result.fitted.predict(s) for s in grid]
-        ax.plot(grid, fitted, ":", c="tab:green", label="least squares on every other size")
+        ax.plot(grid, fitted, ":", c="tab:green", label=f"{FIT_METHOD}, every other size")
     if result.bus_bandwidth:
         bus = format_rate(result.bus_bandwidth, "B/s")
         bound = [result.bound_s(s) for s in grid]

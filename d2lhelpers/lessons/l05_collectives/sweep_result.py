@@ -24,6 +24,7 @@ import dataclasses
 import math
 
 from d2lhelpers.collectives.costs import (
+    FIT_METHOD,
     AlphaBeta,
     Residual,
     bus_bandwidth_bound_s,
@@ -321,7 +322,7 @@ class AllreduceSweepResult(Reported):
             return []
         fit = ", ".join(format_bytes(s) for s in self.fit_sizes)
         title = (
-            f"least squares on {fit}: α = {format_seconds(self.fitted.alpha_s)}, "
+            f"{FIT_METHOD} over {fit}: α = {format_seconds(self.fitted.alpha_s)}, "
             f"β = {format_rate(self.fitted.beta_bytes_per_s, 'B/s')}; the sizes it did not see"
         )
         flagged = self.flagged_sizes()

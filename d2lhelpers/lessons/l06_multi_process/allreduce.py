@@ -11,7 +11,7 @@ import math
 
 import matplotlib.pyplot as plt
 
-from d2lhelpers.collectives.costs import AlphaBeta, Residual, fit_alpha_beta
+from d2lhelpers.collectives.costs import FIT_METHOD, AlphaBeta, Residual, fit_alpha_beta
 from d2lhelpers.core.checks import require_count, require_sweep
 from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import BYTES_PER_FLOAT, format_bytes, format_rate, format_seconds
@@ -109,7 +109,7 @@ class AllReduceJobResult(Reported):
             spread = "-" if noise is None else noise_text(noise)
             rows.append((format_bytes(size), *each, format_seconds(t), spread, *models))
         verdicts = [
-            f"least squares: alpha = {format_seconds(fit.alpha_s)}, beta = "
+            f"{FIT_METHOD}: alpha = {format_seconds(fit.alpha_s)}, beta = "
             f"{_rate(fit.beta_bytes_per_s)}",
             f"two points: alpha = {format_seconds(two.alpha_s)} ({format_bytes(self.sizes[0])} "
             f"alone), beta = {_rate(two.beta_bytes_per_s)} ({format_bytes(self.sizes[-1])})",
@@ -225,7 +225,7 @@ def plot_allreduce_job(job: AllReduceJobResult, ax=None):
     low, high = job.sizes[0], job.sizes[-1]
     grid = [low * (high / low) ** (i / 40) for i in range(41)]
     for model, style, label in (
-        (job.fitted, "-", "least squares"),
+        (job.fitted, "-", FIT_METHOD),
         (job.two_point, ":", "two points"),
     ):
         ax.plot(grid, [model.predict(s) for s in grid], style, label=f"model, {label}")

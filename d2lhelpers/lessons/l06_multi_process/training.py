@@ -28,7 +28,7 @@ from d2lhelpers.core.units import (
     format_seconds,
     usable_cores,
 )
-from d2lhelpers.core.verdicts import Comparison, compare, relative_noise
+from d2lhelpers.core.verdicts import Comparison, relative_noise
 from d2lhelpers.lessons.l06_multi_process.jobs import (
     machine_defaults,
     require_seconds,
@@ -193,17 +193,27 @@ def predict_step_s(
     return compute + ring
 
 
+def per_sample_comparison(job: TrainingJobResult, one: TrainingJobResult) -> Comparison:
+    """K workers' time per sample against one worker's: the tables' median steps (so that the
+    ratio is the tables' samples/s ratio), each with its blocks' relative noise (the tables' ±),
+    the band their sum in seconds per sample."""
+    a = job.step_s / (job.n_workers * job.batch_per_worker)
+    b = one.step_s / (one.n_workers * one.batch_per_worker)
+    noise = a * relative_noise(job.per_sample) + b * relative_noise(one.per_sample)
+    return Comparison(a, b, noise)
+
+
 def scaling_outcome(job: TrainingJobResult, one: TrainingJobResult) -> str:
     """'win', 'lose' or 'tie': K workers against one in samples/s, beyond the noise or not."""
-    c = compare(job.per_sample, one.per_sample)
+    c = per_sample_comparison(job, one)
     return "win" if c.a_faster else "lose" if c.a_slower else "tie"
 
 
 def scaling_sentence(job: TrainingJobResult, one: TrainingJobResult) -> str:
     """K workers against one, in samples/s, from this run's step times and their noise."""
-    c = compare(job.per_sample, one.per_sample)  # decides, with the blocks' noise
+    c = per_sample_comparison(job, one)
     k = job.n_workers
-    gain = job.throughput / one.throughput  # the tables' samples/s, so the numbers agree
+    gain = 1 / c.ratio  # the tables' samples/s ratio
     band = f"±{c.noise / c.b:.0%} of one worker's time per sample: both runs' noise"
     if c.a_faster:
         return f"{k} workers: {gain:.2f}x the samples/s of one worker (ideal {k}x; beyond {band})"
