@@ -94,7 +94,11 @@ def _schemes(replicas=0.55, tensor=0.8, pipeline=0.7, busy=1.0, error=0.0):
 def test_the_pipelines_bubble_carries_its_noise_and_reading_in_the_table():
     (table,) = _schemes(pipeline=0.7, busy=1.0).tables()
     # bubble = 1 - 1.0 / (2 x 0.7) = 29%, noise (1 - 0.29) x (5% + 5%) = 7%; model 1/5 = 20%
-    assert table.rows[2][8] == "[4, 4] layers, 4 microbatches; bubble 28.6% ±7.1% (model 20.0%)"
+    # and the busy time and its noise it is made from are printed (read 61: they were not)
+    assert table.rows[2][8] == (
+        "[4, 4] layers, 4 microbatches; bubble 28.6% ±7.1% = 1 - busy / (2 x the time per "
+        "batch), busy (the 4 microbatches on one device) 1.000 s ±5% (floor) (model 20.0%)"
+    )
     # read 60: each speedup's band needs the one-device time and its noise beside the scheme's
     assert table.rows[2][1:3] == ("700.00 ms ±5% (floor)", "1.000 s ±5% (floor)")
     # each time against its reachable's (0.50 s) within both noises: replicas' 0.55 s within

@@ -127,6 +127,9 @@ def test_sweep_result_residuals_and_bound_from_known_numbers():
     assert "B is 1.50x ± 0.15 the rate at which one device copies 7.8 KiB alone, 3.00x ± 0.30" in (
         text
     )
+    # read 61: the add's noise (and the copy's) that those bands need is printed beside its rate
+    model_rows = {row[0]: row[2] for row in sweep.tables()[0].rows}
+    assert model_rows["one device adds"] == model_rows["one device copies"] == "7.8 KiB ±5% (floor)"
     assert "<table>" in sweep._repr_html_()
     # The held-out sizes, fitted on 1000 and 4000 B (1.1 and 1.4 ms, each at the 5% floor):
     # at 2000 B the prediction moves by 2/3 * 55 us + 1/3 * 70 us = 60 us (±5%); at 8000 B,

@@ -215,10 +215,13 @@ def _split(run: ParallelResult) -> str:
     if run.scheme == "tensor parallel":
         return f"hidden {run.hidden} -> {run.shard_widths}; {run.allreduces} all-reduce"
     if run.scheme == "pipeline parallel":
+        busy = run.microbatched_reference
         bubble = (
             "bubble flagged"
             if run.bubble_flags
-            else f"bubble {run.measured_bubble:.1%} ±{run.bubble_noise:.1%} (model "
+            else f"bubble {run.measured_bubble:.1%} ±{run.bubble_noise:.1%} = 1 - busy / "
+            f"({run.stages} x the time per batch), busy (the {run.microbatches} microbatches on "
+            f"one device) {format_seconds(busy.median)} {noise_text(busy)} (model "
             f"{run.model_bubble:.1%})"
         )
         return f"{run.stage_layers} layers, {run.microbatches} microbatches; {bubble}"

@@ -241,8 +241,10 @@ class AllreduceSweepResult(Reported):
                 f"{bus / self.add.rate * add:.2f} the rate at which it adds (each band: both "
                 "runs' noise)."
             )
-        rows.append(("one device copies", format_rate(self.copy.rate, "B/s"), largest))
-        rows.append(("one device adds", format_rate(self.add.rate, "B/s"), largest))
+        for what, m in (("copies", self.copy), ("adds", self.add)):  # with the noise B's bands use
+            rows.append(
+                (f"one device {what}", format_rate(m.rate, "B/s"), f"{largest} {noise_text(m)}")
+            )
         if self.kind == "logical CPU" and self.sizes[-1] > FRESH_PAGES_BYTES:
             flags.append(
                 f"sizes above {format_bytes(FRESH_PAGES_BYTES)} get fresh pages from the kernel "
