@@ -80,7 +80,8 @@ def test_allreduce_job_table_has_every_size_and_the_memory(allreduce_run):
     for worker in job.workers:
         assert 200 * MiB < worker["peak_rss_bytes"] < 3 * GiB  # TensorFlow is in there
         assert 0 < worker["pss_bytes"] <= worker["peak_rss_bytes"]
-    assert "least squares on relative error: alpha = " in str(job) and "<table>" in job._repr_html_()
+    assert "least squares on relative error: alpha = " in str(job)
+    assert "<table>" in job._repr_html_()
 
 
 def test_allreduce_plot_is_log_log(allreduce_run):
