@@ -141,10 +141,15 @@ class ThreeSchemesResult(Reported):
         rest = [r for r in trusted if r is not best]
         tied = [r for r in rest if not compare(best.measurement, r.measurement).a_faster]
         lead = f"{best.scheme} ({best.speedup:.2f}x one device)"
-        if tied:
-            names = _listed([lead] + [f"{r.scheme} ({r.speedup:.2f}x)" for r in tied])
-            return f"On {self.where}, {names} were fastest, within the noise{tail}"
-        behind = _listed([f"{r.scheme} ({r.speedup:.2f}x)" for r in rest])
+        behind = _listed([f"{r.scheme} ({r.speedup:.2f}x)" for r in rest if r not in tied])
+        if tied:  # read 60: "A, B and C were fastest" read as a ranking the noise does not give
+            names = _listed([f"{r.scheme} ({r.speedup:.2f}x)" for r in tied])
+            ahead = f"; {best.scheme} is measurably ahead of {behind}" if behind else ""
+            return (
+                f"On {self.where}, {lead} was the fastest measured but not measurably ahead of "
+                f"{names}: the noise cannot rank {'them' if len(tied) > 1 else 'the two'}"
+                f"{ahead}{tail}"
+            )
         ahead = f", measurably ahead of {behind}" if behind else ""
         return f"On {self.where}, {lead} was fastest{ahead}{tail}"
 
