@@ -357,8 +357,8 @@ def diagnosis(found: dict, tcp_bytes_per_s: float) -> list[str]:
     off = abs(found["beta_over_payload_rate"] - 1) > GOAL
     words.append(
         f"fitted beta is {found['beta_over_payload_rate']:.2f} of the payload rate "
-        f"({'outside' if off else 'within'} 15%; the set rate times the TCP payload's share of "
-        f"a frame, {payload_share():.1%}, as tbf counts whole frames), "
+        f"({'outside' if off else 'within'} {GOAL:.0%}; the set rate times the TCP payload's "
+        f"share of a frame, {payload_share():.1%}, as tbf counts whole frames), "
         f"{found['beta_over_rate']:.2f} of the set rate"
     )
     if off and tcp_share >= (1 - GOAL) * payload_share():
@@ -377,10 +377,10 @@ def diagnosis(found: dict, tcp_bytes_per_s: float) -> list[str]:
                 f"measured in the same make hosts run), one after the other, beta would be "
                 f"{serial / 1e6:.1f} MB/s: the fitted beta is {ratio:.2f} of that "
                 + (
-                    "(within 15%: the serial model accounts for the gap; that the two do not "
-                    "overlap is what it assumes, not something this run traced)"
+                    f"(within {GOAL:.0%}: the serial model accounts for the gap; that the two do "
+                    "not overlap is what it assumes, not something this run traced)"
                     if held
-                    else "(outside 15%: the serial model does not account for it either)"
+                    else f"(outside {GOAL:.0%}: the serial model does not account for it either)"
                 )
             )
         words.append(said)
@@ -393,7 +393,7 @@ def diagnosis(found: dict, tcp_bytes_per_s: float) -> list[str]:
                 "a hypothesis: no run with another bucket size tested it)"
             )
         elif abs(held["residual"]) > GOAL:
-            said = f"{held['bytes']} B: {held['residual']:+.0%}, outside +-15%"
+            said = f"{held['bytes']} B: {held['residual']:+.0%}, outside +-{GOAL:.0%}"
             if "noise" in held:
                 # the measured time's noise and the prediction's, as a ratio's noise adds them
                 band = held["noise"] + held.get("fit_noise", 0.0)
@@ -542,6 +542,7 @@ def main(argv=None) -> int:
 
     began = time.monotonic()
     report = {"machine": machine(), "network": NETWORK + ".0/24 (TEST-NET-1)"}
+    report["fixed_band"] = GOAL  # what each reading of `why` is held against: it keeps no noise
     report["link"] = {
         "rates_bit_s": list(RATES_BIT_S),
         "burst_bytes": BURST_BYTES,

@@ -100,9 +100,16 @@ class HostsReferenceResult(Reported):
             "(`fit_prediction_noise_s` at 0 bytes; plain least squares would give another "
             "band): a band that reaches 0 leaves alpha, and the break-even size, undetermined",
         ]
+        if any(found.get("why") for found in self.hosts["allreduce"]):
+            band = self.hosts.get("fixed_band")  # recorded since make hosts has kept it
+            notes.append(
+                f"the committed run's readings below hold beta against a fixed band"
+                f"{f' (±{band:.0%}, the goal make hosts checks)' if band else ''}, not against "
+                "noise: that run kept none for beta, so they are its readings, not this run's"
+            )
         for found in self.hosts["allreduce"]:  # why the check holds or not, from the measurements
             rate = f"{found['rate_bit_s'] / 1e6:.0f} Mbit/s"
-            notes += [f"{rate}: {_fixed_band_label(why)}" for why in found.get("why", [])]
+            notes += [f"{rate}: {why}" for why in found.get("why", [])]
         failures = [
             (name, found["verdict"], _survivors_error(found.get("errors", [])))
             for name, found in self.hosts.get("failure", {}).items()
@@ -149,14 +156,6 @@ class HostsReferenceResult(Reported):
                 )
             )
         return tables
-
-
-def _fixed_band_label(why: str) -> str:
-    """The committed run read beta against its models with a fixed 15% band, not its noise (it
-    kept none for beta): said beside each such reading, which is the run's, not this one's."""
-    if "15%" not in why:
-        return why
-    return why + " (the committed run's reading, with a fixed 15% band: it kept no noise for beta)"
 
 
 def _training_words(training: dict) -> str:
