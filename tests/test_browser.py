@@ -8,8 +8,9 @@ same result drawn again headless in the notebook's own kernel (a half-drawn plot
 markers, has far less). Right after Run All, each panel is run BROWSER_RUNS_PER_PANEL times
 (default 1; `make screenshots` runs 2): first with every slider at its smallest value, then with
 values that vary. An oversize matrix is refused inside the panel while the kernel lives on; a
-long run reports at least every 5 s, greys the previous result and stops on Stop. A screenshot of each notebook is saved; set
-BROWSER_SCREENSHOTS=DIR to keep a copy (the README's pictures come from there).
+long run reports at least every 5 s, greys the previous result and stops on Stop. A screenshot
+of each notebook is saved; set BROWSER_SCREENSHOTS=DIR to keep a copy (the README's pictures
+come from there).
 BROWSER_NOTEBOOKS=01,03 runs only the notebooks whose names start so (`none`: only the bad-input
 and long-run checks).
 
