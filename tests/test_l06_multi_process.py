@@ -562,24 +562,24 @@ def test_a_panel_refusal_names_the_slider_and_starts_nothing(monkeypatch, no_wor
 def test_an_edited_worker_cell_changes_what_the_panel_runs():
     from tests.notebook_runs import run_edited
 
-    job = "job = d2l.run_allreduce_job(n_workers=2, worker=allreduce_worker"
     panel = "panel = d2l.cluster_panel(allreduce_worker, training_worker)\n"
     step = "    n, batch = strategy.num_replicas_in_sync,"
     edits = {
         # the learner's edit: the training worker now fails at once, in every worker
         step: f'    raise RuntimeError("edited in the notebook")\n{step}',
-        # small sizes, and no training before the panel: the test stays short
-        f"{job})": f"{job}, sizes=[4096, 8192])",
-        "job.plot()\njob": "print(job.verdict)",
+        # none of the notebook's own jobs before the panel (each worker a fresh TensorFlow)
+        "job = d2l.run_allreduce_job(n_workers=2, worker=allreduce_worker)": "pass",
+        "job.plot()\njob": "",
         "sweep = d2l.run_training_sweep((1, 2), link=job.link, worker=training_worker)": "pass",
         "sweep.plot()\nsweep": "",
-        "d2l.hosts_reference(job, sweep)": "d2l.hosts_reference(job)",
+        "d2l.hosts_reference(job, sweep)": "pass",
         f"{panel}panel": f"{panel}panel.sliders['largest_kib'].value = 64\npanel.run()\n"
         "print('PANEL:', panel.error)",
     }
     outputs = run_edited("06_multi_process", edits, until="panel = d2l.cluster_panel")
-    assert "the sums were exact on every worker" in "".join(outputs)  # the unedited worker ran
     (panel,) = [text for text in outputs if "PANEL:" in text]
+    # The panel trains only after its all-reduce job has finished (with the unedited worker):
+    # the 1-worker training job is the first to start, and it runs the edited cell.
     assert "worker 0 of 1" in panel and "RuntimeError: edited in the notebook." in panel
 
 
