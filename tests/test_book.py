@@ -243,6 +243,14 @@ def test_a_panel_shows_its_default_run_in_the_cell_and_runs_again_only_for_new_v
         with capture_output() as again:
             panel.run()
         print("NEW", runs, repr(again.stdout), len(again.outputs))
+        # a panel showing the run of the cells above (at its values): printed, not run again
+        above = Panel("Above", {{"n": slider("n", 2, 1, 4)}}, experiment, show)
+        print("MISMATCH", above.show_run(Result(3), {{"n": 3}}), above.result)
+        print("SHOWN", above.show_run(Result(2), {{"n": 2}}))
+        with capture_output() as adopted:
+            shell.display_formatter.format(above)
+        print("ADOPTED", runs, repr(adopted.stdout), above.run().n, runs)
+        print("ADOPTED HTML", adopted.outputs[0].data["text/html"])
         """,
         timeout=120,
     )
@@ -256,6 +264,9 @@ def test_a_panel_shows_its_default_run_in_the_cell_and_runs_again_only_for_new_v
     assert "n = 2 (slider from 1 to 4)" in out and "<code>make lab</code>" in out
     assert "AGAIN [2] 2" in out  # run() at the same values: the shown run, not a second one
     assert "NEW [2, 3] 'the verdict\\n' 2" in out
+    assert "MISMATCH False None" in out and "SHOWN True" in out  # only at the sliders' values
+    assert "ADOPTED [2, 3] 'the verdict\\n' 2 [2, 3]" in out  # no run at display, nor after
+    assert "(n = 2 (slider from 1 to 4)), the run of the cells above at these values" in out
 
 
 # --- The built book in a browser -------------------------------------------------------------

@@ -474,6 +474,7 @@ def test_an_edited_notebook_cell_changes_what_the_panel_runs():
         {
             "        y = tf.linalg.matmul(y, x)\n": "        y = tf.linalg.matmul(y @ x, x)\n",
             NOTEBOOK_RUN: "",  # two TensorFlow processes that are not the panel's: left out
+            ", run_and_copy, shown=result)": ", run_and_copy)",  # so no run above to show
             "result.plot();": "",
             "with panel.values_set(overlap=False):": (
                 "with panel.values_set(overlap=False, size=64, n_matmuls=2):"
@@ -591,3 +592,17 @@ def test_the_estimate_follows_the_work_and_refuses_what_the_run_would():
         estimate(512, 0)
     fast = estimate(512, 10, flops_per_s=1e12, link_bytes_per_s=1e10)
     assert fast < estimate(512, 10)
+
+
+def test_the_panel_shows_the_run_above_only_at_its_sliders_values():
+    """Notebook 02 passes cell 7's run to the panel: shown (the book's default run), not run
+    again; and its rates feed the next estimate, as a run of the panel's own would."""
+    above = fake_result(run=0.030, copy=0.010, sequential=0.038, overlapped=0.031)
+    before = panel.compute_copy_panel().estimate(**panel.compute_copy_panel().values())
+    shown = panel.compute_copy_panel(shown=above)
+    assert shown.result is above and shown.shown_values == shown.values()
+    assert "not run again" in shown.status.value
+    assert shown.estimate(**shown.values()) != before  # the estimate now uses its rates
+    forced = dataclasses.replace(above, overlap=False, overlapped=None)  # made with overlap off
+    refused = panel.compute_copy_panel(shown=forced)
+    assert refused.result is None and "overlap run and copy False" in refused.status.value

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from d2lhelpers.collectives.algorithms import allreduce_time_s
 from d2lhelpers.collectives.costs import AlphaBeta, fit_alpha_beta
+from d2lhelpers.collectives.tf_allreduce import sizes_up_to
 from d2lhelpers.core.units import GiB, KiB, MiB
 from d2lhelpers.core.verdicts import relative_noise
 from d2lhelpers.lessons import l06_multi_process as l06
@@ -486,6 +487,36 @@ def test_small_machine_gets_smaller_defaults_that_fit_two_gib():
     assert not full.small and "the full defaults" in str(full) and full.sizes[-1] == 16 * MiB
 
 
+def test_the_cluster_panel_shows_the_runs_above_only_if_it_would_have_made_them():
+    """Notebook 06 passes its job and sweep to the panel: shown, not run again (the book's
+    default run), but only if the panel's default sliders would have made the same two."""
+    panel = l06.cluster_panel()
+    values, steps = panel.values(), l06.machine_defaults().steps
+    sizes = sizes_up_to(values["largest_kib"] * KiB)
+    times = [2e-3 + s / 3e8 for s in sizes]
+    job = _fake_allreduce([times, times], sizes)
+
+    def sweep(width=values["width"], link=job.link, steps=steps):
+        trained = []
+        for k in (1, 2):
+            one = _fake_training(k, 1e-3 * k)
+            one.width, one.batch_per_worker = width, 256
+            one.workers = [{**w, "step_s": [1e-3 * k] * steps} for w in one.workers]
+            trained.append(one)
+        return l06.TrainingSweepResult(trained, link, 2)
+
+    shown = l06.cluster_panel(shown=(job, sweep()))
+    assert shown.result is not None and shown.shown_values == values
+    assert "not run again" in shown.status.value and shown.output.outputs  # drawn
+    fewer = _fake_allreduce([times[::2], times[::2]], sizes[::2])  # the sizes of another sweep
+    others = [(fewer, sweep()), (job, sweep(width=values["width"] + 32))]
+    others += [(job, sweep(steps=steps + 1)), (job, sweep(link=AlphaBeta(1e-3, 1e9)))]
+    for other in others:
+        refused = l06.cluster_panel(shown=other)
+        assert refused.result is None and not refused.output.outputs
+        assert "press Run to measure them" in refused.status.value
+
+
 def test_panels_cap_their_sliders_and_estimate_before_running(monkeypatch):
     monkeypatch.setattr(panels, "max_workers", lambda: 2)
     panel = l06.cluster_panel()
@@ -562,7 +593,7 @@ def test_a_panel_refusal_names_the_slider_and_starts_nothing(monkeypatch, no_wor
 def test_an_edited_worker_cell_changes_what_the_panel_runs():
     from tests.notebook_runs import run_edited
 
-    panel = "panel = d2l.cluster_panel(allreduce_worker, training_worker)\n"
+    panel = "panel = d2l.cluster_panel(allreduce_worker, training_worker, shown=(job, sweep))\n"
     step = "    n, batch = strategy.num_replicas_in_sync,"
     edits = {
         # the learner's edit: the training worker now fails at once, in every worker
@@ -573,8 +604,8 @@ def test_an_edited_worker_cell_changes_what_the_panel_runs():
         "sweep = d2l.run_training_sweep((1, 2), link=job.link, worker=training_worker)": "pass",
         "sweep.plot()\nsweep": "",
         "d2l.hosts_reference(job, sweep)": "pass",
-        f"{panel}panel": f"{panel}panel.sliders['largest_kib'].value = 64\npanel.run()\n"
-        "print('PANEL:', panel.error)",
+        f"{panel}panel": panel.replace(", shown=(job, sweep)", "")
+        + "panel.sliders['largest_kib'].value = 64\npanel.run()\nprint('PANEL:', panel.error)",
     }
     outputs = run_edited("06_multi_process", edits, until="panel = d2l.cluster_panel")
     (panel,) = [text for text in outputs if "PANEL:" in text]

@@ -216,6 +216,23 @@ class Panel:
         self.shown_values = None if self.error is not None else values
         self.caption.value = f"values: {html.escape(self.describe(values))}"
 
+    def show_run(self, result, values: dict | None) -> bool:
+        """Show `result`, a run the cells above made at `values` (the sliders' names), as this
+        panel's output, so that the same experiment does not run twice; the book shows it as
+        the panel's default run. Only at the sliders' own values: otherwise (or with `values`
+        None: a run the sliders cannot make) the status line says so and Run measures anew."""
+        if values is None or values != self.values():
+            made = "other settings" if values is None else self.describe(values)
+            self.status.value = html.escape(
+                f"the run above was made at {made}, not at these values: press Run to measure them"
+            )
+            return False
+        self._started = time.monotonic()
+        self._draw(values, result)
+        if self.error is None:
+            self.status.value = "the run of the cells above, at these values (not run again)"
+        return self.error is None
+
     # --- running ---------------------------------------------------------------------------
 
     def run(self):

@@ -6,9 +6,11 @@ committed notebooks and `d2lhelpers` stay as they are. In a static page a slider
 - displaying a `d2lhelpers.ui.panel.Panel` shows what its sliders are set to, a line saying that
   the sliders and Run work in JupyterLab (`make lab`), and then runs it once at those default
   values with its output printed into the cell (verdict, figure, table) instead of into the
-  panel's ipywidgets Output area, which a static page cannot show. A later `panel.run()` with
-  the same slider values returns that run's result without running again (in JupyterLab its
-  output lands in the panel, above); with other values it runs and prints where it is called.
+  panel's ipywidgets Output area, which a static page cannot show. A panel that already shows
+  the run of the cells above at those values (`Panel.show_run`) prints that run instead. A
+  later `panel.run()` with the same slider values returns that run's result without running
+  again (in JupyterLab its output lands in the panel, above); with other values it runs and
+  prints where it is called.
 - a matplotlib figure's plain-text form is a description of it (titles, axis labels, legend),
   which the build uses as the image's alt text (matplotlib is imported here to attach it; it
   sets no TensorFlow state, so `import d2lhelpers` still comes first for TensorFlow).
@@ -56,19 +58,25 @@ def _d2l_book_install():
     def show_panel(panel):
         sliders = getattr(panel, "sliders", {}) or {}
         settings = "; ".join(slider_text(n, w) for n, w in sliders.items()) or "no sliders"
+        values = panel.values() if callable(getattr(panel, "values", None)) else None
+        # A panel already showing the run of the cells above at these values (`show_run`):
+        # that is its default run, printed as it is, not run twice.
+        shown = values is not None and getattr(panel, "shown_values", None) == values
+        shown = shown and getattr(panel, "result", None) is not None
+        which = ", the run of the cells above at these values (not run again)," if shown else ""
         display(
             HTML(
                 '<div class="d2l-static-panel">'
                 f"<p><strong>{html.escape(title_of(panel))}</strong>: its run at the default "
-                f"settings ({html.escape(settings)}) follows.</p>"
+                f"settings ({html.escape(settings)}){which} follows.</p>"
                 f'<p class="d2l-static-note">{note}</p></div>'
             )
         )
         if not callable(getattr(panel, "run", None)) or not hasattr(panel, "output"):
             print("(this panel has no run() or output area the book knows: no default run)")
             return
-        run, values = panel.run, panel.values()
-        result = run()
+        run = panel.run
+        result = panel.result if shown else run()
         if getattr(panel, "error", None) is not None:
             raise RuntimeError(f"the panel's default run failed: {panel.error!r}")
         publish(panel)

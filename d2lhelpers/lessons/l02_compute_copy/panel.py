@@ -27,9 +27,11 @@ def rates_worth_keeping(result: ComputeCopyResult) -> dict:
     return kept
 
 
-def compute_copy_panel(chain_on=None, copy_to=None, run_and_copy=None) -> Panel:
+def compute_copy_panel(chain_on=None, copy_to=None, run_and_copy=None, shown=None) -> Panel:
     """Notebook 02: the notebook's three functions, computing in a worker process and copying
-    each result to a driver; overlap on or off. Each defaults to `processes.compute_copy`'s."""
+    each result to a driver; overlap on or off. Each defaults to `processes.compute_copy`'s.
+    `shown`: a `run_compute_copy` result of the cells above, shown as the panel's run if it was
+    made at the sliders' values (`Panel.show_run`)."""
     functions = {"chain_on": chain_on, "copy_to": copy_to, "run_and_copy": run_and_copy}
     sliders = {
         "size": slider("matrix size", 512, 64, 2048, 64),
@@ -46,10 +48,15 @@ def compute_copy_panel(chain_on=None, copy_to=None, run_and_copy=None) -> Panel:
     def estimate(size, n_matmuls, overlap):
         return estimate_compute_copy_s(size, n_matmuls, overlap, **measured)
 
-    return Panel(
+    panel = Panel(
         "Compute in the worker, copy to the driver",
         sliders,
         experiment,
         plot_compute_copy,
         estimate,
     )
+    if shown is not None:
+        made = {"size": shown.size, "n_matmuls": shown.n_matmuls, "overlap": shown.overlap}
+        if panel.show_run(shown, made):
+            measured.update(rates_worth_keeping(shown))
+    return panel

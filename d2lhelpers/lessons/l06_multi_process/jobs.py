@@ -10,6 +10,7 @@ import numbers
 import time
 from collections.abc import Callable
 
+from d2lhelpers.collectives.tf_allreduce import sizes_up_to
 from d2lhelpers.core.checks import (
     MEMORY_SHARE,
     available_memory_bytes,
@@ -19,7 +20,7 @@ from d2lhelpers.core.checks import (
     require_processes,
 )
 from d2lhelpers.core.report import Table
-from d2lhelpers.core.units import KiB, MiB, cores_phrase, format_bytes, usable_cores
+from d2lhelpers.core.units import MiB, cores_phrase, format_bytes, usable_cores
 from d2lhelpers.devices import small_machine
 from d2lhelpers.processes import mwms
 from d2lhelpers.processes.failures import WorkerError, cause_sentence
@@ -45,8 +46,8 @@ class MachineDefaults:
 
     @property
     def sizes(self) -> list[int]:
-        sizes = [4 * KiB, 256 * KiB, 4 * MiB, 16 * MiB]
-        return [s for s in sizes if s < self.largest_message] + [self.largest_message]
+        """The cluster panel's sweep at its default slider: the notebook's job is the panel's."""
+        return sizes_up_to(self.largest_message)
 
     def __str__(self) -> str:
         memory = 2 * worker_memory_bytes(self.largest_message)

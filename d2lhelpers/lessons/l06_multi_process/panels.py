@@ -123,10 +123,12 @@ def failure_estimate(n_workers: int) -> float:
 
 
 def cluster_panel(
-    allreduce_worker=mwms.allreduce_worker, training_worker=mwms.training_worker
+    allreduce_worker=mwms.allreduce_worker, training_worker=mwms.training_worker, shown=None
 ) -> Panel:
     """Notebook 06: K worker processes: all-reduce sweep and data-parallel training vs models,
-    running the worker functions given (the notebook's own)."""
+    running the worker functions given (the notebook's own). `shown`: (all-reduce job, training
+    sweep) of the cells above, shown as the panel's run if the panel would have made the same
+    two at its sliders' values (`Panel.show_run`)."""
     defaults, cap = machine_defaults(), max_workers()
     high = max(2, min(4, cap))
     # The largest message that fits in memory with the most workers, up to 16 MiB.
@@ -168,13 +170,36 @@ def cluster_panel(
     def estimate(n_workers, largest_kib, width):
         return cluster_estimate(n_workers, largest_kib, width, steps, repeats)
 
-    return Panel(
+    panel = Panel(
         "Worker processes: all-reduce and data-parallel training",
         sliders,
         experiment,
         show,
         estimate,
     )
+    if shown is not None:
+        job, sweep = shown
+        panel.show_run(ClusterResult(job, sweep), _made_at(job, sweep, steps))
+    return panel
+
+
+def _made_at(job: AllReduceJobResult, sweep: TrainingSweepResult, steps: int) -> dict | None:
+    """The cluster panel's slider values that make this job and sweep, or None if none would
+    (other sizes, worker counts, batch or steps than the panel's, or another link). The job's
+    repeats are not kept in its result: a job of other repeats passes for the panel's."""
+    values = {
+        "n_workers": job.n_workers,
+        "largest_kib": job.sizes[-1] // KiB,
+        "width": sweep.jobs[0].width,
+    }
+    same = (
+        job.sizes == sizes_up_to(job.sizes[-1])
+        and [j.n_workers for j in sweep.jobs] == _counts(job.n_workers)
+        and all(j.width == values["width"] and j.batch_per_worker == 256 for j in sweep.jobs)
+        and all(len(w["step_s"]) == steps for j in sweep.jobs for w in j.workers)
+        and sweep.link == job.link
+    )
+    return values if same else None
 
 
 def failure_panel(training_worker=mwms.training_worker) -> Panel:
