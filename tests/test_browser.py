@@ -252,14 +252,16 @@ def run_notebook(page, lab: Lab, name: str) -> dict:
     return json.loads(path.read_text())
 
 
-def varied_values(states: list[dict], run: int) -> list[float]:
+def varied_values(states: list[dict], run: int, shown: bool = True) -> list[float]:
     """Run `run`'s slider values: the first run has every slider at its smallest value (the
     quickest run, and the sliders' lower ends tried); later runs alternate each slider between
-    its smallest value and where Run All left it, so runs differ and stay fast."""
+    its smallest value and where Run All left it, so runs differ and stay fast. `shown`: the
+    panel shows a run already; if that run was at the smallest values, the first run moves the
+    first slider one up, so that a redrawn plot is a new one."""
     targets = [
         s["min"] if run == 0 or (i + run) % 2 == 0 else s["value"] for i, s in enumerate(states)
     ]
-    if run == 0 and targets == [s["value"] for s in states]:  # Run All ran at the minimum
+    if run == 0 and shown and targets == [s["value"] for s in states]:
         targets[0] = min(states[0]["min"] + 1, states[0]["max"])
     return targets
 
@@ -295,7 +297,7 @@ def exercise_panel(page, panel, lab: Lab) -> str:
     moves = []
     defaults = [browser.slider_state(sliders.nth(i)) for i in range(sliders.count())]
     for run in range(RUNS_PER_PANEL):
-        targets = varied_values(defaults, run)
+        targets = varied_values(defaults, run, shown=bool(ratios))
         for i, target in enumerate(targets):
             if browser.slider_state(sliders.nth(i))["value"] != target:
                 browser.set_slider(sliders.nth(i), target, lab.deadline)
@@ -533,6 +535,7 @@ def test_varied_values_start_small_and_alternate():
     assert varied_values(states, 2) == [64, 20]
     at_min = [{"min": 1, "max": 4, "value": 1}]
     assert varied_values(at_min, 0) == [2]
+    assert varied_values(at_min, 0, shown=False) == [1]  # nothing shown yet: the smallest run
 
 
 def test_ink_counts_non_white_pixels_and_refuses_a_truncated_png():
