@@ -17,7 +17,7 @@ import numpy as np
 from d2lhelpers.core import checks
 from d2lhelpers.core.concurrency import at_once_here
 from d2lhelpers.core.units import cores_phrase, format_rate, format_seconds, usable_cores
-from d2lhelpers.core.verdicts import Spread, compare, impossible, noise_text
+from d2lhelpers.core.verdicts import Spread, compare, impossible, noise_text, relative_noise
 from d2lhelpers.devices import check_fits, select_devices, setup_devices
 from d2lhelpers.serving.config import ModelConfig, bytes_per_device, decoder_config
 from d2lhelpers.serving.engines import Engine, ServingCode, build_engines
@@ -99,12 +99,20 @@ class Capacity:
 
     @property
     def tokens_per_s(self) -> Spread:
+        """Summed over the servers: n_out / (prefill + (n_out - 1) x step / slots), each with
+        its step's and prefill's relative noise (as `steps_text` prints them)."""
         total, noise = 0.0, 0.0
         for d, p, s in zip(self.decode, self.prefill, self.slots, strict=True):
             rate = self.n_out / (p.median + (self.n_out - 1) * d.median / s)
             total += rate
-            noise += rate * (d.iqr / d.median + p.iqr / p.median)
+            noise += rate * (relative_noise(d) + relative_noise(p))
         return Spread(total, noise)
+
+    def steps_text(self, which: str) -> str:
+        """Each server's 'decode' or 'prefill' time with its noise: what the capacity sums."""
+        return ", ".join(
+            f"{format_seconds(m.median)} {noise_text(m)}" for m in getattr(self, which)
+        )
 
     @property
     def requests_per_s(self) -> float:

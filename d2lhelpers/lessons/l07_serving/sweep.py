@@ -495,8 +495,8 @@ class LoadSweepResult(Reported):
             rows.append(
                 [
                     s.layout,
-                    format_seconds(statistics.median(m.median for m in s.capacity.decode)),
-                    format_seconds(statistics.median(m.median for m in s.capacity.prefill)),
+                    s.capacity.steps_text("decode"),
+                    s.capacity.steps_text("prefill"),
                     f"{format_rate(cap, 'tok/s')} ±{cap_noise:.0%}",
                     f"{format_rate(s.model.median, 'tok/s')} ±{relative_noise(s.model):.0%}",
                     format_rate(sat, "tok/s") if sat else "not reached",
@@ -505,9 +505,9 @@ class LoadSweepResult(Reported):
             )
         columns = [
             "layout",
-            "decoding step",
-            "prefill",
-            "capacity",
+            "decoding step (each server)",
+            "prefill (each server)",
+            "capacity (their sum)",
             "model",
             "saturation",
             "saturation / capacity",
