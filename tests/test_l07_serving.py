@@ -69,13 +69,15 @@ def test_capacity_is_what_the_steps_allow():
     # per server: 4 tokens per (1 ms prefill + 3 steps x 1 ms / 4 slots) = 4 / 1.75 ms
     assert c.tokens_per_s.median == pytest.approx(2 * 4 / 1.75e-3)
     # read 58/59: the capacity sums each server's rate, so each server's step and prefill are
-    # printed with their noise; its band is each rate x (step's + prefill's noise, floored)
+    # printed with their noise; a rate's band is its time's (1 ms prefill + 3 x step / 4 slots):
+    # the parts' noises in seconds (floored) over that time (read 62: not their sum)
     noisy = Measurement("d", [0.8e-3, 0.9e-3, 1e-3, 1.1e-3, 1.2e-3])  # IQR 20%
     steady = Measurement("p", [1e-3] * 5)  # the 5% floor
     two = Capacity([noisy, steady], [steady, steady], [4, 4], 4)
     assert two.steps_text("decode") == "1.00 ms ±20%, 1.00 ms ±5% (floor)"
     rate = 4 / 1.75e-3
-    assert two.tokens_per_s.iqr == pytest.approx(rate * (0.20 + 0.05) + rate * (0.05 + 0.05))
+    one_band = (1e-3 * 0.05 + 0.75e-3 * 0.20) / 1.75e-3  # 11.4%
+    assert two.tokens_per_s.iqr == pytest.approx(rate * one_band + rate * 0.05)
 
 
 def test_the_sweep_sentences_follow_the_numbers():
@@ -465,10 +467,10 @@ def test_saturation_below_capacity_is_taken_apart_from_the_windows_own_steps():
     assert saturated.slot_fill(4) == pytest.approx(1.0)  # 4 tokens from 4 slots, no prefill
     said = sweep.per_busy_second(saturated)
     # saturation / capacity's band: the window's noise over the capacity (0.50 x its 6%) plus
-    # the capacity's own (10%: its step's and its prefill's, each at the 5% floor): 0.13
+    # the capacity's own (5%: its times', each at the 5% floor): 0.08
     assert said.startswith(
-        "; per busy engine-second it made 0.50x ± 0.13 (0.50 x the window's ±6% + the capacity's "
-        "±10%) the tokens its capacity"
+        "; per busy engine-second it made 0.50x ± 0.08 (0.50 x the window's ±6% + the capacity's "
+        "±5%) the tokens its capacity"
     )
     assert "the tokens its capacity assumes (fewer beyond the noise): " in said
     assert "steps took 8.00 ms in the window against 4.00 ms timed" in said
@@ -481,7 +483,7 @@ def test_saturation_below_capacity_is_taken_apart_from_the_windows_own_steps():
     idle.log.engine_calls, idle.log.passes = saturated.log.engine_calls, []
     assert LayoutSweep("replicas", cap, Spread(1000, 50), [idle])._tokens_per_busy_second(idle) == (
         0.0,
-        pytest.approx(0.10),
+        pytest.approx(0.05),
     )
     readings = [(cap, "lower beyond", "fewer beyond"), (noisy, "no measurable", "within")]
     for c, word, busy in readings:
@@ -515,10 +517,9 @@ def test_a_capacity_timed_slow_is_not_read_against_the_model():
     slow = LayoutSweep("pipeline", cap, Spread(1000, 50), [saturated])
     said = slow.capacity_measured_low()
     assert said.startswith("pipeline: its measured capacity is not a result: in its saturated")
-    # the band: 2.00 x the window's 6.3% noise + the capacity's 10% (its step's and prefill's
-    # 5% floors) = 0.23
+    # the band: 2.00 x the window's 6.3% noise + the capacity's 5% (its times' floor) = 0.18
     assert saturated.throughput.iqr / saturated.throughput.median == pytest.approx(0.063, abs=1e-3)
-    assert "made 2.00x ± 0.23 the tokens per busy second that the capacity assumes" in said
+    assert "made 2.00x ± 0.18 the tokens per busy second that the capacity assumes" in said
     assert slow.sentences()[0] == said and "its model" not in said
     # and the saturation is not read against it either (read 51: "no measurable difference")
     reading = slow.sentences()[-1]
@@ -544,7 +545,7 @@ def test_a_capacity_timed_slow_is_not_read_against_the_model():
     )
     over = LoadSweepResult(2, 1, cap, [fast], step_flops=1e6, peak=1e12)
     assert over.above_reachable() == [(fast, True)]
-    assert "replicas's capacity, 2.0 ktok/s ±10%, is above it beyond the noise" in str(over)
+    assert "replicas's capacity, 2.0 ktok/s ±5%, is above it beyond the noise" in str(over)
     assert any("above what the 1 devices that can compute" in f for f in over.flags())
     # read 59: a group's step holds every device's sequences (8 here, one device's 4): one
     # device's capacity does not bound it, so it is not read against it
@@ -628,7 +629,7 @@ def test_lock_step_table_says_when_a_mode_served_above_its_capacity():
     cap = capacity(1e-3)  # 2286 tokens/s
     near, far = point(2350, 1000, True), point(4000, 1000, True)
     (table,) = LockstepResult([cap, cap], [near, far]).tables()
-    assert table.rows[0][1] == "2.3 ktok/s ±10%"  # the capacity with its noise (2 floors)
+    assert table.rows[0][1] == "2.3 ktok/s ±5%"  # the capacity with its noise (its times' floor)
     # each point as a load point prints it: arrivals and throughput each with their noise
     assert table.columns[2:5] == ["offered req/s", "arrived req/s", "throughput"]
     assert table.rows[0][2:] == near.row()
@@ -696,14 +697,14 @@ def test_failure_rows_are_read_against_what_the_devices_computing_at_once_allow(
     log.passes = [(t, 10 if t < 1 else 5, 0) for t, _, _ in log.passes]
     run = Failover("replicas", 2, log, (0.1, 1.0), (1.05, 2.0), Spread(1100, 50), at_once=1)
     group = Failover("tensor parallel", 2, log, (0.1, 1.0), (1.05, 2.0), Spread(1100, 50), 1)
-    sweep = SimpleNamespace(one_device=capacity(1e-3), at_once=1)  # 2.3 ktok/s ±10%
+    sweep = SimpleNamespace(one_device=capacity(1e-3), at_once=1)  # 2.3 ktok/s ±5%
     sweep.bounded_by_one_device = lambda layout: layout == "replicas"
     # read 59: a group steps 8 sequences at once, one device 4: not its ceiling, not read
     assert "tensor parallel: not read against it (its steps hold every device's" in (
         FailureResult([run, group], 1).against_reachable(sweep)
     )
     said = FailureResult([run], 1).against_reachable(sweep)
-    assert said.startswith("against 1x one device's capacity from the sweep, 2.3 ktok/s ±10%,")
+    assert said.startswith("against 1x one device's capacity from the sweep, 2.3 ktok/s ±5%,")
     assert "replicas before the loss: 1.0 ktok/s" in said and "not above it" in said
     sweep.one_device = capacity(8e-3)  # 571 tok/s: both readings above it, beyond the noise
     said = FailureResult([run], 1).against_reachable(sweep)

@@ -99,13 +99,17 @@ class Capacity:
 
     @property
     def tokens_per_s(self) -> Spread:
-        """Summed over the servers: n_out / (prefill + (n_out - 1) x step / slots), each with
-        its step's and prefill's relative noise (as `steps_text` prints them)."""
+        """Summed over the servers: n_out / (prefill + (n_out - 1) x step / slots). A rate's
+        band is its time's: the prefill's and the steps' noises (as `steps_text` prints them)
+        in seconds, summed, over that time; the servers' bands add (read 62: relative noises
+        added as for a product overstated it)."""
         total, noise = 0.0, 0.0
         for d, p, s in zip(self.decode, self.prefill, self.slots, strict=True):
-            rate = self.n_out / (p.median + (self.n_out - 1) * d.median / s)
+            steps = (self.n_out - 1) * d.median / s
+            time = p.median + steps
+            rate = self.n_out / time
             total += rate
-            noise += rate * (relative_noise(d) + relative_noise(p))
+            noise += rate * (p.median * relative_noise(p) + steps * relative_noise(d)) / time
         return Spread(total, noise)
 
     def steps_text(self, which: str) -> str:
