@@ -255,9 +255,9 @@ def varied_values(states: list[dict], run: int, shown: bool = True) -> list[floa
     """Run `run`'s slider values: each slider at its smallest value or where Run All left it,
     alternating between sliders and between runs, so runs differ and stay fast. The first
     slider is the problem size by convention: the first run puts it at its smallest. (Every
-    slider at its smallest was tried: notebooks 01 and 02 took 20-26 s longer here, in one quiet
-    run against another day's; tiny work is mostly launch noise, which measurements repeat
-    longer to see through, a hypothesis not timed apart.)
+    slider at its smallest was tried: in two quiet make test runs of one afternoon, notebooks 01
+    and 02 took 113 s and 109 s with it, 90 s and 84 s without; that tiny work is mostly launch
+    noise, which measurements repeat longer to see through, is a hypothesis, not timed apart.)
     `shown`: the panel shows a run already; if that run was at these values, the first run
     moves the first slider one up, so that a redrawn plot is a new one."""
     targets = [s["min"] if (i + run) % 2 == 0 else s["value"] for i, s in enumerate(states)]

@@ -17,7 +17,7 @@ import numpy as np
 from d2lhelpers.core import checks
 from d2lhelpers.core.concurrency import at_once_here
 from d2lhelpers.core.units import cores_phrase, format_rate, format_seconds, usable_cores
-from d2lhelpers.core.verdicts import Spread, compare, impossible, noise_text, relative_noise
+from d2lhelpers.core.verdicts import Spread, compare, impossible, noise_of, noise_text
 from d2lhelpers.devices import check_fits, select_devices, setup_devices
 from d2lhelpers.serving.config import ModelConfig, bytes_per_device, decoder_config
 from d2lhelpers.serving.engines import Engine, ServingCode, build_engines
@@ -105,11 +105,10 @@ class Capacity:
         added as for a product overstated it)."""
         total, noise = 0.0, 0.0
         for d, p, s in zip(self.decode, self.prefill, self.slots, strict=True):
-            steps = (self.n_out - 1) * d.median / s
-            time = p.median + steps
+            time = p.median + (self.n_out - 1) * d.median / s
             rate = self.n_out / time
             total += rate
-            noise += rate * (p.median * relative_noise(p) + steps * relative_noise(d)) / time
+            noise += rate * (noise_of(p) + (self.n_out - 1) * noise_of(d) / s) / time
         return Spread(total, noise)
 
     def steps_text(self, which: str) -> str:
