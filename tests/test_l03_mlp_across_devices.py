@@ -51,11 +51,16 @@ def result(one, split, branches=2, cores=2, kind="logical CPU"):
 def test_verdicts_compare_the_split_with_one_device_and_with_the_model():
     holds = result(0.010, 0.0051).verdict
     assert "1.96x faster" in holds and "model speedup 2.00x for 2 branches" in holds
-    assert holds.endswith("holds")
+    # the band the model verdict uses is printed: the split's 5% floor + one device's / 2
+    assert holds.endswith(
+        "holds (5.10 ms vs the model's 5.00 ms, within the noise of 505.0 µs: the split's plus "
+        "one device's / 2.00)"
+    )
     slow = result(0.010, 0.0095, branches=3).verdict
     assert "slower than the model speedup 2.00x for 3 branches on 2 usable CPU cores" in slow
     one_core = result(0.010, 0.0098, cores=1).verdict  # one core: no speedup is the model
-    assert "no measurable difference" in one_core and one_core.endswith("holds")
+    assert "no measurable difference" in one_core
+    assert "holds (9.80 ms vs the model's 10.00 ms" in one_core
     impossible = result(0.010, 0.004)
     assert "impossible" in impossible.verdict
     assert any("impossible" in flag for flag in impossible.tables()[0].flags)
@@ -85,6 +90,9 @@ def test_a_noisy_run_gives_no_verdict_about_the_model():
     missed.split.times = [0.0072, 0.0081, 0.009, 0.0108, 0.0117]
     assert "slower than the model" in missed.verdict and "too noisy" not in missed.verdict
     assert "beyond both runs' noise, wide as it is" in missed.verdict
+    # the miss's band, printed: IQR 2.70 ms + one device's 5% floor / 2 (not the 3.20 ms of the
+    # two runs' comparison, which would not call this a miss)
+    assert "(9.00 ms vs the model's 5.00 ms, beyond the noise of 2.95 ms" in missed.verdict
     quiet_miss = result(0.010, 0.009).verdict  # a quiet run's miss says nothing of width
     assert "slower than the model" in quiet_miss and "beyond both" not in quiet_miss
 
@@ -92,6 +100,7 @@ def test_a_noisy_run_gives_no_verdict_about_the_model():
 def test_table_shows_both_runs_and_the_models_time():
     table = result(0.010, 0.0051).tables()[0]
     assert [row[0] for row in table.rows][-1] == "model: one device / 2.00"
+    assert table.rows[-1][2] == "±250.0 µs"  # the model time's band: one device's / 2
     assert table.rows[-1][1] == "5.00 ms" and table.title == "the seed's MLP, 2 branches"
     assert table.rows[0][4] == "-"  # no peak given: nothing to set the rate against
     peaked = result(0.010, 0.0051)

@@ -254,14 +254,26 @@ class BranchResult(Reported):
                 )
             return (
                 f"{outcome}; measured speedup {self.speedup:.2f}x, slower than the {where}"
-                f"{beyond}: {cause}"
+                f"{beyond} ({self._model_band('beyond')}): {cause}"
             )
         if noisy:
             return (
                 f"{outcome}; too noisy to check the {where}: {UNTESTED['noisy']}, and the "
-                "split's time is within their noise of the model's"
+                f"split's time is within their noise of the model's ({self._model_band('within')})"
             )
-        return f"{outcome}; measured speedup {self.speedup:.2f}x: the {where} holds"
+        return (
+            f"{outcome}; measured speedup {self.speedup:.2f}x: the {where} holds "
+            f"({self._model_band('within')})"
+        )
+
+    def _model_band(self, where: str) -> str:
+        """The numbers the model verdict compares, with the band it uses: the split's noise plus
+        the model time's (one device's noise divided by the model's speedup)."""
+        c = self.against_model()
+        return (
+            f"{format_seconds(c.a)} vs the model's {format_seconds(c.b)}, {where} the noise of "
+            f"{format_seconds(c.noise)}: the split's plus one device's / {self.model:.2f}"
+        )
 
     def tables(self) -> list[Table]:
         rows = [
@@ -279,7 +291,9 @@ class BranchResult(Reported):
         if self.model is not None:
             ideal = self.one_device.median / self.model
             model = f"model: one device / {self.model:.2f}"
-            rows.append([model, format_seconds(ideal), "-", "-", "-"])
+            # its band: one device's noise divided by the same speedup
+            band = f"±{format_seconds(noise_of(self.one_device) / self.model)}"
+            rows.append([model, format_seconds(ideal), band, "-", "-"])
         flags = [f"{m.label}: {w}" for m in (self.one_device, self.split) for w in m.warnings]
         c = self.against_model()
         if c is not None and c.a_faster:
