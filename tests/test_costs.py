@@ -201,9 +201,12 @@ def test_fit_recovers_alpha_beta_and_predicts_held_out_sizes():
 
 def test_a_fits_prediction_moves_with_its_samples_noise():
     # Two sizes: the fit passes through both, so the prediction between them moves by the
-    # two noises weighted by where it lies: at 1/4 of the way, 3/4 * 40 us + 1/4 * 80 us.
+    # two noises weighted by where it lies, combined as independent: at 1/4 of the way,
+    # sqrt((3/4 * 40 us)^2 + (1/4 * 80 us)^2) (their worst-case sum would be 50 us).
     sizes, times = [0, 4e6], [1e-3, 3e-3]
-    assert fit_prediction_noise_s(sizes, times, [40e-6, 80e-6], 1e6) == pytest.approx(50e-6)
+    assert fit_prediction_noise_s(sizes, times, [40e-6, 80e-6], 1e6) == pytest.approx(
+        math.hypot(30e-6, 20e-6)
+    )
     assert fit_prediction_noise_s(sizes, times, [40e-6, 80e-6], 4e6) == pytest.approx(80e-6)
     assert fit_prediction_noise_s(sizes, times, [0, 0], 1e6) == 0
     # More sizes: a noisier sample widens the band, and a prediction far beyond the fitted
@@ -213,6 +216,15 @@ def test_a_fits_prediction_moves_with_its_samples_noise():
     quiet = fit_prediction_noise_s(sizes, times, [0.05 * t for t in times], 3e5)
     loud = fit_prediction_noise_s(sizes, times, [0.2 * t for t in times], 3e5)
     assert loud == pytest.approx(4 * quiet, rel=0.05) and quiet > 0  # first order: not exact
+    # Independent noises: the band of four sizes each at 5% is not the worst case of four.
+    alone = [
+        fit_prediction_noise_s(
+            sizes, times, [0.05 * t if i == j else 0 for i, t in enumerate(times)], 3e5
+        )
+        for j in range(4)
+    ]
+    assert quiet == pytest.approx(math.sqrt(sum(a * a for a in alone)), rel=1e-6)
+    assert quiet < sum(alone)
     far = fit_prediction_noise_s(sizes, times, [0.05 * t for t in times], 1e8)
     assert far / AlphaBeta(1e-3, 1e8).predict(1e8) > quiet / AlphaBeta(1e-3, 1e8).predict(3e5)
     with pytest.raises(ValueError, match="one noise >= 0 s for each"):

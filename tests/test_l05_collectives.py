@@ -132,21 +132,22 @@ def test_sweep_result_residuals_and_bound_from_known_numbers():
     assert model_rows["one device adds"] == model_rows["one device copies"] == "7.8 KiB ±5% (floor)"
     assert "<table>" in sweep._repr_html_()
     # The held-out sizes, fitted on 1000 and 4000 B (1.1 and 1.4 ms, each at the 5% floor):
-    # at 2000 B the prediction moves by 2/3 * 55 us + 1/3 * 70 us = 60 us (±5%); at 8000 B,
-    # beyond both, by 4/3 * 55 us + 7/3 * 70 us = 237 us (±13%). +8% and +11% lie inside.
+    # at 2000 B the prediction moves by hypot(2/3 * 55 us, 1/3 * 70 us) = 44 us (±4%); at
+    # 8000 B, beyond both, by hypot(4/3 * 55 us, 7/3 * 70 us) = 179 us (±10%): the two sizes
+    # were timed apart, so their noises combine as independent. +8% and +11% lie inside.
     held = sweep.tables()[-1]
     assert [row[2:] for row in held.rows] == [
-        ("±5% (floor)", "1.20 ms", "±5%", "+8%", "within the noises"),
-        ("±5% (floor)", "1.80 ms", "±13%", "+11%", "within the noises"),
+        ("±5% (floor)", "1.20 ms", "±4%", "+8%", "within the noises"),
+        ("±5% (floor)", "1.80 ms", "±10%", "+11%", "within the noises"),
     ]
-    off = _sweep([1.1e-3, 1.6e-3, 1.4e-3, 2.0e-3])  # 2000 B: +33%, beyond 65 + 60 us
-    beyond = ("±5% (floor)", "1.20 ms", "±5%", "+33%", "beyond the noises")
+    off = _sweep([1.1e-3, 1.6e-3, 1.4e-3, 2.0e-3])  # 2000 B: +33%, beyond 65 + 44 us
+    beyond = ("±5% (floor)", "1.20 ms", "±4%", "+33%", "beyond the noises")
     assert off.tables()[-1].rows[0][2:] == beyond
-    # the same +33%, from runs that spread ±25%: inside 400 us + 60 us
+    # the same +33%, from runs that spread ±25%: inside 400 us + 44 us
     wide = Measurement("all-reduce of 2.0 KiB", [1.2e-3, 1.4e-3, 1.6e-3, 1.8e-3, 2.0e-3], 2000)
     times = [1.1e-3, 1.6e-3, 1.4e-3, 2.0e-3]
     noisy = _sweep(times, measurements=[_fake(1.1e-3, 1000), wide, *map(_fake, times[2:])])
-    assert noisy.tables()[-1].rows[0][2:] == ("±25%", "1.20 ms", "±5%", "+33%", "within the noises")
+    assert noisy.tables()[-1].rows[0][2:] == ("±25%", "1.20 ms", "±4%", "+33%", "within the noises")
 
 
 def test_sweep_verdict_warns_when_beta_comes_from_a_noisy_run():

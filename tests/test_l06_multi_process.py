@@ -276,6 +276,22 @@ def test_a_noisy_size_is_flagged_as_every_table_flags_a_noisy_run():
     assert job.tables()[0].flags == []
 
 
+def test_alpha_and_the_rings_time_carry_the_fits_band():
+    # Two sizes: the fit passes through both, alpha (at 0 bytes) moves with the first time, less
+    # with the second: w = -4 KiB / 4 KiB = -1, so alpha's band is hypot(2 x n1, 1 x n2).
+    sizes = [4 * KiB, 8 * KiB]
+    job = _fake_allreduce([[2e-3, 3e-3], [2e-3, 3e-3]], sizes)
+    assert job.alpha_band_s is None and "alpha = 1.00 ms per call" in job.verdict  # no noise kept
+    job.worker_iqrs_s = [[0.2e-3, 0.3e-3]] * 2  # 10% each
+    assert job.alpha_band_s == pytest.approx(math.hypot(2 * 0.2e-3, 0.3e-3))  # 0.5 ms
+    assert "alpha = 1.00 ms ±500.0 µs per call" in job.verdict
+    # The ring of 2 at the largest size is the fit's prediction there: its band is the time's.
+    ring, band = job.ring_time_s(2, 8 * KiB)
+    assert ring == pytest.approx(3e-3) and band == pytest.approx(0.3e-3)
+    job.worker_iqrs_s = [[0.6e-3, 0.3e-3]] * 2  # 30% at 4 KiB: alpha's band reaches 0
+    assert "its band reaches 0: the times' noise hides the latency" in job.verdict
+
+
 def test_two_point_model_of_flat_times_is_all_latency():
     job = _fake_allreduce([[1e-3, 1e-3], [1e-3, 0.9e-3]], [4 * KiB, 8 * KiB])
     assert job.two_point == AlphaBeta(1e-3, math.inf)
@@ -376,6 +392,38 @@ def test_the_model_step_is_read_against_the_noise_of_both_step_times():
         "sweep's table prints): 2.0x this run's 1.00 ms" in two_cores.verdict
     )
     assert "the model disagrees" in str(two_cores)  # two workers won, the model said they lose
+
+
+def test_break_even_carries_the_fits_band_and_says_when_it_holds_the_step():
+    # The all-reduce run the sweep's link came from: 2 ms at 4 KiB, 3 ms at 8 KiB, 10% noise.
+    job = _fake_allreduce([[2e-3, 3e-3], [2e-3, 3e-3]], [4 * KiB, 8 * KiB])
+    job.worker_iqrs_s = [[0.2e-3, 0.3e-3]] * 2
+    ring, band = job.ring_time_s(2, 4000)  # the sweep's gradients: 4000 bytes, near 4 KiB
+    steps = [_fake_training(1, 1e-3), _fake_training(2, 4e-3)]  # two workers lose
+    sweep = l06.TrainingSweepResult(steps, job.link, cores=2)
+    answer = l06.break_even(sweep, job)
+    assert answer.ring_s == pytest.approx(ring) and answer.ring_band_s == pytest.approx(band)
+    low, high = answer.needed_range_s  # 2 cores, 2 workers: t1 > T_ring, at both ends
+    assert (low, high) == (pytest.approx(ring - band), pytest.approx(ring + band))
+    assert answer.model_says == "lose" and "the model agrees in direction (both: lose)" in str(
+        answer
+    )
+    assert "within the fit's band: each all-reduce size's time moved by its noise): " in (
+        answer.verdict
+    )
+    # A one-worker step inside the band: the model cannot say, and is not checked.
+    inside = l06.break_even(
+        l06.TrainingSweepResult(
+            [_fake_training(1, ring), _fake_training(2, 3 * ring)], job.link, cores=2
+        ),
+        job,
+    )
+    assert inside.model_says is None and "the model cannot say whether 2 workers win" in (
+        inside.verdict
+    )
+    assert "the model cannot be checked here" in str(inside) and "agrees" not in str(inside)
+    with pytest.raises(ValueError, match="not this all-reduce job's fit"):
+        l06.break_even(l06.TrainingSweepResult(steps, AlphaBeta(1e-3, 1e9), cores=2), job)
 
 
 def _reports(step_s, start, count, first=1):

@@ -318,22 +318,30 @@ def fit_alpha_beta(nbytes, seconds) -> AlphaBeta:
     return AlphaBeta(alpha, 1 / inverse_beta if inverse_beta > 0 else math.inf)
 
 
-def fit_prediction_noise_s(nbytes, seconds, noises_s, at: float) -> float:
-    """How far `fit_alpha_beta(nbytes, seconds).predict(at)` could move, in seconds, when each
-    fitted time moves by its own noise (`noises_s`, seconds): each sample moved down and up by
-    its noise alone, half the change it makes to the prediction, summed over the samples (first
-    order and worst case, as the ratios' noise bands are). For two sizes, whose fit passes
-    through both, it is (1 - w) n_1 + w n_2, w = (at - S_1) / (S_2 - S_1)."""
+def fit_noise_s(nbytes, seconds, noises_s, value) -> float:
+    """How far `value(fit_alpha_beta(nbytes, seconds))` (seconds: a prediction, alpha, a ring's
+    time) could move when each fitted time moves by its own noise (`noises_s`, seconds): each
+    sample moved down and up by its noise alone, half the change it makes, and those changes
+    combined as the root of their sum of squares. First order, as the ratios' bands are; not
+    their worst-case sum, because the sizes are timed apart, so their noises are independent, and
+    a worst-case sum over many sizes would widen the band with every size added to the fit."""
     samples = _samples(nbytes, seconds, at_least=2)
     if len(noises_s) != len(samples) or any(not n >= 0 for n in noises_s):
         raise ValueError("need one noise >= 0 s for each (bytes, seconds) sample")
     sizes = [s for s, _ in samples]
-    total = 0.0
+    squares = 0.0
     for i, ((_, t), noise) in enumerate(zip(samples, noises_s, strict=True)):
         moved = []
         for sign in (-1, 1):
             times = [u for _, u in samples]
             times[i] = max(t + sign * noise, t * 1e-3)  # a time stays > 0
-            moved.append(fit_alpha_beta(sizes, times).predict(at))
-        total += abs(moved[1] - moved[0]) / 2
-    return total
+            moved.append(value(fit_alpha_beta(sizes, times)))
+        squares += ((moved[1] - moved[0]) / 2) ** 2
+    return math.sqrt(squares)
+
+
+def fit_prediction_noise_s(nbytes, seconds, noises_s, at: float) -> float:
+    """`fit_noise_s` of the fit's prediction at `at` bytes (at 0: alpha's band). For two sizes,
+    whose fit passes through both, it is sqrt(((1 - w) n_1)^2 + (w n_2)^2),
+    w = (at - S_1) / (S_2 - S_1)."""
+    return fit_noise_s(nbytes, seconds, noises_s, lambda fit: fit.predict(at))

@@ -355,7 +355,8 @@ class AllreduceSweepResult(Reported):
         columns += ("residual", "reading")
         note = (
             "fit's noise: how far the prediction moves when each fitted size's time moves by its "
-            "own noise (summed); reading: the residual against both noises"
+            "own noise (combined as independent: root of the sum of squares); reading: the "
+            "residual against both noises"
         )
         return [Table(title, columns, rows, [note])]
 

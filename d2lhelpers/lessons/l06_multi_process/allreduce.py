@@ -11,11 +11,25 @@ import math
 
 import matplotlib.pyplot as plt
 
-from d2lhelpers.collectives.costs import FIT_METHOD, AlphaBeta, Residual, fit_alpha_beta
+from d2lhelpers.collectives.algorithms import allreduce_time_s
+from d2lhelpers.collectives.costs import (
+    FIT_METHOD,
+    AlphaBeta,
+    Residual,
+    fit_alpha_beta,
+    fit_noise_s,
+)
 from d2lhelpers.core.checks import require_count, require_sweep
 from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import BYTES_PER_FLOAT, format_bytes, format_rate, format_seconds
-from d2lhelpers.core.verdicts import NOISY_CAUSES, NOISY_IQR, Spread, noise_text, noisy_run
+from d2lhelpers.core.verdicts import (
+    NOISY_CAUSES,
+    NOISY_IQR,
+    Spread,
+    noise_of,
+    noise_text,
+    noisy_run,
+)
 from d2lhelpers.lessons.l06_multi_process.jobs import (
     machine_defaults,
     memory_table,
@@ -84,15 +98,38 @@ class AllReduceJobResult(Reported):
             raise ValueError("one worker all-reduces with nobody: no link to measure")
         return self.fitted.ring_link(self.n_workers)
 
+    def fit_band_s(self, value) -> float | None:
+        """How far `value(fit)` (seconds) could move with each size's time moved by its noise
+        (`costs.fit_noise_s`); None for a run that kept no noise."""
+        if None in self.noises:
+            return None
+        return fit_noise_s(self.sizes, self.times, [noise_of(n) for n in self.noises], value)
+
+    @property
+    def alpha_band_s(self) -> float | None:
+        """alpha's band: the fit's prediction at 0 bytes, moved by the sizes' noises."""
+        return self.fit_band_s(lambda fit: fit.alpha_s)
+
+    def ring_time_s(self, n_workers: int, nbytes: int) -> tuple[float, float | None]:
+        """The model's ring all-reduce of `nbytes` on `n_workers`, from this fit's per-link
+        alpha and beta, and its band (None for a run that kept no noise)."""
+
+        def ring(fit: AlphaBeta) -> float:
+            link = fit.ring_link(self.n_workers)
+            return allreduce_time_s("ring", n_workers, nbytes, link.alpha_s, link.beta_bytes_per_s)
+
+        return ring(self.fitted), self.fit_band_s(ring)
+
     @property
     def verdict(self) -> str:
         fit = self.fitted
         if not all(self.sums_correct):
             wrong = [i for i, ok in enumerate(self.sums_correct) if not ok]
             return f"the all-reduce's sums were WRONG on worker(s) {wrong}: its times mean nothing"
+        alpha = alpha_text(fit.alpha_s, self.alpha_band_s)
         return (
-            f"all-reduce between {self.n_workers} processes: alpha = "
-            f"{format_seconds(fit.alpha_s)} per call, beta = {_rate(fit.beta_bytes_per_s)}; "
+            f"all-reduce between {self.n_workers} processes: alpha = {alpha} per call, "
+            f"beta = {_rate(fit.beta_bytes_per_s)}; "
             "the sums were exact on every worker"
         )
 
@@ -108,9 +145,11 @@ class AllReduceJobResult(Reported):
             each = [format_seconds(w[i]) for w in self.worker_medians_s]
             spread = "-" if noise is None else noise_text(noise)
             rows.append((format_bytes(size), *each, format_seconds(t), spread, *models))
+        alpha = alpha_text(fit.alpha_s, self.alpha_band_s)
         verdicts = [
-            f"{FIT_METHOD}: alpha = {format_seconds(fit.alpha_s)}, beta = "
-            f"{_rate(fit.beta_bytes_per_s)}",
+            f"{FIT_METHOD}: alpha = {alpha}, beta = {_rate(fit.beta_bytes_per_s)} "
+            "(alpha's band: each size's time moved by its noise alone, the fit's alpha moved "
+            "half that, root of the sum of squares)",
             f"two points: alpha = {format_seconds(two.alpha_s)} ({format_bytes(self.sizes[0])} "
             f"alone), beta = {_rate(two.beta_bytes_per_s)} ({format_bytes(self.sizes[-1])})",
             f"cluster start {self.start_s:.1f} s, job {self.wall_s:.1f} s",
@@ -150,6 +189,19 @@ class AllReduceJobResult(Reported):
             f"on {self.where}, 1 op thread each"
         )
         return [Table(title, columns, rows, verdicts, flags), memory_table(self.workers)]
+
+
+def alpha_text(alpha_s: float, band_s: float | None = None) -> str:
+    """A fitted latency with its band, or why it is not resolved: the fit keeps alpha >= 0, so 0
+    means the latency was below the noise, and so does a band that reaches 0."""
+    if alpha_s <= 0:
+        return "not resolved (the fit hit alpha = 0: latency below this link's noise)"
+    if band_s is None:  # a run that kept no noise: the value alone, as it was recorded
+        return format_seconds(alpha_s)
+    said = f"{format_seconds(alpha_s)} ±{format_seconds(band_s)}"
+    if band_s >= alpha_s:
+        return f"{said}: not resolved (its band reaches 0: the times' noise hides the latency)"
+    return said
 
 
 def _rate(bytes_per_s: float) -> str:

@@ -15,6 +15,7 @@ import dataclasses
 from d2lhelpers.collectives.algorithms import allreduce_time_s
 from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import cores_phrase, format_seconds
+from d2lhelpers.lessons.l06_multi_process.allreduce import AllReduceJobResult
 from d2lhelpers.lessons.l06_multi_process.training import (
     TrainingSweepResult,
     scaling_outcome,
@@ -40,14 +41,36 @@ class BreakEvenResult(Reported):
     cores: int
     measured: str  # this run's own K-vs-one sentence
     outcome: str  # and its outcome: 'win', 'lose' or 'tie' (`scaling_outcome`)
+    ring_band_s: float | None = None  # the all-reduce's band from the fit's (None: not known)
 
     @property
     def needed_s(self) -> float | None:
         return break_even_step_s(self.n_workers, self.ring_s, self.cores)
 
     @property
+    def needed_range_s(self) -> tuple[float, float] | None:
+        """The least compute that wins, at both ends of the all-reduce's band (None: no band,
+        or no compute is enough)."""
+        if self.needed_s is None or self.ring_band_s is None:
+            return None
+        ring = (max(0.0, self.ring_s + sign * self.ring_band_s) for sign in (-1, 1))
+        low, high = (break_even_step_s(self.n_workers, r, self.cores) for r in ring)
+        return low, high
+
+    @property
+    def model_says(self) -> str | None:
+        """'win' or 'lose' by the model at this run's step; None when the band of the compute
+        needed holds this run's step (the model cannot say)."""
+        if self.needed_s is None:
+            return "lose"
+        found = self.needed_range_s
+        if found is not None and found[0] <= self.one_step_s <= found[1]:
+            return None
+        return "win" if self.one_step_s > self.needed_s else "lose"
+
+    @property
     def model_says_win(self) -> bool:
-        return self.needed_s is not None and self.one_step_s > self.needed_s
+        return self.model_says == "win"
 
     @property
     def verdict(self) -> str:
@@ -59,33 +82,51 @@ class BreakEvenResult(Reported):
                 f"{k / self.cores:g}x as long, and the all-reduce comes on top"
             )
         now = format_seconds(self.one_step_s)
-        if self.model_says_win:
-            return (
-                f"by the model, {k} workers win once one worker's step computes for more than "
-                f"{format_seconds(self.needed_s)} (a point value from the fitted alpha and beta, "
-                f"whose inputs' noise the sweep's table prints): this run's {now} already does"
+        needed = format_seconds(self.needed_s)
+        found = self.needed_range_s
+        if found is None:
+            source = (
+                "a point value from the fitted alpha and beta, whose inputs' noise the sweep's "
+                "table prints"
             )
-        return (
-            f"by the model, {k} workers win once one worker's step computes for more than "
-            f"{format_seconds(self.needed_s)} (a point value from the fitted alpha and beta, whose "
-            f"inputs' noise the sweep's table prints): {self.needed_s / self.one_step_s:.1f}x this "
-            f"run's {now}"
-        )
+        else:
+            source = (
+                f"{format_seconds(found[0])} to {format_seconds(found[1])} within the fit's band: "
+                "each all-reduce size's time moved by its noise"
+            )
+        said = f"by the model, {k} workers win once one worker's step computes for more than "
+        said += f"{needed} ({source})"
+        if self.model_says is None:
+            return (
+                f"{said}: this run's {now} lies inside that range, so the model cannot say "
+                f"whether {k} workers win here"
+            )
+        if self.model_says_win:
+            return f"{said}: this run's {now} already does"
+        return f"{said}: {self.needed_s / self.one_step_s:.1f}x this run's {now}"
 
     def tables(self) -> list[Table]:
         needed = "never" if self.needed_s is None else format_seconds(self.needed_s)
+        ring = format_seconds(self.ring_s)
+        if self.ring_band_s is not None:
+            ring += f" ±{format_seconds(self.ring_band_s)}"
+        found = self.needed_range_s
+        if found is not None:
+            needed += f" ({format_seconds(found[0])} to {format_seconds(found[1])})"
         rows = [
             ("one worker's step (measured)", format_seconds(self.one_step_s)),
-            (
-                f"all-reduce of the gradients, {self.n_workers} workers (model)",
-                format_seconds(self.ring_s),
-            ),
+            (f"all-reduce of the gradients, {self.n_workers} workers (model)", ring),
             ("usable CPU cores", self.cores),
             ("compute per step needed to win", needed),
         ]
         if self.outcome == "tie":
             judged = "this run cannot tell whether the model is right (inside the noise)"
-        elif (self.outcome == "win") == self.model_says_win:
+        elif self.model_says is None:
+            judged = (
+                "the model cannot be checked here: the fit's band leaves its answer open at this "
+                "run's step"
+            )
+        elif self.outcome == self.model_says:
             judged = (
                 f"the model agrees in direction (both: {self.outcome}); how close its step time "
                 "came is the sentence under the sweep's table"
@@ -96,14 +137,24 @@ class BreakEvenResult(Reported):
         return [Table("when do more workers win?", ("", "value"), rows, [self.verdict, check])]
 
 
-def break_even(sweep: TrainingSweepResult, n_workers: int = 2) -> BreakEvenResult:
-    """The Try-it answer from a sweep holding 1 and `n_workers` workers and an all-reduce fit."""
+def break_even(
+    sweep: TrainingSweepResult, allreduce: AllReduceJobResult | None = None, n_workers: int = 2
+) -> BreakEvenResult:
+    """The Try-it answer from a sweep holding 1 and `n_workers` workers and an all-reduce fit;
+    with the all-reduce job that fit came from (`allreduce`, whose `link` the sweep used), the
+    answer carries the fit's band (`AllReduceJobResult.ring_time_s`)."""
     one = sweep.one
     job = next((j for j in sweep.jobs if j.n_workers == n_workers), None)
     if one is None or job is None or sweep.link is None:
         raise ValueError(f"need a sweep with 1 and {n_workers} workers and a link (its `link=`)")
-    ring = allreduce_time_s(
-        "ring", n_workers, job.gradient_bytes, sweep.link.alpha_s, sweep.link.beta_bytes_per_s
-    )
+    if allreduce is None:
+        link, band = sweep.link, None
+        ring = allreduce_time_s(
+            "ring", n_workers, job.gradient_bytes, link.alpha_s, link.beta_bytes_per_s
+        )
+    elif allreduce.n_workers < 2 or allreduce.link != sweep.link:
+        raise ValueError("the sweep's link is not this all-reduce job's fit: pass the job it used")
+    else:
+        ring, band = allreduce.ring_time_s(n_workers, job.gradient_bytes)
     measured, outcome = scaling_sentence(job, one), scaling_outcome(job, one)
-    return BreakEvenResult(n_workers, one.step_s, ring, sweep.cores, measured, outcome)
+    return BreakEvenResult(n_workers, one.step_s, ring, sweep.cores, measured, outcome, band)

@@ -14,8 +14,7 @@ from pathlib import Path
 from d2lhelpers.collectives.costs import fit_prediction_noise_s
 from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import format_bytes, format_rate, format_seconds
-from d2lhelpers.core.verdicts import noise_of
-from d2lhelpers.lessons.l06_multi_process.allreduce import AllReduceJobResult
+from d2lhelpers.lessons.l06_multi_process.allreduce import AllReduceJobResult, alpha_text
 from d2lhelpers.lessons.l06_multi_process.training import TrainingSweepResult, scaling_sentence
 from d2lhelpers.references import RESULTS_DIR
 
@@ -32,15 +31,10 @@ class HostsReferenceResult(Reported):
 
     def tables(self) -> list[Table]:
         fit = self.job.fitted
-        noises = self.job.noises
-        band = (
-            None
-            if None in noises
-            else alpha_band_s(self.job.sizes, self.job.times, [noise_of(n) for n in noises])
-        )
+        band = self.job.alpha_band_s
         here = [
             "loopback, this run",
-            _alpha(fit.alpha_s, band),
+            alpha_text(fit.alpha_s, band),
             "unbounded"
             if math.isinf(fit.beta_bytes_per_s)
             else format_rate(fit.beta_bytes_per_s, "B/s"),
@@ -72,7 +66,7 @@ class HostsReferenceResult(Reported):
             rows.append(
                 (
                     f"two hosts, {found['rate_bit_s'] / 1e6:.0f} Mbit/s link",
-                    _alpha(found["alpha_s"], band),
+                    alpha_text(found["alpha_s"], band),
                     format_rate(found["beta_bytes_per_s"], "B/s"),
                     _break_even(found["alpha_s"], found["beta_bytes_per_s"], band),
                     f"{found['beta_over_payload_rate']:.2f} ({found['beta_over_rate']:.2f})",
@@ -95,10 +89,11 @@ class HostsReferenceResult(Reported):
             "below the break-even size an all-reduce costs mostly its latency alpha, above it "
             "mostly bytes / beta; alpha and beta are fitted by least squares on relative error "
             "(each size's residual divided by its time, so the largest size does not decide "
-            "alone), and alpha's band is the sum, over the fitted sizes, of half how far the "
-            "fit's alpha moves when that size's time alone moves down and up by its noise "
-            "(`fit_prediction_noise_s` at 0 bytes; plain least squares would give another "
-            "band): a band that reaches 0 leaves alpha, and the break-even size, undetermined",
+            "alone), and alpha's band combines, over the fitted sizes, half how far the fit's "
+            "alpha moves when that size's time alone moves down and up by its noise, as the "
+            "root of their sum of squares (the sizes are timed apart; `costs.fit_noise_s`; "
+            "plain least squares would give another band): a band that reaches 0 leaves "
+            "alpha, and the break-even size, undetermined",
         ]
         if any(found.get("why") for found in self.hosts["allreduce"]):
             band = self.hosts.get("fixed_band")  # recorded since make hosts has kept it
@@ -175,11 +170,6 @@ def break_even_bytes(alpha_s: float, beta_bytes_per_s: float) -> float:
     return alpha_s * beta_bytes_per_s
 
 
-def alpha_band_s(nbytes, seconds, noises_s) -> float:
-    """How far the fitted alpha could move: the fit's prediction at 0 bytes is alpha."""
-    return fit_prediction_noise_s(nbytes, seconds, noises_s, at=0)
-
-
 def _committed_alpha_band_s(found: dict) -> float | None:
     """alpha's band for a committed link: the sizes it was fitted on (those not held out), each
     time moved by its recorded noise; None for a file that kept no per-size noise."""
@@ -192,24 +182,11 @@ def _committed_alpha_band_s(found: dict) -> float | None:
         if s not in held
     ]
     sizes, times, noises = zip(*fitted, strict=True)
-    return alpha_band_s(sizes, times, noises)
+    return fit_prediction_noise_s(sizes, times, noises, at=0)  # the prediction at 0 is alpha
 
 
 def _resolved(alpha_s: float, band_s: float | None) -> bool:
     return alpha_s > 0 and (band_s is None or band_s < alpha_s)
-
-
-def _alpha(alpha_s: float, band_s: float | None = None) -> str:
-    """A fitted latency with its band; the fit keeps alpha >= 0, so 0 means it was not
-    resolved, and so does a band that reaches 0."""
-    if alpha_s <= 0:
-        return "not resolved (the fit hit alpha = 0: latency below this link's noise)"
-    if band_s is None:  # a run that kept no noise: the value alone, as it was recorded
-        return format_seconds(alpha_s)
-    said = f"{format_seconds(alpha_s)} ±{format_seconds(band_s)}"
-    if band_s >= alpha_s:
-        return f"{said}: not resolved (its band reaches 0: the times' noise hides the latency)"
-    return said
 
 
 def _break_even(alpha_s: float, beta_bytes_per_s: float, band_s: float | None) -> str:
