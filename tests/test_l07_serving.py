@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import matplotlib.pyplot as plt
 import pytest
 
-from d2lhelpers.core.verdicts import Spread, higher_or_lower
+from d2lhelpers.core.verdicts import Spread, higher_or_lower, relative_noise
 from d2lhelpers.lessons.l07_serving import (
     Window,
     check_layout_tokens,
@@ -74,7 +74,12 @@ def test_capacity_is_what_the_steps_allow():
     noisy = Measurement("d", [0.8e-3, 0.9e-3, 1e-3, 1.1e-3, 1.2e-3])  # IQR 20%
     steady = Measurement("p", [1e-3] * 5)  # the 5% floor
     two = Capacity([noisy, steady], [steady, steady], [4, 4], 4)
-    assert two.steps_text("decode") == "1.00 ms ±20%, 1.00 ms ±5% (floor)"
+    assert two.steps_text("decode") == "1.00 ms ±20% for 4 slots, 1.00 ms ±5% (floor) for 4 slots"
+    assert two.inputs_text() == (  # read 63: a group's slots were not printed
+        "4 tokens / (prefill + 3 x step / slots), summed over the servers; step 1.00 ms ±20% for "
+        "4 slots, 1.00 ms ±5% (floor) for 4 slots; prefill 1.00 ms ±5% (floor), 1.00 ms ±5% "
+        "(floor)"
+    )
     rate = 4 / 1.75e-3
     one_band = (1e-3 * 0.05 + 0.75e-3 * 0.20) / 1.75e-3  # 11.4%
     assert two.tokens_per_s.iqr == pytest.approx(rate * one_band + rate * 0.05)
@@ -322,6 +327,16 @@ def test_the_failure_verdict_compares_after_with_n_minus_1_over_n():
     )
     # the band is the comparison's: both noises over the capacity (read 55: "0.62x ± 0.34"
     # printed beside a test that found no measurable difference)
+    held.capacity_inputs = "16 tokens / (...)"  # read 63: the steps it comes from, printed
+    assert held.sentence().endswith("from its steps just before: 16 tokens / (...))")
+    held.capacity_inputs = ""
+    # read 63: the ± of 'after is ...x' rebuilds as the printed x times after's ± + before's ±
+    note = next(n for n in FailureResult([held], 2).tables()[0].verdicts if n.startswith("each ±"))
+    assert "the printed x times the after window's ± plus the before window's ±" in note
+    c = held.throughput_after, held.throughput_before.scaled(held.expected)
+    ratio = c[0].median / c[1].median
+    band = ratio * relative_noise(c[0]) + relative_noise(held.throughput_before)
+    assert f"(±{band:.0%})" in held.sentence()
     held.capacity = Spread(850.0, 0.0)  # 1.18x ± 0.11: above it beyond both noises
     assert held.sentence().endswith(
         "1.18x ± 0.11 its measured capacity (850.0 tok/s ±5% (floor), from its steps just "

@@ -59,6 +59,7 @@ class Failover:
     after: tuple[float, float]
     capacity: Spread | None = None  # tokens/s measured from its steps before the run
     at_once: int | None = None  # devices that can compute at the same time (None: all of them)
+    capacity_inputs: str = ""  # the steps the capacity comes from (`Capacity.inputs_text`)
 
     @property
     def model_allows_no_gain(self) -> bool:
@@ -193,7 +194,8 @@ class Failover:
             said += (
                 f"; before the loss it served {self.utilisation:.2f}x ± {band:.2f} its measured "
                 f"capacity ({format_rate(capacity.median, 'tok/s')} {noise_text(capacity)}, "
-                "from its steps just before)"
+                "from its steps just before"
+                + (f": {self.capacity_inputs})" if self.capacity_inputs else ")")
             )
             if self.utilisation > 1 + band:  # more than its steps allow: the capacity ran low
                 said += (
@@ -360,6 +362,9 @@ class FailureResult(Reported):
             "it), and the requests it restarted are read again from their prompts there. The "
             "model assumes the window before served at capacity (its share is in each sentence "
             "above).",
+            "each ± beside 'after is ...x (n - 1) / n x before' is both windows' noises over the "
+            "model's after ((n - 1) / n x before): the printed x times the after window's ± "
+            "plus the before window's ±",
         ]
         rows = [r.row() for r in self.runs]
         title = "throughput before and after one device is lost"
@@ -409,6 +414,7 @@ def run_serving_failure(
             Failover(
                 name, n_devices, log, (window.warmup_s, fail_at), after,
                 capacity.tokens_per_s, at_once_here(n_devices, devices[0].kind),
+                capacity.inputs_text(),
             )
         )  # fmt: skip
         steps.finish(name)

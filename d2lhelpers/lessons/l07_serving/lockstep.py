@@ -90,6 +90,10 @@ class LockstepResult(Reported):
         columns = ["replicas", "capacity", *POINT_COLUMNS]
         notes = [self.latencies("latency", "independent median latency")]
         notes += [line for c in self.capacities if (line := c.summed_note())]
+        notes += [
+            f"{mode}'s capacity: {c.inputs_text()}"
+            for mode, c in zip(MODES, self.capacities, strict=True)
+        ]
         independent = self.capacities[0]
         if independent.at_once is not None and independent.at_once < len(independent.decode):
             notes.append(

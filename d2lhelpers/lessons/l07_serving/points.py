@@ -112,9 +112,18 @@ class Capacity:
         return Spread(total, noise)
 
     def steps_text(self, which: str) -> str:
-        """Each server's 'decode' or 'prefill' time with its noise: what the capacity sums."""
-        return ", ".join(
-            f"{format_seconds(m.median)} {noise_text(m)}" for m in getattr(self, which)
+        """Each server's 'decode' or 'prefill' time with its noise: what the capacity sums (a
+        decoding step with the slots it steps at once)."""
+        found = [f"{format_seconds(m.median)} {noise_text(m)}" for m in getattr(self, which)]
+        if which == "decode":
+            found = [f"{text} for {s} slots" for text, s in zip(found, self.slots, strict=True)]
+        return ", ".join(found)
+
+    def inputs_text(self) -> str:
+        """What the capacity is made of, to rebuild it and its band from the page."""
+        return (
+            f"{self.n_out} tokens / (prefill + {self.n_out - 1} x step / slots), summed over the "
+            f"servers; step {self.steps_text('decode')}; prefill {self.steps_text('prefill')}"
         )
 
     @property
