@@ -483,7 +483,8 @@ def test_a_rate_within_the_noise_of_a_peak_that_barely_moved_blames_no_one():
     m.peak_noise = 0.04
     assert m.rate_noise == pytest.approx(0.09) and not m.above_peak  # 1.09x of 10.3, 1.12x of 10
     assert measurement_warnings(m) == []
-    assert "(above it by less than the noise of 9%: not a result)" in str(m)
+    assert "(above it by less than the noise of 9%: the rate's 5% + the peak's 4%: not a " in str(m)
+    assert "peak's noise now 4%: the larger of the kept reading's spread and the gap" in str(m)
 
 
 def test_a_lower_remeasure_is_reported_as_measured_while_the_best_is_kept():

@@ -305,7 +305,10 @@ def test_merge_probe_verdict_names_what_stops_the_merge_beside_its_control():
     # each time with its noise: 5 calls' IQR, or the floor (each ratio's band: both summed)
     assert found.tables()[0].rows[-1][3:] == ["10.00 ms", "±5% (floor)"]
     # the probe's processes use TensorFlow's default threading: their times are not one device's
-    assert "only the counts are read" in found.tables()[0].verdicts[-1]
+    assert (
+        "only the counts, and each row's time against its control's (both run that way), are read"
+        in (found.tables()[0].verdicts[-1])
+    )
     spread = MergeProbeResult(10, 64, [ProbeRun("both_control", 10, 1, 0.01, 0.002)])
     assert spread.tables()[0].rows[0][4] == "±20%"
 

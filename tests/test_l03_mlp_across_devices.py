@@ -302,6 +302,7 @@ def test_a_rate_above_its_peak_within_the_noise_is_labelled_in_the_table():
         m.peak, m.peak_noise = peak, 0.91
     (table,) = run.tables()
     assert table.rows[0][4] == (
-        "1.16 of 86.0 GFLOP/s (above it by less than the noise of 96%: not a result)"
+        "1.16 of 86.0 GFLOP/s (above it by less than the noise of 96%: the rate's 5% + the "
+        "peak's 91%, a peak too noisy to judge a rate against: not a result)"
     )
     assert table.rows[1][4] == "0.78 of 250.0 GFLOP/s"

@@ -235,7 +235,8 @@ def test_the_device_table_names_each_device_its_peak_and_the_baseline(monkeypatc
     monkeypatch.setattr(peaks, "usable_cores", lambda: 2)
     kept = (
         "within this measurement; a later rate above it beyond both noises has it measured "
-        "again, and the gap between the two readings becomes its noise)"
+        "again, and its noise becomes the larger of the kept reading's spread and the gap "
+        "between the readings)"
     )
     # 2e10 FLOP/s = 20.0 GFLOP/s, 5e14 = 500.0 TFLOP/s, 1.5e11 = 150.0 GFLOP/s; noises as %.
     assert peaks.describe_devices() == "\n".join(

@@ -182,12 +182,18 @@ class Measurement:
 
     @property
     def above_peak_within(self) -> str:
-        """' (above it by less than the noise of 91%: not a result)' for a rate above the best
+        """' (above it by less than the noise of 96%: the rate's 5% + the peak's 91%, ...: not a
+        result)' for a rate above the best
         known peak within both noises (beyond them, `measurement_warnings` flags it); else ''."""
         peak = self.best_peak
         if self.rate is None or not peak or self.rate <= peak or self.above_peak:
             return ""
-        return f" (above it by less than the noise of {self.rate_noise:.0%}: not a result)"
+        said = f" (above it by less than the noise of {self.rate_noise:.0%}"
+        if self.peak_noise:  # its parts, so that the band rebuilds from the page (read 64)
+            said += f": the rate's {relative_noise(self):.0%} + the peak's {self.peak_noise:.0%}"
+            if self.peak_noise > NOISY_IQR:
+                said += ", a peak too noisy to judge a rate against"
+        return said + ": not a result)"
 
     def __str__(self) -> str:
         text = f"{self.label}: {format_seconds(self.median)} (IQR {format_seconds(self.iqr)}, "
@@ -199,7 +205,13 @@ class Measurement:
                 peak = format_rate(peak_now, self.unit)
                 again = (
                     f" (the best reading kept; measured again now: "
-                    f"{format_rate(self.remeasured_peak, self.unit)})"
+                    f"{format_rate(self.remeasured_peak, self.unit)}"
+                    + (
+                        f", the peak's noise now {self.peak_noise:.0%}: the larger of the kept "
+                        "reading's spread and the gap between the readings)"
+                        if self.peak_noise
+                        else ")"
+                    )
                     if self.remeasured_peak
                     else ""
                 )

@@ -227,7 +227,8 @@ def describe_devices(devices: list[Device] | None = None) -> str:
             said = (
                 f"measured peak: {format_rate(peak.current)} (noise {peak.noise:.0%} within this "
                 "measurement; a later rate above it beyond both noises has it measured again, and "
-                "the gap between the two readings becomes its noise)"
+                "its noise becomes the larger of the kept reading's spread and the gap between the "
+                "readings)"
             )
         lines.append(f"{d.name}\n    {d.note}\n    memory: {memory}; {said}")
     baseline = machine_baseline_rate()

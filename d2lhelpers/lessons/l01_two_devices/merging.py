@@ -119,7 +119,8 @@ class MergeProbeResult(Reported):
         where = (
             "each process runs on TensorFlow's own CPU device with its default threading (every "
             "usable core), not on one of this kernel's logical devices: its times are not one "
-            "device's, and only the counts are read"
+            "device's, and only the counts, and each row's time against its control's (both run "
+            "that way), are read"
         )
         return [Table(title, columns, rows, [self.verdict, where])]
 
