@@ -500,6 +500,12 @@ def test_the_seed_reading_takes_the_numpy_copy_off_before_inferring_rates():
     assert "502 TFLOP/s" in text and "above its datasheet's peak" in text
     assert "TF32" in text and "names neither its GPU nor its link" in text
     assert "hypothesis" in text
+    # read 64: 12.75 ms rests on an assumed copy rate; the whole run bounds it the other way
+    assert (
+        "12.75 ms (if its .numpy() copy ran at the seed's copy rate, an assumption; 55.70 ms"
+        in text
+    )
+    assert "0.5% to 2.2% of its 2.5692 s" in text
 
 
 def test_a_copy_between_logical_cpu_devices_is_timed_at_each_size_beside_a_real_copy():
