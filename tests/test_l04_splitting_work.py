@@ -341,14 +341,19 @@ def test_traced_idle_share_is_read_against_the_model_within_the_calls_spread():
         "idle share in the traces: 20% (3 traced calls: 20% to 33%); the GPipe model "
         "(p-1)/(m+p-1) = 20% lies within that spread; every call below 50% = 1 - 1/p: the "
         "stages were in flight at the same time in every traced call (a trace cannot show "
-        "whether each had a core)"
-    )
+        "whether each had a core); the first two stages had ops in flight at the same time for "
+        "50% to 75% of the shorter's busy time (0% would be one after the other)"
+    )  # read 64: an idle share alone cannot say whether the stages overlapped; this share can
     assert within.rows is on_time and not within.flags()
     above = _trace(late, late, late)
     assert "more than the GPipe model (p-1)/(m+p-1) = 20% in every call;" in above.verdict
     taking_turns = _gpipe(4)  # stage 1 starts when stage 0 has finished: 8 s of 16, 50% idle
     serial = _trace(taking_turns, taking_turns).verdict
-    assert serial.endswith("no traced call shows time gained from overlapping them")
+    assert serial.endswith(
+        "no traced call shows time gained from overlapping them; the first two stages had ops in "
+        "flight at the same time for 0% of the shorter's busy time: in every traced call they "
+        "took turns"
+    )
     assert "50% =" in serial
     at_once = [OpEvent(f"/device:CPU:{d}", "MatMul", "matmul", 0, 4) for d in (0, 1)]
     flagged = _trace(at_once, at_once, late)  # 0%, 0%, 33%: one call is above the floor

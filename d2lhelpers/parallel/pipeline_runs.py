@@ -47,7 +47,13 @@ from d2lhelpers.parallel.model import (
 )
 from d2lhelpers.parallel.result import ParallelResult, measure_calls
 from d2lhelpers.timing.benchmark import Measurement
-from d2lhelpers.tracing.timeline import OpEvent, busy_intervals, busy_seconds, trace
+from d2lhelpers.tracing.timeline import (
+    OpEvent,
+    busy_intervals,
+    busy_seconds,
+    overlap_seconds,
+    trace,
+)
 
 MAX_LAYERS = 256
 MAX_PIECES = 4096  # microbatches x layers: each is a matmul in the one traced graph
@@ -366,6 +372,18 @@ def trace_pipeline(
     pipeline = build(stack_weights(width, n_layers, names[0]), names, microbatches)
     x = input_batch(batch, width, names[0])
     return [trace(pipeline, x, warmup=i == 0) for i in range(calls)], names
+
+
+def stages_together_from_trace(rows: list[OpEvent], devices: list[str]) -> float | None:
+    """How long the first two stages had their own ops in flight at the same time, as a share of
+    the shorter's busy time (None with fewer than two busy stages): what an idle share cannot
+    tell, stages that took turns from stages that overlapped and each ran slower."""
+    own = [r for r in rows if r.lane == "" and r.kind != "copy"]
+    busy = [busy_intervals(own, device_name(d)) for d in devices[:2]]
+    shorter = min((busy_seconds(b) for b in busy), default=0.0)
+    if len(busy) < 2 or shorter <= 0:
+        return None
+    return overlap_seconds(*busy) / shorter
 
 
 def bubble_from_trace(rows: list[OpEvent], devices: list[str]) -> float:

@@ -15,6 +15,7 @@ from d2lhelpers.parallel.pipeline_runs import (
     PipelineResult,
     bubble_floor,
     bubble_from_trace,
+    stages_together_from_trace,
     trace_pipeline,
 )
 from d2lhelpers.tracing.timeline import OpEvent, incomplete_reason
@@ -112,7 +113,31 @@ class PipelineTraceResult(Reported):
                 f"; every call below {serial:.0%} = 1 - 1/p: the stages were in flight at the "
                 "same time in every traced call (a trace cannot show whether each had a core)"
             )
-        return f"idle share in the traces: {self.bubble:.0%} ({self.spread}); {where}"
+        return (
+            f"idle share in the traces: {self.bubble:.0%} ({self.spread}); {where}{self.together}"
+        )
+
+    @property
+    def together(self) -> str:
+        """'; the two stages in flight at the same time for 12% to 30% of the shorter's busy
+        time ...': what answers whether they overlapped at all (an idle share alone cannot)."""
+        shares = [
+            s
+            for rows in self.whole
+            if (s := stages_together_from_trace(rows, self.devices)) is not None
+        ]
+        if len(self.devices) < 2 or not shares:
+            return ""
+        low, high = min(shares), max(shares)
+        spread = f"{low:.0%}" if round(low, 2) == round(high, 2) else f"{low:.0%} to {high:.0%}"
+        said = (
+            f"; the first two stages had ops in flight at the same time for {spread} of the "
+            "shorter's busy time"
+        )
+        if high <= 0:
+            return said + ": in every traced call they took turns"
+        # (on one core any overlap reads below the floor, and the verdict is a flag instead)
+        return said + " (0% would be one after the other)"
 
     def tables(self) -> list[Table]:
         notes = []
