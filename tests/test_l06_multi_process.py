@@ -875,3 +875,20 @@ def test_the_committed_runs_fixed_band_is_said_beside_its_readings(tmp_path):
     path.write_text(json.dumps(hosts))
     notes = l06.hosts_reference(job, None, path).tables()[0].verdicts
     assert not any("fixed band" in note for note in notes)
+
+
+def test_the_committed_training_model_prints_the_alpha_and_beta_it_used():
+    # read 64: the 100 Mbit/s row printed its own alpha and beta (fitted without the held-out
+    # sizes) beside a model step that `make hosts` computed from a fit on all the sizes
+    from d2lhelpers.lessons.l06_multi_process import hosts
+
+    data = hosts.load_hosts()
+    slow = min(data["allreduce"], key=lambda f: f["rate_bit_s"])
+    said = hosts._training_words(data["training"], slow)
+    alpha, beta = (
+        float(x) for x in re.search(r"alpha ([\d.]+) ms and beta ([\d.]+) MB/s", said).groups()
+    )
+    one = data["training"]["step_s"][0]
+    rebuilt = one + alpha * 1e-3 + data["training"]["gradient_bytes"] / (beta * 1e6)
+    assert rebuilt == pytest.approx(data["training"]["predicted_s"][-1], rel=0.01)
+    assert f"fitted on all {len(slow['sizes'])} sizes" in said

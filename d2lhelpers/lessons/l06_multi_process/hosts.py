@@ -11,7 +11,7 @@ import math
 import re
 from pathlib import Path
 
-from d2lhelpers.collectives.costs import fit_prediction_noise_s
+from d2lhelpers.collectives.costs import fit_alpha_beta, fit_prediction_noise_s
 from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import format_bytes, format_rate, format_seconds
 from d2lhelpers.lessons.l06_multi_process.allreduce import AllReduceJobResult, alpha_text
@@ -71,7 +71,9 @@ class HostsReferenceResult(Reported):
                     _break_even(found["alpha_s"], found["beta_bytes_per_s"], band),
                     f"{found['beta_over_payload_rate']:.2f} ({found['beta_over_rate']:.2f})",
                     held,
-                    _training_words(self.hosts["training"]) if slowest else "- (slowest link only)",
+                    _training_words(self.hosts["training"], found)
+                    if slowest
+                    else "- (slowest link only)",
                 )
             )
         machine = self.hosts["machine"]
@@ -153,13 +155,26 @@ class HostsReferenceResult(Reported):
         return tables
 
 
-def _training_words(training: dict) -> str:
-    """The two-host training's verdict, and its 2-worker step beside the cost model's."""
+def _training_words(training: dict, link: dict) -> str:
+    """The two-host training's verdict, and its 2-worker step beside the cost model's, with the
+    alpha and beta that model used: `make hosts` fits them on every size of the slowest `link`
+    (the row's own are fitted without the held-out sizes), so that the model rebuilds."""
     measured, predicted = training["step_s"][-1], training["predicted_s"][-1]
+    gap = measured / predicted - 1
+    used = ""
+    if "worker_medians_s" in link and "gradient_bytes" in training:  # older files kept neither
+        slowest = [max(t) for t in zip(*link["worker_medians_s"], strict=True)]
+        fit = fit_alpha_beta(link["sizes"], slowest)
+        used = (
+            f"one worker's step {format_seconds(training['step_s'][0])} + the ring's all-reduce "
+            f"of {format_bytes(training['gradient_bytes'])} from alpha "
+            f"{format_seconds(fit.alpha_s)} and beta {format_rate(fit.beta_bytes_per_s, 'B/s')}, "
+            f"fitted on all {len(link['sizes'])} sizes; "
+        )
     return (
         f"{training['two_vs_one']} (the committed run's verdict, from step times whose spread "
         f"it did not keep: not checkable here); a step took {format_seconds(measured)}, the "
-        f"model says {format_seconds(predicted)} ({measured / predicted - 1:+.0%}: the committed "
+        f"model says {format_seconds(predicted)} ({used}{gap:+.0%}: the committed "
         "run kept no spread for its steps, so this gap is not read as the model holding or "
         "missing)"
     )
