@@ -31,7 +31,7 @@ def at_once_verdict(both: Measurement, one: Measurement, kind: str, k: int = 2, 
     cores = usable_cores() if cores is None else cores
     want = slowdown_model(k, kind, cores)
     ratio = both.median / one.median
-    said = f"{plural(k, 'chain')} at once took {ratio:.2f}x one chain"
+    said = f"{plural(k, 'chain')} launched together in one graph took {ratio:.2f}x one chain"
     if want is None:
         return said + " (virtual GPUs share one chip: no model is checked)"
     c = Comparison(both.median, want * one.median, noise_of(both) + want * noise_of(one))
