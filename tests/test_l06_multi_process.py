@@ -381,7 +381,8 @@ def test_the_model_step_is_read_against_the_noise_of_both_step_times():
     off = l06.TrainingSweepResult([_fake_training(1, 1e-3), _fake_training(2, 2.2e-3)], link, 2)
     said = off.model_sentence(off.jobs[1])
     assert "-27% from the model, beyond the noise of the step times" in said
-    assert "the miss may be the fit's" in said and said in str(off)
+    assert "the alpha-beta fit's own noise is not counted here (the Try-it below prints" in said
+    assert said in str(off)
     two_cores = l06.break_even(
         l06.TrainingSweepResult(
             [_fake_training(1, 1e-3), _fake_training(2, 0.8e-3)], AlphaBeta(1e-3, 1e9), cores=2

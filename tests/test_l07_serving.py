@@ -768,3 +768,19 @@ def test_lock_step_faster_than_independent_replicas_names_a_hypothesis():
     assert "(a hypothesis, not measured: the independent servers' threads compete" in slower
     faster = LockstepResult([cap, cap], [timed(0.05), timed(0.1)]).tables()[0].verdicts[0]
     assert " is lower than " in faster and "hypothesis" not in faster
+
+
+def test_the_models_band_is_built_as_the_capacitys():
+    # read 64: the replicas' model printed ±17% beside 2 x one device's capacity at ±8%, the
+    # same quantity: the model added the step's and the prefill's relative noises
+    from d2lhelpers.lessons.l07_serving.sweep import capacity_model
+
+    noisy = Measurement("d", [0.8e-3, 0.9e-3, 1e-3, 1.1e-3, 1.2e-3])  # IQR 20%
+    steady = Measurement("p", [1e-3] * 5)  # the 5% floor
+    one = Capacity([noisy], [steady], [4], 4)
+    reduce = {"decode": steady, "prefill": steady}
+    model = capacity_model(one, 2, 1, reduce, at_once=2, prompt_len=8)["replicas"]
+    two = Capacity([noisy, noisy], [steady, steady], [4, 4], 4).tokens_per_s
+    assert model.median == pytest.approx(two.median)
+    assert relative_noise(model) == pytest.approx(relative_noise(two))  # 11.4%, not 25%
+    assert relative_noise(model) < 0.2

@@ -339,9 +339,13 @@ class AllreduceOverlapResult(Reported):
                 f"a hidden fraction of {hidden:.0%} (± {noise:.0%}) is below 0, so it is not a "
                 "share of time hidden: the combined run took longer than the parts one after "
                 "the other"
-                + (" (inside the noise)" if -hidden <= noise else "")
-                + ". Likely causes: the runs contend for the same cores or memory, or the "
-                "machine was busy (another program or another copy of this notebook)"
+                + (
+                    " (inside the noise: no slowdown is measured, so nothing to explain)"
+                    if -hidden <= noise
+                    else ". Possible causes, not measured here: the runs contend for the same "
+                    "cores or memory, or the machine was busy (another program or another copy "
+                    "of this notebook)"
+                )
             )
         for m in (self.allreduce, self.compute, self.launch, self.combined):
             found += [f"{m.label}: {warning}" for warning in m.warnings]

@@ -277,7 +277,7 @@ class TrainingSweepResult(Reported):
         return (
             f"{said}: {(job.step_s - predicted) / predicted:+.0%} from the model, beyond the "
             f"noise of the step times (±{noise / predicted:.0%}); the alpha-beta fit's own noise "
-            "is not counted, so the miss may be the fit's"
+            "is not counted here (the Try-it below prints the all-reduce's band from it)"
         )
 
     def tables(self) -> list[Table]:

@@ -99,7 +99,8 @@ class LockstepResult(Reported):
             notes.append(
                 "lock step's capacity is bounded the same way: its one server steps every device "
                 f"in one call, and only {independent.at_once} of them can compute at once here, "
-                "so what this machine serves cannot exceed what that many devices make alone "
+                "so what this machine serves cannot exceed what that many devices make alone, "
+                "each holding as many sequences as it holds here "
                 "(expected, not measured here: the load sweep measures one device's capacity, "
                 "this comparison does not); a capacity printed above that is the rough bound, "
                 "not a measurement of more"
