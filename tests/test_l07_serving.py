@@ -1,6 +1,7 @@
 """Notebook 07's experiments: verdicts on injected numbers, tiny real runs, refusals, the panel,
 and an edited notebook cell changing what the panel runs."""
 
+import re
 from types import SimpleNamespace
 
 import matplotlib.pyplot as plt
@@ -343,6 +344,14 @@ def test_the_failure_verdict_compares_after_with_n_minus_1_over_n():
         "before), more than it beyond the noise: its capacity was measured low on this run, so "
         "the share it served is a rough one"
     )
+    # read 65: "0.80x ± 0.20 ... measurably less" hid a 0.996 edge; the digits show the side
+    edge = failover(500)
+    before = edge.throughput_before.median
+    for capacity in [before * (1.1 + i / 2000) for i in range(20)]:  # across 1 - u = band
+        edge.capacity = Spread(capacity, 0.0)
+        said = edge.sentence()
+        u, band = (float(x) for x in re.search(r"served ([\d.]+)x ± ([\d.]+) its", said).groups())
+        assert (1 - u > band) == ("measurably less" in said), said
     held.capacity = Spread(920.0, 0.0)  # 1.09x ± 0.10: inside the band
     assert "more than it" not in held.sentence()
     assert held.sentence().endswith(

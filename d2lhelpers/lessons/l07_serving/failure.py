@@ -22,6 +22,7 @@ from d2lhelpers.core.verdicts import (
     NOISE_FLOOR,
     UNTESTED,
     Spread,
+    agreeing_digits,
     compare,
     higher_or_lower,
     model_test,
@@ -191,10 +192,12 @@ class Failover:
             # the band `test` compares the two with (both noises over the capacity), so that
             # "below capacity" is read exactly when the band misses 1 (read 55: two rules)
             band = (noise_of(before) + noise_of(capacity)) / capacity.median
+            # enough digits that the printed numbers show which side of 1 the band ends (read 65)
+            d = agreeing_digits(self.utilisation, band, abs(self.utilisation - 1) > band)
             said += (
-                f"; before the loss it served {self.utilisation:.2f}x ± {band:.2f} its measured "
-                f"capacity ({format_rate(capacity.median, 'tok/s')} {noise_text(capacity)}, "
-                "from its steps just before"
+                f"; before the loss it served {self.utilisation:.{d}f}x ± {band:.{d}f} its "
+                f"measured capacity ({format_rate(capacity.median, 'tok/s')} "
+                f"{noise_text(capacity)}, from its steps just before"
                 + (f": {self.capacity_inputs})" if self.capacity_inputs else ")")
             )
             if self.utilisation > 1 + band:  # more than its steps allow: the capacity ran low
