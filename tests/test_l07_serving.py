@@ -81,6 +81,11 @@ def test_capacity_is_what_the_steps_allow():
         "4 slots, 1.00 ms ±5% (floor) for 4 slots; prefill 1.00 ms ±5% (floor), 1.00 ms ±5% "
         "(floor)"
     )
+    # read 64: a noisy step is flagged in every table that prints a capacity from it
+    assert two.warnings == []  # `measure` sets a measurement's warnings; none set here
+    noisy.warnings = ["noisy: IQR is 20% of the median"]
+    assert two.warnings == ["d: noisy: IQR is 20% of the median"]
+    noisy.warnings = []
     rate = 4 / 1.75e-3
     one_band = (1e-3 * 0.05 + 0.75e-3 * 0.20) / 1.75e-3  # 11.4%
     assert two.tokens_per_s.iqr == pytest.approx(rate * one_band + rate * 0.05)
@@ -331,6 +336,9 @@ def test_the_failure_verdict_compares_after_with_n_minus_1_over_n():
     held.capacity_inputs = "16 tokens / (...)"  # read 63: the steps it comes from, printed
     assert held.sentence().endswith("from its steps just before: 16 tokens / (...))")
     held.capacity_inputs = ""
+    held.capacity_warnings = ["d: noisy: IQR is 20% of the median"]
+    assert "replicas's capacity, d: noisy: IQR is 20%" in FailureResult([held], 2).flags()[0]
+    held.capacity_warnings = []
     # read 63: the ± of 'after is ...x' rebuilds as the printed x times after's ± + before's ±
     note = next(n for n in FailureResult([held], 2).tables()[0].verdicts if n.startswith("each ±"))
     assert "the printed x times the after window's ± plus the before window's ±" in note

@@ -61,6 +61,7 @@ class Failover:
     capacity: Spread | None = None  # tokens/s measured from its steps before the run
     at_once: int | None = None  # devices that can compute at the same time (None: all of them)
     capacity_inputs: str = ""  # the steps the capacity comes from (`Capacity.inputs_text`)
+    capacity_warnings: list[str] = dataclasses.field(default_factory=list)  # their noisy ones
 
     @property
     def model_allows_no_gain(self) -> bool:
@@ -319,7 +320,8 @@ class FailureResult(Reported):
             "speeding up once another worker stops",
         )
         listed = numbered(causes)
-        return [
+        noisy = [f"{r.layout}'s capacity, {w}" for r in self.runs for w in r.capacity_warnings]
+        return noisy + [
             f"{r.layout} served {r.ratio:.2f}x as much after losing a device as before, beyond "
             "the noise, which the model (each replica on a device of its own, sharing nothing) "
             f"does not allow: not read as a result. Possible causes (hypotheses, not measured), "
@@ -417,7 +419,7 @@ def run_serving_failure(
             Failover(
                 name, n_devices, log, (window.warmup_s, fail_at), after,
                 capacity.tokens_per_s, at_once_here(n_devices, devices[0].kind),
-                capacity.inputs_text(),
+                capacity.inputs_text(), capacity.warnings,
             )
         )  # fmt: skip
         steps.finish(name)

@@ -105,7 +105,7 @@ class LockstepResult(Reported):
                 "this comparison does not); a capacity printed above that is the rough bound, "
                 "not a measurement of more"
             )
-        flags = self.stalled()
+        flags = self.stalled() + [w for c in self.capacities for w in c.warnings]
         for mode, c, p in zip(MODES, self.capacities, self.points, strict=True):
             found = served_above(mode, p.throughput, c.tokens_per_s, f"at {p.offered:.0f} req/s")
             if found:

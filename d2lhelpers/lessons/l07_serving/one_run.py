@@ -65,7 +65,7 @@ class ServingRunResult(Reported):
                 POINT_COLUMNS,
                 [self.point.row()],
                 notes,
-                [stall] * bool(stall),
+                [stall] * bool(stall) + c.warnings,
             )
         ]
 

@@ -119,6 +119,11 @@ class Capacity:
             found = [f"{text} for {s} slots" for text, s in zip(found, self.slots, strict=True)]
         return ", ".join(found)
 
+    @property
+    def warnings(self) -> list[str]:
+        """Each noisy step's or prefill's warning, named, as every measurement's table flags it."""
+        return [f"{m.label}: {w}" for m in (*self.decode, *self.prefill) for w in m.warnings]
+
     def inputs_text(self) -> str:
         """What the capacity is made of, to rebuild it and its band from the page."""
         return (

@@ -451,11 +451,7 @@ class LoadSweepResult(Reported):
                 )
         for s in self.sweeps:
             found += s.flags()
-            found += [
-                f"{m.label}: {w}"
-                for m in (*s.capacity.decode, *s.capacity.prefill)
-                for w in m.warnings
-            ]
+            found += s.capacity.warnings
         return found
 
     @property
