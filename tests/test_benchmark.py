@@ -208,6 +208,12 @@ def test_a_rate_above_the_peak_within_the_noise_does_not_remeasure():
         lambda: None, flops=1.06e9, peak=peak, warmup=0, number=1, clock=timed(0.1), sync=no_sync
     )
     assert calls == [1] and m.remeasured_peak == 20e9 and peak.current == 20e9
+    # read 66: the noise later rates meet is the gap between the readings (10 and 20: 50%),
+    # printed as such, not the noise this rate was judged with (0)
+    assert m.remeasured_noise == pytest.approx(0.5)
+    assert "this rate is judged with the peak's noise before that, 0%, later rates with 50%" in (
+        str(m)
+    )
 
 
 def test_the_peaks_own_noise_and_the_runs_iqr_widen_the_band():
@@ -484,7 +490,8 @@ def test_a_rate_within_the_noise_of_a_peak_that_barely_moved_blames_no_one():
     assert m.rate_noise == pytest.approx(0.09) and not m.above_peak  # 1.09x of 10.3, 1.12x of 10
     assert measurement_warnings(m) == []
     assert "(above it by less than the noise of 9%: the rate's 5% + the peak's 4%: not a " in str(m)
-    assert "peak's noise now 4%: the larger of the kept reading's spread and the gap" in str(m)
+    m.remeasured_noise = 0.03
+    assert "judged with the peak's noise before that, 4%, later rates with 3%: the larger" in str(m)
 
 
 def test_a_lower_remeasure_is_reported_as_measured_while_the_best_is_kept():

@@ -292,6 +292,15 @@ def test_alpha_and_the_rings_time_carry_the_fits_band():
     assert "its band reaches 0: the times' noise hides the latency" in job.verdict
 
 
+def test_a_larger_message_faster_than_the_smallest_is_flagged_not_read():
+    # read 66: 64 KiB in 6.45 ms beside 4 KiB in 8.21 ms, printed as an ordinary residual
+    job = _fake_allreduce([[8.21e-3, 6.45e-3, 9e-3]] * 2, [4 * KiB, 64 * KiB, 1 * MiB])
+    (flag,) = job.tables()[0].flags
+    assert flag.startswith("64.0 KiB took 6.45 ms, less than the 4.0 KiB all-reduce's 8.21 ms")
+    job.worker_iqrs_s = [[2e-3, 1e-3, 0.5e-3]] * 2  # within both noises: nothing to flag
+    assert not any("less than the" in f for f in job.tables()[0].flags)
+
+
 def test_two_point_model_of_flat_times_is_all_latency():
     job = _fake_allreduce([[1e-3, 1e-3], [1e-3, 0.9e-3]], [4 * KiB, 8 * KiB])
     assert job.two_point == AlphaBeta(1e-3, math.inf)

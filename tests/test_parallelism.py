@@ -176,6 +176,10 @@ def test_parallel_run_verdict_follows_the_data():
     assert near.verdict.endswith("with both noises 50.50 ms: within the noise, so the model held)")
     shaky = _run(times=(0.45, 0.55, 0.6))  # within the noise, but its runs spread by 30%
     assert shaky.reachable_test == "noisy" and "but not tested (its runs spread" in shaky.verdict
+    # read 66: a quiet split against a noisy one-device run (the reachable's source): not held
+    shaky_reference = _run(times=(0.51,) * 3, reference=(0.8, 1.0, 1.3))
+    assert shaky_reference.reachable_test == "noisy"
+    assert "within the noise, but not tested (its runs spread" in shaky_reference.verdict
     # slower than one device, and so below the reachable by far: missed, however noisy the runs
     slower = _run(times=(1.5,) * 3)
     assert "1.50x slower than one device" in slower.verdict

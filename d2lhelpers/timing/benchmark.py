@@ -146,6 +146,7 @@ class Measurement:
     warnings: list[str] = dataclasses.field(default_factory=list)
     remeasured_peak: float | None = None  # the peak measured again because the rate exceeded it
     peak_noise: float = 0.0  # the peak's own noise: IQR / median of the runs that measured it
+    remeasured_noise: float | None = None  # the peak's noise once measured again (later rates')
 
     @property
     def median(self) -> float:
@@ -207,9 +208,10 @@ class Measurement:
                     f" (the best reading kept; measured again now: "
                     f"{format_rate(self.remeasured_peak, self.unit)}"
                     + (
-                        f", the peak's noise now {self.peak_noise:.0%}: the larger of the kept "
-                        "reading's spread and the gap between the readings)"
-                        if self.peak_noise
+                        f"; this rate is judged with the peak's noise before that, "
+                        f"{self.peak_noise:.0%}, later rates with {self.remeasured_noise:.0%}: the "
+                        "larger of the kept reading's spread and the gap between the readings)"
+                        if self.remeasured_noise is not None
                         else ")"
                     )
                     if self.remeasured_peak
@@ -294,6 +296,7 @@ def measure(
         # This result is judged with the noise it was measured against; the record's noise,
         # now at least the gap between its two readings, widens every later measurement's band.
         result.remeasured_peak = peak.remeasure()
+        result.remeasured_noise = peak.noise
     result.warnings = measurement_warnings(result)
     return result
 

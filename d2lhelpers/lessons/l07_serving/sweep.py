@@ -34,6 +34,7 @@ from d2lhelpers.core.verdicts import (
     higher_or_lower,
     impossible,
     model_test,
+    noise_text,
     ratio_noise,
     relative_noise,
 )
@@ -140,6 +141,16 @@ class LayoutSweep:
         """Why the capacity is not a result, when the saturated window's engines made more
         tokens per busy second than the capacity assumes, beyond its noise: its steps, timed
         with every slot busy, were timed slow."""
+        above = self.served_above_beyond()
+        if above is not None:  # read 66: a window served more than its steps allow
+            return (
+                f"{self.layout}: its measured capacity is not a result: a window ({_at(above)}) "
+                f"served {format_rate(above.throughput.median, 'tok/s')} "
+                f"{noise_text(above.throughput)}, above it beyond both noises, so its steps were "
+                "timed slow (the machine was busier then, or the steps ran at a different speed: "
+                "hypotheses, not measured), and every reading against the capacity below is a "
+                "rough bound"
+            )
         point = self.saturation_point
         found = point and self._tokens_per_busy_second(point)
         if not found or found[0] - found[1] <= 1:
@@ -262,17 +273,28 @@ class LayoutSweep:
         )
         return found[0] if found and not found[1] else None
 
-    def flags(self) -> list[str]:
-        """Any load point that stalled (no tokens in its window); and any, saturated or not, that
-        served more than the measured capacity beyond the noise: the first, from the highest
-        throughput."""
-        stalls = [line for p in self.points if (line := p.stalled(self.layout))]
+    def served_above_beyond(self) -> LoadPoint | None:
+        """The highest-throughput point that served more than the measured capacity beyond both
+        noises, if any: then the capacity, not the serving, is what was measured wrong."""
         for point in sorted(self.points, key=lambda p: -p.throughput.median):
             found = served_above(
                 self.layout, point.throughput, self.capacity.tokens_per_s, _at(point)
             )
             if found and found[1]:
-                return [found[0], *stalls]
+                return point
+        return None
+
+    def flags(self) -> list[str]:
+        """Any load point that stalled (no tokens in its window); and any, saturated or not, that
+        served more than the measured capacity beyond the noise: the first, from the highest
+        throughput."""
+        stalls = [line for p in self.points if (line := p.stalled(self.layout))]
+        point = self.served_above_beyond()
+        if point is not None:
+            found = served_above(
+                self.layout, point.throughput, self.capacity.tokens_per_s, _at(point)
+            )
+            return [found[0], *stalls]
         return stalls
 
 
@@ -496,10 +518,13 @@ class LoadSweepResult(Reported):
                     s.layout,
                     s.capacity.steps_text("decode"),
                     s.capacity.steps_text("prefill"),
-                    f"{format_rate(cap, 'tok/s')} ±{cap_noise:.0%}",
+                    f"{format_rate(cap, 'tok/s')} ±{cap_noise:.0%}"
+                    + (" (timed slow: not a result)" if s.capacity_measured_low() else ""),
                     f"{format_rate(s.model.median, 'tok/s')} ±{relative_noise(s.model):.0%}",
                     format_rate(sat, "tok/s") if sat else "not reached",
-                    f"{sat / cap:.2f}" if sat else "-",
+                    "-"
+                    if not sat
+                    else f"{sat / cap:.2f}" + (" (not read)" if s.capacity_measured_low() else ""),
                 ]
             )
         columns = [
