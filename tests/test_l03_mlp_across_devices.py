@@ -178,8 +178,8 @@ def test_baseline_sentence_reads_the_split_rate_within_both_noises():
     at = "2026-12-01T15:00:29"  # a cached baseline says when it was measured
     same = l03.baseline_sentence(split, {"flops_per_s": 104e9, "noise": 0.02, "measured_at": at})
     assert same.endswith(
-        f"(measured {at} in this kernel; noise ±0.10: the ratio x (the run's 5% + the baseline's "
-        "5%)): no measurable difference"
+        f"(measured {at} by this run, in a separate process (not read from a cache); noise "
+        "±0.10: the ratio x (the run's 5% + the baseline's 5%)): no measurable difference"
     )  # its parts printed, so that it can be rebuilt (read 59)
     assert "= 0.96 of the usable cores' baseline" in same
     cached = {"flops_per_s": 104e9, "noise": 0.02, "measured_at": at, "from_cache": True}

@@ -295,6 +295,14 @@ def test_overlap_verdict_follows_the_numbers():
     assert "1.23x one after the other" in slower.verdict and "hid none" in slower.verdict
     assert any("below 0" in f and "(inside the noise" not in f for f in slower.flags())
     assert any("Possible causes, not measured here: the runs contend" in f for f in slower.flags())
+    # read 67: on one core, where the ideals cannot hold for work that needs the core, it is said
+    one_core = _overlap(11e-3)
+    assert not any("with 1 usable CPU core" in v for v in one_core.tables()[1].verdicts)
+    one_core.cores = 1
+    assert any(
+        v.startswith("with 1 usable CPU core, max(all-reduce, compute) and the ceiling are")
+        for v in one_core.tables()[1].verdicts
+    )
     # read 65: inside the noise there is no slowdown to explain, so no causes are named
     (inside,) = [f for f in _overlap(13.5e-3).flags() if "below 0" in f]
     assert inside.endswith("(inside the noise: no slowdown is measured, so nothing to explain)")

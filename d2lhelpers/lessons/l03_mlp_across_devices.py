@@ -169,7 +169,7 @@ def baseline_sentence(split: Measurement, baseline: dict, name: str = "split") -
     source = (
         " by an earlier run, read from the cache"
         if baseline.get("from_cache")
-        else " in this kernel"
+        else " by this run, in a separate process (not read from a cache)"
     )
     return (
         f"{name} rate {format_rate(rate)} = {rate / whole:.2f} of the usable cores' baseline "

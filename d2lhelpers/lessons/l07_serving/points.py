@@ -93,8 +93,8 @@ class Capacity:
             f"the capacity sums {servers} servers' steps, each timed in its own thread while the "
             f"others were timed too; on {cores_phrase(usable_cores())} only {self.at_once} can "
             "compute at once, so a server may have been timed while another waited for a core (a "
-            "hypothesis, not traced): the sum is a rough bound here, not what this machine serves "
-            "at once (the load sweep compares capacities with that ceiling)"
+            "hypothesis, not traced), so the sum may overstate what this machine serves at once "
+            "(the load sweep compares capacities with that ceiling)"
         )
 
     @property

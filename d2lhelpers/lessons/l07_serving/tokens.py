@@ -111,6 +111,9 @@ class MemoryResult(Reported):
             f"weights: {format_bytes(c.weight_bytes)}; KV cache per sequence of {c.max_len} "
             f"tokens: {format_bytes(c.kv_bytes_per_sequence)}",
             where,
+            f"most in flight: computed, not tried: the most sequences whose weights and KV cache "
+            f"fit {checks.MEMORY_SHARE:.0%} of the free memory, read again for each row (so rows "
+            "can differ by what else the machine did meanwhile)",
         ]
         columns = ["layout", f"busiest device, {self.n_devices} sequences", "most in flight"]
         return [Table(f"memory on {self.n_devices} devices", columns, rows, notes)]
