@@ -74,6 +74,16 @@ def ready_engines(layout, config, devices, slots_per_device, code, prompt_len, m
     return engines
 
 
+def server_rate(n_out: int, prefill: tuple, decode: tuple, slots: int) -> Spread:
+    """One server's tokens/s, n_out / (prefill + (n_out - 1) x step / slots), from `prefill` and
+    `decode` as (seconds, noise in seconds): a rate's band is its time's, the parts' noises in
+    seconds over that time (read 62: relative noises added, as for a product, overstated it)."""
+    time = prefill[0] + (n_out - 1) * decode[0] / slots
+    band = prefill[1] + (n_out - 1) * decode[1] / slots
+    rate = n_out / time
+    return Spread(rate, rate * band / time)
+
+
 @dataclasses.dataclass
 class Capacity:
     """A layout's measured steps (per server, all stepping at once) and the tokens/s they allow."""
@@ -105,10 +115,8 @@ class Capacity:
         added as for a product overstated it)."""
         total, noise = 0.0, 0.0
         for d, p, s in zip(self.decode, self.prefill, self.slots, strict=True):
-            time = p.median + (self.n_out - 1) * d.median / s
-            rate = self.n_out / time
-            total += rate
-            noise += rate * (noise_of(p) + (self.n_out - 1) * noise_of(d) / s) / time
+            rate = server_rate(self.n_out, (p.median, noise_of(p)), (d.median, noise_of(d)), s)
+            total, noise = total + rate.median, noise + rate.iqr
         return Spread(total, noise)
 
     def steps_text(self, which: str) -> str:

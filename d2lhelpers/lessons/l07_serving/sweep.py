@@ -48,6 +48,7 @@ from d2lhelpers.lessons.l07_serving.points import (
     ready_engines,
     run_point,
     served_above,
+    server_rate,
     setup_run,
 )
 from d2lhelpers.parallel.tensor_parallel import allreduce_sum
@@ -84,13 +85,10 @@ def capacity_model(one: Capacity, n: int, layers: int, reduce: dict, at_once: in
     work = n / at_once
 
     def cap(decode, prefill, slots, servers=1):
-        """`decode` and `prefill`: (seconds, relative noise) terms summed. As a capacity's
-        (`Capacity.tokens_per_s`), the rate's band is its time's: the terms' noises in seconds
-        over that time (read 64: relative noises added overstated it, ±17% beside ±8%)."""
-        time = sum(t for t, _ in prefill) + (n_out - 1) * sum(t for t, _ in decode) / slots
-        band = sum(t * r for t, r in prefill) + (n_out - 1) * sum(t * r for t, r in decode) / slots
-        value = servers * n_out / time
-        return Spread(value, value * band / time)
+        """`decode` and `prefill`: (seconds, relative noise) terms summed, then one server's rate
+        as a capacity's (`server_rate`: the rate's band is its time's), times `servers`."""
+        parts = [(sum(t for t, _ in x), sum(t * r for t, r in x)) for x in (prefill, decode)]
+        return server_rate(n_out, *parts, slots).scaled(servers)
 
     rd, rp = relative_noise(d1), relative_noise(p1)
     a_d, a_p = reduce["decode"], reduce["prefill"]
@@ -141,8 +139,9 @@ class LayoutSweep:
         """Why the capacity is not a result, when the saturated window's engines made more
         tokens per busy second than the capacity assumes, beyond its noise: its steps, timed
         with every slot busy, were timed slow."""
-        above = self.served_above_beyond()
-        if above is not None:  # read 66: a window served more than its steps allow
+        found = self.served_above_beyond()
+        if found is not None:  # read 66: a window served more than its steps allow
+            above = found[0]
             return (
                 f"{self.layout}: its measured capacity is not a result: a window ({_at(above)}) "
                 f"served {format_rate(above.throughput.median, 'tok/s')} "
@@ -273,15 +272,15 @@ class LayoutSweep:
         )
         return found[0] if found and not found[1] else None
 
-    def served_above_beyond(self) -> LoadPoint | None:
+    def served_above_beyond(self) -> tuple[LoadPoint, str] | None:
         """The highest-throughput point that served more than the measured capacity beyond both
-        noises, if any: then the capacity, not the serving, is what was measured wrong."""
+        noises, with its flag, if any: then the capacity, not the serving, was measured wrong."""
         for point in sorted(self.points, key=lambda p: -p.throughput.median):
             found = served_above(
                 self.layout, point.throughput, self.capacity.tokens_per_s, _at(point)
             )
             if found and found[1]:
-                return point
+                return point, found[0]
         return None
 
     def flags(self) -> list[str]:
@@ -289,13 +288,8 @@ class LayoutSweep:
         served more than the measured capacity beyond the noise: the first, from the highest
         throughput."""
         stalls = [line for p in self.points if (line := p.stalled(self.layout))]
-        point = self.served_above_beyond()
-        if point is not None:
-            found = served_above(
-                self.layout, point.throughput, self.capacity.tokens_per_s, _at(point)
-            )
-            return [found[0], *stalls]
-        return stalls
+        found = self.served_above_beyond()
+        return [found[1], *stalls] if found else stalls
 
 
 def _gain(before: Spread, after: Spread) -> Spread:
