@@ -1,7 +1,9 @@
 """Notebook 07's experiments: verdicts on injected numbers, tiny real runs, refusals, the panel,
 and an edited notebook cell changing what the panel runs."""
 
+import json
 import re
+from pathlib import Path
 from types import SimpleNamespace
 
 import matplotlib.pyplot as plt
@@ -24,7 +26,7 @@ from d2lhelpers.lessons.l07_serving import (
 )
 from d2lhelpers.lessons.l07_serving.failure import Failover, FailureResult
 from d2lhelpers.lessons.l07_serving.points import Capacity, LoadPoint
-from d2lhelpers.lessons.l07_serving.sweep import LayoutSweep, LoadSweepResult
+from d2lhelpers.lessons.l07_serving.sweep import MAX_LOAD, LayoutSweep, LoadSweepResult
 from d2lhelpers.serving.config import bytes_per_device, decoder_config
 from d2lhelpers.serving.load import LoadLog
 from d2lhelpers.serving.requests import Request
@@ -810,3 +812,13 @@ def test_the_models_band_is_built_as_the_capacitys():
     assert model.median == pytest.approx(two.median)
     assert relative_noise(model) == pytest.approx(relative_noise(two))  # 11.4%, not 25%
     assert relative_noise(model) < 0.2
+
+
+def test_the_notebook_states_the_sweeps_highest_load_as_the_code_sets_it():
+    """Notebook 07's markdown names where the sweep stops; it must be the code's MAX_LOAD."""
+    notebook = json.loads(
+        (Path(__file__).parent.parent / "notebooks" / "07_serving.ipynb").read_text()
+    )
+    text = " ".join("".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "markdown")
+    stated = re.findall(r"would exceed ([0-9.]+)× the layout's capacity", " ".join(text.split()))
+    assert stated == [f"{MAX_LOAD:g}"]
