@@ -358,7 +358,8 @@ def diagnosis(found: dict, tcp_bytes_per_s: float) -> list[str]:
     words.append(
         f"fitted beta is {found['beta_over_payload_rate']:.2f} of the payload rate "
         f"({'outside' if off else 'within'} {GOAL:.0%}; the set rate times the TCP payload's "
-        f"share of a frame, {payload_share():.1%}, as tbf counts whole frames), "
+        f"share of a frame, {payload_share():.1%}, as tbf counts whole frames: expected, see "
+        "the note), "
         f"{found['beta_over_rate']:.2f} of the set rate"
     )
     if off and tcp_share >= (1 - GOAL) * payload_share():

@@ -419,7 +419,8 @@ def test_every_warning_word_for_word():
     )
     assert impossible == (
         "50.0 GB/s is 5.00x the device's measured peak (10.0 GB/s, 11.0 GB/s when measured "
-        "again), beyond the noise of 5%: impossible, so not a result. Likely causes, in order: "
+        "again), beyond the noise of 5%: impossible, so not a result. "
+        "Possible causes, not measured here: "
         "(1) the work was deduplicated (identical ops merged) or skipped, or the clock stopped "
         "before the device finished; (2) the reference (peak or baseline) was measured low "
         "(measured again, it still explains nothing); (3) the runs were too noisy (another "
@@ -430,11 +431,13 @@ def test_every_warning_word_for_word():
     assert "(these runs were noisy), which cannot reach" in noisy[1]
     # Just beyond the noise, noise still comes first.
     near = measurement_warnings(Measurement("r", [1.0, 1.1, 1.2, 1.3, 1.4], work=1.4e9, peak=1e9))
-    assert "in order: (1) the runs were too noisy" in near[-1]  # noisy runs: their noise first
+    assert (
+        "not measured here: (1) the runs were too noisy" in near[-1]
+    )  # noisy runs: their noise first
     assert "(these runs were noisy)" in near[-1]
     # Just beyond the noise of runs that were not noisy: that cause goes last, saying why.
     quiet = measurement_warnings(Measurement("r", [1.0] * 3, work=1.12e9, peak=1e9))
-    assert "in order: (1) the reference (peak or baseline) was measured low" in quiet[0]
+    assert "not measured here: (1) the reference (peak or baseline) was measured low" in quiet[0]
     assert "(3) the runs were too noisy" in quiet[0]
     assert quiet[0].endswith("(unlikely: these runs were not noisy)")
 

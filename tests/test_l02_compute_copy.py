@@ -299,6 +299,10 @@ def test_a_real_overlap_is_reported_with_its_hidden_share(monkeypatch):
     text = str(result)
     # both at the 5% floor: 26% x (5% + 5%) = 3% (rounded)
     assert "1.05 GB/s" in text and "26% ± 3% of raw TCP on the link (4.00 GB/s" in text
+    assert "too noisy to read" not in text
+    # read 68: "28% ± 40% of raw TCP" read as a share; a band that reaches 0 is not read
+    spread = fake_result(run=0.030, copy=0.010, sequential=0.038, overlapped=0.031, spread=1.2)
+    assert "turns): too noisy to read (the band reaches 0)" in str(spread)
     assert "ceiling 80% = 1 - launch / min(run, copy)" in text
     assert "WARNING" not in text
     # On one usable core, "copies during matmuls" means in flight at once: the line says so.
@@ -533,10 +537,19 @@ def test_local_copy_verdict_follows_the_measurement():
         "/device:CPU:0", "/device:CPU:1", sizes,
         [measurement("c", 1e-5), measurement("c", 1.2e-5)], memcpy,
     )  # fmt: skip
-    assert handed_over.moved_no_bytes and "no bytes moved" in str(handed_over)
+    assert handed_over.moved_no_bytes and "none of the bytes were copied: the time" in str(
+        handed_over
+    )
     # 1.20x +- 0.12 (both at the 5% floor), and 0.00x a real copy's (faster beyond the noise)
     assert handed_over.verdict.startswith("64x the bytes took 1.20x ± 0.12 the time, and the")
-    assert "0.00x a real copy's (faster, beyond both runs' noise): no bytes" in str(handed_over)
+    assert "0.00x a real copy's (faster, beyond both runs' noise): (almost) none" in str(
+        handed_over
+    )
+    # It grew, so it bounds what moved (read 68): 2 us at 64 MiB / 5 ms = 26.2 KiB, 0.0% of 63 MiB
+    assert handed_over.bytes_copied_at_most == pytest.approx(2e-6 * (64 << 20) / 5e-3)
+    assert "would copy at most 26.2 KiB at the real copy's rate, 0.0% of the 63.0 MiB" in (
+        handed_over.verdict
+    )
     # As fast as a real copy, within the noise: not evidence that no bytes moved.
     near = local_copy.LocalCopyResult(
         "/device:CPU:0", "/device:CPU:1", sizes,

@@ -179,8 +179,12 @@ def test_baseline_sentence_reads_the_split_rate_within_both_noises():
     same = l03.baseline_sentence(split, {"flops_per_s": 104e9, "noise": 0.02, "measured_at": at})
     assert same.endswith(
         f"(measured {at} by this run, in a separate process (not read from a cache); noise "
-        "±0.10: the ratio x (the run's 5% + the baseline's 5%)): no measurable difference"
+        "±0.10: the run's 5% + the baseline's 5%, as a fraction of the baseline): no "
+        "measurable difference"
     )  # its parts printed, so that it can be rebuilt (read 59)
+    # Notebook 01's rule, not the ratio x the noises (read 68): 0.69 of it within 5% + 30%.
+    wide = l03.baseline_sentence(split, {"flops_per_s": 145e9, "noise": 0.30})
+    assert "= 0.69 of" in wide and wide.endswith("no measurable difference")
     assert "= 0.96 of the usable cores' baseline" in same
     cached = {"flops_per_s": 104e9, "noise": 0.02, "measured_at": at, "from_cache": True}
     assert f"(measured {at} by an earlier run, read from the cache; noise" in (

@@ -481,6 +481,10 @@ def test_a_speedup_above_the_reachable_inside_the_noise_is_not_read_as_a_result(
     assert table.rows[1][7].startswith("above the reachable, within its noise (±")
     assert table.rows[1][7].endswith("): not a result")
     assert table.rows[1][6] == "not read (above it)"
+    # read 69: just above it, inside the 5% floor (2.04x against 2.00x): the row says so too
+    (edge,) = _schemes(tensor=0.49).tables()
+    assert edge.rows[1][6].endswith("(measured just above it: that part is noise, not a result)")
+    assert "just above" not in edge.rows[0][6]  # replicas at 1.82x: below it
     assert tensor.verdict.endswith(
         "above the 2.00x reachable here within its noise (±0.62): not a result"
     )

@@ -297,8 +297,14 @@ def test_a_larger_message_faster_than_the_smallest_is_flagged_not_read():
     job = _fake_allreduce([[8.21e-3, 6.45e-3, 9e-3]] * 2, [4 * KiB, 64 * KiB, 1 * MiB])
     (flag,) = job.tables()[0].flags
     assert flag.startswith("64.0 KiB took 6.45 ms, less than the 4.0 KiB all-reduce's 8.21 ms")
+    assert "took less than this alpha" not in str(job)  # flagged: not said twice
     job.worker_iqrs_s = [[2e-3, 1e-3, 0.5e-3]] * 2  # within both noises: nothing to flag
     assert not any("less than the" in f for f in job.tables()[0].flags)
+    # but the two-point alpha (the 4 KiB time alone) says so (read 68)
+    assert "(1.0 MiB); 64.0 KiB took less than this alpha, within both noises: it is one " in (
+        str(job)
+    )
+    assert "which spread ±24%, a rough value" in str(job)
 
 
 def test_two_point_model_of_flat_times_is_all_latency():

@@ -330,7 +330,8 @@ def test_the_failure_verdict_compares_after_with_n_minus_1_over_n():
     held.capacity = Spread(1020.0, 0.0)  # its noise: the 5% floor, summed with the before's
     assert held.test == "held"
     assert held.sentence().endswith(
-        "before the loss it served 0.98x ± 0.10 its measured capacity (1.0 ktok/s ±5% (floor), "
+        "before the loss it served 0.98x ± 0.10 (the window's ±5% x 0.98 + the capacity's ±5%) "
+        "its measured capacity (1.0 ktok/s ±5% (floor), "
         "from its steps just before)"
     )
     # the band is the comparison's: both noises over the capacity (read 55: "0.62x ± 0.34"
@@ -347,10 +348,11 @@ def test_the_failure_verdict_compares_after_with_n_minus_1_over_n():
     c = held.throughput_after, held.throughput_before.scaled(held.expected)
     ratio = c[0].median / c[1].median
     band = ratio * relative_noise(c[0]) + relative_noise(held.throughput_before)
-    assert f"(±{band:.0%})" in held.sentence()
+    assert f"(±{band:.0%}: the first's ±" in held.sentence()
     held.capacity = Spread(850.0, 0.0)  # 1.18x ± 0.11: above it beyond both noises
     assert held.sentence().endswith(
-        "1.18x ± 0.11 its measured capacity (850.0 tok/s ±5% (floor), from its steps just "
+        "1.18x ± 0.11 (the window's ±5% x 1.18 + the capacity's ±5%) its measured capacity "
+        "(850.0 tok/s ±5% (floor), from its steps just "
         "before), more than it beyond the noise: its capacity was measured low on this run, so "
         "the share it served is a rough one"
     )
@@ -360,7 +362,7 @@ def test_the_failure_verdict_compares_after_with_n_minus_1_over_n():
     for capacity in [before * (1.1 + i / 2000) for i in range(20)]:  # across 1 - u = band
         edge.capacity = Spread(capacity, 0.0)
         said = edge.sentence()
-        u, band = (float(x) for x in re.search(r"served ([\d.]+)x ± ([\d.]+) its", said).groups())
+        u, band = (float(x) for x in re.search(r"served ([\d.]+)x ± ([\d.]+) \(", said).groups())
         assert (1 - u > band) == ("measurably less" in said), said
     held.capacity = Spread(920.0, 0.0)  # 1.09x ± 0.10: inside the band
     assert "more than it" not in held.sentence()
@@ -371,13 +373,15 @@ def test_the_failure_verdict_compares_after_with_n_minus_1_over_n():
     held.capacity = Spread(1250.0, 0.0)
     assert held.test == "below capacity"
     assert held.sentence().endswith(
-        "0.80x ± 0.09 its measured capacity (1.2 ktok/s ±5% (floor), from its steps just "
+        "0.80x ± 0.09 (the window's ±5% x 0.80 + the capacity's ±5%) its measured capacity "
+        "(1.2 ktok/s ±5% (floor), from its steps just "
         "before), measurably less: (n - 1) / n compares capacities, so it is not tested here"
     )
     wide = failover(500)  # the same 0.80x from a capacity that spread ±24%: not measurably less
     wide.capacity = Spread(1250.0, 300.0)
-    assert wide.test == "held" and "0.80x ± 0.28 its measured capacity (1.2 ktok/s ±24%" in (
-        wide.sentence()
+    assert wide.test == "held" and (
+        "0.80x ± 0.28 (the window's ±5% x 0.80 + the capacity's ±24%) its measured capacity "
+        "(1.2 ktok/s ±24%" in wide.sentence()
     )
     assert "(not at capacity before: (n - 1) / n not tested)" in FailureResult([held], 2).verdict
 
@@ -503,7 +507,7 @@ def test_saturation_below_capacity_is_taken_apart_from_the_windows_own_steps():
     # saturation / capacity's band: the window's noise over the capacity (0.50 x its 6%) plus
     # the capacity's own (5%: its times', each at the 5% floor): 0.08
     assert said.startswith(
-        "; per busy engine-second it made 0.50x ± 0.08 (0.50 x the window's ±6% + the capacity's "
+        "; per busy engine-second it made 0.50x ± 0.08 (the window's ±6% x 0.50 + the capacity's "
         "±5%) the tokens its capacity"
     )
     assert "the tokens its capacity assumes (fewer beyond the noise): " in said
@@ -560,7 +564,7 @@ def test_a_capacity_timed_slow_is_not_read_against_the_model():
     assert "which is not a result here (above), so it is not read as matching" in reading
     assert "no measurable difference" not in reading and "higher" not in reading.split(";")[0]
     result = LoadSweepResult(2, 1, cap, [slow], step_flops=1e6, peak=1e12)
-    assert "Not tested for pipeline: its capacity was timed slow" in result.regime()
+    assert "Not tested for pipeline: its capacity is not a result" in result.regime()
     # what the served tokens say instead: the saturation against the model, with its noise
     assert "Instead, pipeline's saturation is 0.20x its model: lower beyond" in result.regime()
     # one device computing at once: the model divides nothing, whatever the arithmetic share
@@ -600,6 +604,21 @@ def test_a_capacity_timed_slow_is_not_read_against_the_model():
     inside = LoadSweepResult(2, 1, cap, [near], step_flops=1e6, peak=1e12)
     assert inside.above_reachable() == [(near, False)] and "within the noise" in str(inside)
     assert not any("can compute at once allow" in f for f in inside.flags())
+    # read 68: every device computing at once, a capacity above n x one device (the ideal,
+    # replicas' model) within the noise is not a result, and nothing is read against it
+    one = capacity(0.008, 0.002, 4, 4)  # 500 tok/s: the ideal 2 x 500, near's 1039 above it
+    two = LoadSweepResult(2, 2, one, [near], step_flops=1e6, peak=1e12)
+    said = two.capacity_doubt(near)
+    assert said.startswith("replicas: its measured capacity, 1.0 ktok/s ±5% (floor), is 1.04x")
+    assert (
+        "the most 2 devices computing at once allow (2x one device's capacity, 1.0 ktok/s ±5%"
+        in (said)
+    )
+    assert "above it within the noise: not a result" in said
+    assert near.sentences(said)[0] == said and "(not a result)" in str(two)
+    assert "Not tested for replicas: its capacity is not a result" in two.regime()
+    below = LoadSweepResult(2, 2, capacity(0.007, 0.002, 4, 4), [near], 1e6, 1e12)
+    assert below.capacity_doubt(near) is None  # below the ideal: read against its model
     # the same window's steps at the timed speed: the capacity stands, read against the model
     saturated.log.engine_calls = [(i / 100, 0.008, "decode") for i in range(100)]
     assert slow.capacity_measured_low() is None

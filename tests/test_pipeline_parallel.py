@@ -276,3 +276,15 @@ def test_microbatches_beating_one_device_beyond_the_noise_put_the_yardstick_in_d
     # within both noises of it: no flag (a whole batch that spread from 0.7 to 1.6 s)
     run.reference = Measurement("one device", [0.7, 1.2, 1.6])
     assert run.yardstick_flag is None
+
+
+def test_the_bubbles_printed_digits_show_which_side_of_its_noise_it_is():
+    """Read 69: '55% ± 5%' was read 'above the least possible 50% beyond its noise'; across that
+    edge the printed bubble, noise and floor must show the verdict by themselves."""
+    for i in range(60):
+        run = _pipeline(step=0.68 + i / 3000, busy=1.0)  # bubbles around 20% + its ~7% noise
+        b, n = (float(x.rstrip("%")) for x in run.bubble_text().split(" ± "))
+        floor = round(100 * run.bubble_floor, 2)
+        beyond = run.measured_bubble > run.bubble_floor + run.bubble_noise
+        assert (round(b - floor, 2) > n) == beyond, run.bubble_text()
+        assert run.bubble_reading.startswith("above the least possible") == beyond

@@ -75,6 +75,9 @@ def test_faster_or_slower_reads_differently_with_the_data():
     same = faster_or_slower(quiet(9.03e-3, 0.5e-3), quiet(9.27e-3, 0.5e-3), "split", "one")
     assert same.startswith("no measurable difference between split and one")
     assert "9.03 ms vs 9.27 ms" in same and "within the noise of 1.00 ms" in same
+    # read 69: a gap just inside the noise printed as wide as it; more digits show the side
+    edge = faster_or_slower(quiet(10.5155e-3, 0.5262e-3), quiet(9.5165e-3, 0.4758e-3), "a", "b")
+    assert "(10.516 ms vs 9.517 ms, within the noise of 1.002 ms)" in edge
 
 
 def test_a_comparisons_outcome_word_for_a_table_cell():
@@ -113,7 +116,7 @@ def test_impossible_lists_the_causes_in_order():
     assert f"(1) {LIKELY_CAUSES[0]}; (2) {LIKELY_CAUSES[1]}; (3) " in text
     assert "noisy" in LIKELY_CAUSES[0] and "measured low" in LIKELY_CAUSES[1]
     assert "skipped" in LIKELY_CAUSES[2]
-    assert impossible("x", causes=("only one",)).endswith("in order: (1) only one")
+    assert impossible("x", causes=("only one",)).endswith("not measured here: (1) only one")
 
 
 @pytest.mark.parametrize(
@@ -233,26 +236,29 @@ def test_higher_or_lower_reads_rates_against_both_noises():
 
     # 0.8 against 1.0, each at the 5% floor: band 0.04 + 0.05 = 0.09, 9% of 1.0.
     assert higher_or_lower(Spread(0.8, 0.0), Spread(1.0, 0.0), "A", "B") == (
-        "A is 0.80x B: lower beyond the noise (±9%)"
+        "A is 0.80x B: lower beyond the noise (±9%: the first's ±5% x 0.80 + the second's ±5%)"
     )
     # 1.6 against 2.0: band 0.08 + 0.10 = 0.18, 9% of 2.0 (a share of the second value)
     assert higher_or_lower(Spread(1.6, 0.0), Spread(2.0, 0.0), "A", "B") == (
-        "A is 0.80x B: lower beyond the noise (±9%)"
+        "A is 0.80x B: lower beyond the noise (±9%: the first's ±5% x 0.80 + the second's ±5%)"
     )
     assert higher_or_lower(Spread(1.2, 0.0), 1.0, "A", "B") == (
-        "A is 1.20x B: higher beyond the noise (±11%)"  # 0.06 + 0.05
+        "A is 1.20x B: higher beyond the noise (±11%: the first's ±5% x 1.20 + the second's ±5%)"
     )
     assert higher_or_lower(Spread(1.05, 0.2), 1.0, "A", "B") == (
-        "A is 1.05x B: no measurable difference, within the noise (±25%)"
+        "A is 1.05x B: no measurable difference, within the noise (±25%: the first's ±19% x "
+        "1.05 + the second's ±5%)"
     )
     assert higher_or_lower(0.0, 0.0, "A", "B") == "A is 0 against B of 0: no measurable difference"
     # read 60: 0.58x beside ±42% put 1.00 on the band's edge; one more digit shows the side
     # (0.577 against 1.0: band 0.02885 + 0.39115 = 0.42, gap 0.423: beyond it)
     assert higher_or_lower(Spread(0.577, 0.0), Spread(1.0, 0.39115), "A", "B") == (
-        "A is 0.577x B: lower beyond the noise (±42.0%)"
+        "A is 0.577x B: lower beyond the noise (±42.0%: the first's ±5% x 0.577 + the "
+        "second's ±39%)"
     )
     assert higher_or_lower(Spread(0.583, 0.0), Spread(1.0, 0.39115), "A", "B") == (
-        "A is 0.58x B: no measurable difference, within the noise (±42%)"
+        "A is 0.58x B: no measurable difference, within the noise (±42%: the first's ±5% x "
+        "0.58 + the second's ±39%)"
     )  # gap 0.417 inside 0.42: on the edge at two digits is inside, so two digits say it
     assert higher_or_lower(Spread(3.0, 0.0), 0.0, "A", "B") == "A is 3 against B of 0: higher"
     # A spread scales with its value (a rate per device, times the devices).

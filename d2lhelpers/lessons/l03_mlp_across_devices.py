@@ -30,6 +30,7 @@ from d2lhelpers.core.units import cores_phrase, format_rate, format_seconds, plu
 from d2lhelpers.core.verdicts import (
     UNTESTED,
     Comparison,
+    against_limit,
     compare,
     faster_or_slower,
     impossible,
@@ -148,7 +149,7 @@ def baseline_sentence(split: Measurement, baseline: dict, name: str = "split") -
     rate, whole = split.rate, baseline["flops_per_s"]
     own, base_noise = noise_of(split) / split.median, baseline_noise(baseline)
     relative = own + base_noise
-    c = Comparison(rate, whole, relative * rate)
+    c = against_limit(rate, whole, relative)  # notebook 01's rule for a rate against it
     if not c.measurable:
         where = "no measurable difference"
     elif rate > whole and name == "split":
@@ -175,8 +176,8 @@ def baseline_sentence(split: Measurement, baseline: dict, name: str = "split") -
         f"{name} rate {format_rate(rate)} = {rate / whole:.2f} of the usable cores' baseline "
         f"{format_rate(whole)}{baseline_chain(baseline)} (measured "
         f"{baseline.get('measured_at', 'in this run')}{source}; "
-        f"noise ±{relative * rate / whole:.2f}: the ratio x (the run's {own:.0%} + the "
-        f"baseline's {base_noise:.0%})): {where}"
+        f"noise ±{relative:.2f}: the run's {own:.0%} + the baseline's {base_noise:.0%}, as a "
+        f"fraction of the baseline): {where}"
     )
 
 

@@ -129,6 +129,18 @@ class PipelineResult(ParallelResult):
         relative = noise_of(self.measurement) / self.time + noise_of(busy) / busy.median
         return (1 - self.measured_bubble) * relative
 
+    def bubble_text(self, template: str = "{b} ± {n}") -> str:
+        """The measured bubble and its noise, in whole percent, or with the decimals (up to 2)
+        that show from the printed digits whether it is above the least possible beyond its
+        noise (read 69: "55% ± 5%" above 50% "beyond its noise")."""
+        bubble, noise, floor = self.measured_bubble, self.bubble_noise, self.bubble_floor
+        beyond = bubble > floor + noise
+        for d in (0, 1, 2):
+            b, n, f = (round(100 * x, d) for x in (bubble, noise, floor))
+            if (round(b - f, d) > n) == beyond or d == 2:
+                return template.format(b=f"{b:.{d}f}%", n=f"{n:.{d}f}%")
+        raise AssertionError("unreachable")
+
     @property
     def bubble_flags(self) -> list[str]:
         bubble = self.measured_bubble
@@ -242,7 +254,7 @@ class PipelineResult(ParallelResult):
             lines.append("measured bubble: flagged, not a result (see the warning)")
         else:
             lines.append(
-                f"measured bubble {self.measured_bubble:.0%} (±{self.bubble_noise:.0%}) of the "
+                f"measured bubble {self.bubble_text('{b} (±{n})')} of the "
                 f"devices' time; GPipe model (p-1)/(m+p-1) = {self.model_bubble:.0%}: "
                 + self.bubble_reading
             )

@@ -16,7 +16,7 @@ def split(tensor, axis, devices):
     """`tensor` cut along `axis` into len(devices) near-equal slices, slice k on device k."""
     what = "columns" if axis == tensor.shape.rank - 1 else "rows"
     sizes = split_sizes(int(tensor.shape[axis]), len(devices), what)
-    # Cut where the tensor is, then copy only each slice: no device holds the whole.
+    # Cut where the tensor is, then copy only each slice: no other device is sent the whole.
     return [place(part, d) for part, d in zip(tf.split(tensor, sizes, axis), devices, strict=True)]
 
 
@@ -40,8 +40,9 @@ def allreduce_sum(parts, devices, bias=None):
 
     The running sum travels device 0 -> 1 -> ... -> N-1, each adding its own part (N-1
     hand-overs); then the total is handed to the other N-1 devices: 2(N-1) hand-overs, as the
-    seed's Go program counts. Plain adds and copies, so it cannot deadlock (raw collective ops in
-    one tf.function can, without ordering tokens).
+    seed's Go program counts. Plain adds and copies: no op waits for a peer (raw collective ops
+    in one tf.function can hang without ordering tokens: probed by this project's authors, not
+    run here).
     """
     with tf.name_scope(ALLREDUCE_SCOPE):
         total = parts[0]

@@ -3,7 +3,8 @@
 `remote_tf_workers(k)` starts k `tf.distribute.Server` workers on this machine (a `WorkerGroup`)
 and connects this process to them: ops placed on '/job:worker/replica:0/task:0/device:CPU:0' run
 in the worker, and their results cross a real gRPC link, so a copy's cost is measured, not
-simulated (between two logical CPU devices of one process a "copy" moves no bytes).
+simulated (between two logical CPU devices of one process a "copy" moves (almost) no bytes:
+notebook 02 bounds how many).
 `tf_worker_at('HOST:PORT')` connects to a server already running elsewhere instead (another
 network namespace, another machine), started there with
 

@@ -6,7 +6,7 @@ spent), keeps every raw time, and warns when a result cannot be true. A rate is 
 device's measured peak only when it exceeds it by more than the noise of both (the rate's runs,
 and the peak's own runs); such a rate first has the peak measured again (when the peak knows how:
 a `MeasuredPeak`): if the fresh peak explains the rate, the peak had been measured low, and the
-fresh peak is the one every later measurement uses; otherwise the likely causes are listed in
+fresh peak is the one every later measurement uses; otherwise the possible causes are listed in
 order (too noisy, peak measured low, work skipped or merged).
 """
 

@@ -91,7 +91,8 @@ def baseline_below_peak(m: Measurement, baseline: dict, whose: str) -> str | Non
         "device, one thread, is expected at best to roughly match every usable core on one "
         "chain (expected, not measured), so the baseline is not a yardstick in this run: no "
         "rate here is read against it, not a result "
-        f"(d2l.machine_baseline_rate(refresh=True) measures it again). Likely causes, in order: "
+        "(d2l.machine_baseline_rate(refresh=True) measures it again). "
+        "Possible causes, not measured here: "
         f"{listed}"
     )
 

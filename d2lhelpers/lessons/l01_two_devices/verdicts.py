@@ -11,6 +11,7 @@ from d2lhelpers.core.verdicts import (
     UNTESTED,
     Comparison,
     above_limit,
+    against_limit,
     impossible,
     noise_of,
     noisy_run,
@@ -154,7 +155,7 @@ def _yardstick(m: Measurement, base: float, baseline: dict) -> str:
                 "(d2l.machine_baseline_rate(refresh=True) measures it again)"
             )
         return said
-    if m.rate > base * (1 - noise):
+    if not against_limit(m.rate, base, noise).measurable:
         return f"; they match it, within the noise of {noise:.0%}"
     return f"; below it by more than the noise of {noise:.0%}" + _own_peak(
         m, base, 1, baseline, True
@@ -187,7 +188,7 @@ def _against(m: Measurement, base: float, times: int, baseline: dict, plural: bo
             )
             return f"{said}. " + impossible(above, (stale, *LIKELY_CAUSES))
         return f"{said}. " + impossible(above)
-    if m.rate > times * base * (1 - noise):
+    if not against_limit(m.rate, times * base, noise).measurable:
         return f"{said}, and {'do' if plural else 'does'}, within the noise of {noise:.0%}"
     said += f": below that by more than the noise of {noise:.0%}"
     return said + _own_peak(m, base, times, baseline, plural)

@@ -397,7 +397,8 @@ class ComputeCopyResult(Reported):
                     "copy over gRPC",
                     f"{self.copy_rate / GB:.2f} GB/s",
                     f"{share:.0%} ± {share_noise:.0%} of raw TCP on the link ({peak}, timed in "
-                    "turns)",
+                    "turns)"
+                    + (": too noisy to read (the band reaches 0)" if share_noise >= share else ""),
                 ],
             ],
         )

@@ -119,8 +119,8 @@ class SeedReadingResult(Reported):
                 f"an H100/H200's dense TF32 peak ({H100_TF32_PEAK / 1e12:.0f} TFLOP/s, NVIDIA's "
                 "datasheet), the highest of NVIDIA's GPUs before the Blackwell generation (their "
                 "datasheets); the seed names no GPU, but on any earlier NVIDIA GPU this rate is "
-                "above its datasheet's peak. Likely causes, "
-                f"in order: {causes}"
+                "above its datasheet's peak. Possible causes, "
+                f"not measured here: {causes}"
             )
         columns = ["timing", "value", "what"]
         return [Table("The seed's numbers, read carefully", columns, rows, verdicts, flags)]

@@ -201,9 +201,7 @@ class BubbleComparisonResult(Reported):
         rows = []
         for run in self.runs:
             measured = (  # a run flagged for any reason gives no bubble to read
-                "flagged"
-                if not run.trusted
-                else f"{run.measured_bubble:.0%} ± {run.bubble_noise:.0%}"
+                "flagged" if not run.trusted else run.bubble_text()
             )
             rows.append((run.microbatches, measured, f"{run.model_bubble:.0%}"))
         columns = ("microbatches", "measured bubble", "GPipe model (p-1)/(m+p-1)")

@@ -169,6 +169,8 @@ class ThreeSchemesResult(Reported):
                     f"above the reachable, within its noise (±{r.speedup_noise:.2f}): not a result"
                 )
                 model = "not read (above it)"
+            elif r.trusted and r.speedup > r.reachable_speedup:  # above it, inside the floor
+                model += " (measured just above it: that part is noise, not a result)"
             rows.append(
                 (
                     r.scheme,

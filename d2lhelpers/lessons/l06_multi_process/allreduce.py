@@ -116,6 +116,28 @@ class AllReduceJobResult(Reported):
             if compare(s, first).a_faster
         ]
 
+    def faster_than_smallest_within(self) -> str:
+        """'; 16.0 KiB took less than ...' for larger sizes faster than the smallest within both
+        noises (beyond them, `below_smallest` flags them): the two-point alpha is the smallest's
+        time, so they sit below it, and its residuals there say more about its noise than the
+        model (read 68: three sizes at -13% to -20% beside a 4 KiB time at ±70%)."""
+        first = self.times[0]
+        flagged = {line.split(" took ")[0] for line in self.below_smallest()}
+        faster = [
+            format_bytes(size)
+            for size, t in zip(self.sizes[1:], self.times[1:], strict=True)
+            if t < first and format_bytes(size) not in flagged
+        ]
+        if not faster:
+            return ""
+        noise = self.noises[0]
+        spread = "" if noise is None else f", which spread {noise_text(noise)}"
+        return (
+            f"; {', '.join(faster)} took less than this alpha, within both noises: it is one "
+            f"size's time{spread}, a rough value, and its residuals at those sizes are not "
+            "read as the model's"
+        )
+
     def fit_band_s(self, value) -> float | None:
         """How far `value(fit)` (seconds) could move with each size's time moved by its noise
         (`costs.fit_noise_s`); None for a run that kept no noise."""
@@ -169,7 +191,8 @@ class AllReduceJobResult(Reported):
             "(alpha's band: each size's time moved by its noise alone, the fit's alpha moved "
             "half that, root of the sum of squares)",
             f"two points: alpha = {format_seconds(two.alpha_s)} ({format_bytes(self.sizes[0])} "
-            f"alone), beta = {_rate(two.beta_bytes_per_s)} ({format_bytes(self.sizes[-1])})",
+            f"alone), beta = {_rate(two.beta_bytes_per_s)} ({format_bytes(self.sizes[-1])})"
+            + self.faster_than_smallest_within(),
             f"cluster start {self.start_s:.1f} s, job {self.wall_s:.1f} s",
         ]
         if self.n_workers > 1:
@@ -178,9 +201,10 @@ class AllReduceJobResult(Reported):
                 f"per link (ring of {self.n_workers}): alpha_link = "
                 f"{format_seconds(link.alpha_s)}, beta_link = {_rate(link.beta_bytes_per_s)}"
                 + (
-                    "; on loopback a 'link' is gRPC through the kernel, on the cores that "
-                    "compute: it has no fixed rate to set beta against (notebook 02 times raw "
-                    "TCP on it; the two-host rows below set beta against a link's set rate)"
+                    "; on loopback a 'link' is gRPC through the kernel, run on the cores that "
+                    "compute: no rate is set for it to read beta against (notebook 02 times raw "
+                    "TCP on it; whether its rate moves with the compute is a hypothesis not "
+                    "tested here; the two-host rows below read beta against a link's set rate)"
                     if self.where == "loopback"
                     else ""
                 )

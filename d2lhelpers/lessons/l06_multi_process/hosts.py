@@ -87,7 +87,9 @@ class HostsReferenceResult(Reported):
             f"the two-host rows are a committed `make hosts` run (not this run): one veth "
             f"pair shaped by tbf on both ends (burst {format_bytes(link['burst_bytes'])}), MTU "
             f"{link['mtu']}; tbf counts whole frames, of which TCP payload is at most "
-            f"{link['payload_share']:.1%}",
+            f"{link['payload_share']:.1%} (expected, not measured: a full frame less IPv4's 20 "
+            "and TCP's 32 header bytes, timestamps on as Linux's default, over the frame with "
+            "its 14-byte Ethernet header, which Linux's qdiscs count in a packet's length)",
             "below the break-even size an all-reduce costs mostly its latency alpha, above it "
             "mostly bytes / beta; alpha and beta are fitted by least squares on relative error "
             "(each size's residual divided by its time, so the largest size does not decide "

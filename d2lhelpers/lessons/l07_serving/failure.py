@@ -30,6 +30,7 @@ from d2lhelpers.core.verdicts import (
     noise_text,
     numbered,
     ratio_noise,
+    relative_noise,
 )
 from d2lhelpers.lessons.l07_serving.plots import plot_requests
 from d2lhelpers.lessons.l07_serving.points import (
@@ -196,7 +197,9 @@ class Failover:
             # enough digits that the printed numbers show which side of 1 the band ends (read 65)
             d = agreeing_digits(self.utilisation, band, abs(self.utilisation - 1) > band)
             said += (
-                f"; before the loss it served {self.utilisation:.{d}f}x ± {band:.{d}f} its "
+                f"; before the loss it served {self.utilisation:.{d}f}x ± {band:.{d}f} (the "
+                f"window's ±{relative_noise(before):.0%} x {self.utilisation:.{d}f} + the "
+                f"capacity's ±{relative_noise(capacity):.0%}) its "
                 f"measured capacity ({format_rate(capacity.median, 'tok/s')} "
                 f"{noise_text(capacity)}, from its steps just before"
                 + (f": {self.capacity_inputs})" if self.capacity_inputs else ")")

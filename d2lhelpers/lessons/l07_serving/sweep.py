@@ -24,6 +24,7 @@ from d2lhelpers.core.units import (
     device_names,
     format_rate,
     format_seconds,
+    plural,
     usable_cores,
 )
 from d2lhelpers.core.verdicts import (
@@ -163,9 +164,12 @@ class LayoutSweep:
             "every reading against the capacity below is a rough bound"
         )
 
-    def sentences(self) -> list[str]:
+    def sentences(self, doubt: str | None = None) -> list[str]:
+        """The capacity against the model, then the saturation against the capacity. `doubt`
+        (from the sweep: the capacity above what the devices computing at once allow) or
+        `capacity_measured_low` puts the capacity aside: nothing is read against it."""
         name, cap = self.layout, self.capacity.tokens_per_s
-        low = self.capacity_measured_low()
+        low = self.capacity_measured_low() or doubt
         said = (
             [low]
             if low
@@ -212,7 +216,7 @@ class LayoutSweep:
             return ""
         ratio, band = found
         parts = (
-            f"{ratio:.2f} x the window's ±{_window_noise(point):.0%} + the "
+            f"the window's ±{_window_noise(point):.0%} x {ratio:.2f} + the "
             f"capacity's ±{relative_noise(self.capacity.tokens_per_s):.0%}"
         )  # the band's parts, so that it can be rebuilt (read 58)
         timed = statistics.median(m.median for m in self.capacity.decode)
@@ -358,10 +362,8 @@ class LoadSweepResult(Reported):
 
     def above_reachable(self) -> list[tuple[LayoutSweep, bool]]:
         """Layouts bounded by one device (`bounded_by_one_device`) whose measured capacity is
-        above `reachable` (fewer devices computing at once than devices), each with whether it
-        is beyond the noise of both capacities."""
-        if self.at_once >= self.n_devices:
-            return []
+        above `reachable` (the ideal when every device can compute at once), each with whether
+        it is beyond the noise of both capacities."""
         reach = self.one_device.tokens_per_s.scaled(self.at_once)
         return [
             (s, compare(s.capacity.tokens_per_s, reach).measurable)
@@ -369,6 +371,29 @@ class LoadSweepResult(Reported):
             if self.bounded_by_one_device(s.layout)
             and s.capacity.tokens_per_s.median > reach.median
         ]
+
+    def capacity_doubt(self, sweep: LayoutSweep) -> str | None:
+        """Why `sweep`'s capacity is not a result, if it is not: timed slow against its own
+        window (`capacity_measured_low`), or above what the devices computing at once allow,
+        within the noise or beyond it (read 68: 1.26x the ideal was read against its model)."""
+        low = sweep.capacity_measured_low()
+        if low:
+            return low
+        above = dict((s.layout, beyond) for s, beyond in self.above_reachable())
+        if sweep.layout not in above:
+            return None
+        cap = sweep.capacity.tokens_per_s
+        reach = self.one_device.tokens_per_s.scaled(self.at_once)
+        return (
+            f"{sweep.layout}: its measured capacity, {format_rate(cap.median, 'tok/s')} "
+            f"{noise_text(cap)}, is {cap.median / reach.median:.2f}x the most "
+            f"{plural(self.at_once, 'device')} computing at once allow ({self.at_once}x one "
+            f"device's capacity, {format_rate(reach.median, 'tok/s')} {noise_text(reach)}), "
+            "above it "
+            + ("beyond both noises" if above[sweep.layout] else "within the noise")
+            + ": not a result (the two were timed at different moments, and which is off is not "
+            "measured), and every reading against the capacity below is a rough bound"
+        )
 
     def unbounded_note(self) -> str:
         """Which layouts `reachable` does not bound, and why; '' when it bounds them all."""
@@ -391,7 +416,7 @@ class LoadSweepResult(Reported):
         one = self.one_device.tokens_per_s.median
         tests = {
             s.layout: "timed slow"
-            if s.capacity_measured_low()
+            if self.capacity_doubt(s)
             else model_test(s.capacity.tokens_per_s, s.model, one)
             for s in self.sweeps
         }
@@ -427,7 +452,7 @@ class LoadSweepResult(Reported):
         slow = [name for name, t in tests.items() if t == "timed slow"]
         if slow:
             text += (
-                f" Not tested for {' and '.join(slow)}: its capacity was timed slow (see above)."
+                f" Not tested for {' and '.join(slow)}: its capacity is not a result (see above)."
             )
             for s in self.sweeps:  # what the served tokens say instead (read 55: unsaid)
                 point = s.saturation_point
@@ -513,12 +538,12 @@ class LoadSweepResult(Reported):
                     s.capacity.steps_text("decode"),
                     s.capacity.steps_text("prefill"),
                     f"{format_rate(cap, 'tok/s')} ±{cap_noise:.0%}"
-                    + (" (timed slow: not a result)" if s.capacity_measured_low() else ""),
+                    + (" (not a result)" if self.capacity_doubt(s) else ""),
                     f"{format_rate(s.model.median, 'tok/s')} ±{relative_noise(s.model):.0%}",
                     format_rate(sat, "tok/s") if sat else "not reached",
                     "-"
                     if not sat
-                    else f"{sat / cap:.2f}" + (" (not read)" if s.capacity_measured_low() else ""),
+                    else f"{sat / cap:.2f}" + (" (not read)" if self.capacity_doubt(s) else ""),
                 ]
             )
         columns = [
@@ -531,7 +556,7 @@ class LoadSweepResult(Reported):
             "saturation / capacity",
         ]
         ideal = format_rate(self.ideal, "tokens/s")
-        lines = [line for s in self.sweeps for line in s.sentences()]
+        lines = [line for s in self.sweeps for line in s.sentences(self.capacity_doubt(s))]
         ideal_line = f"ideal ({self.n_devices} x one device, no communication): {ideal}"
         if self.at_once < self.n_devices:  # devices that share cores cannot all compute at once
             reachable = format_rate(self.reachable, "tokens/s")
