@@ -220,7 +220,7 @@ def test_baseline_verdict_reads_logical_devices_against_a_yardstick_and_gpus_aga
     rough = l01.baseline_verdict(rate("both", 2.06e11, None), one, busy, "logical CPU")
     assert rough.splitlines()[2] == (
         "the baseline itself: not kept: the load average, 3.0, was above 2 cores (a rough "
-        "yardstick)"
+        "yardstick for any line above read against it)"
     )
     assert "rough yardstick" not in match
     cached = {**baseline, "from_cache": True, "measured_at": "2026-11-30T10:00:00"}

@@ -203,7 +203,7 @@ def test_baseline_sentence_reads_the_split_rate_within_both_noises():
     lost = {**kept, "not_cached": "not kept: the cache folder /x could not be written (denied)"}
     assert l03.baseline_sentences(result, lost).endswith(
         "\nthe baseline itself: not kept: the cache folder /x could not be written (denied) (a "
-        "rough yardstick)"
+        "rough yardstick for any line above read against it)"
     )
 
 

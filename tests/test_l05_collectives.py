@@ -2,6 +2,7 @@
 real runs; each runs the notebook's functions it is given (an edited cell changes what the panel
 runs); every entry point refuses bad input fast, before anything is allocated."""
 
+import copy
 import math
 import re
 
@@ -127,6 +128,11 @@ def test_sweep_result_residuals_and_bound_from_known_numbers():
     assert "B is 1.50x ± 0.15 the rate at which one device copies 7.8 KiB alone, 3.00x ± 0.30" in (
         text
     )
+    assert "too noisy to read" not in text
+    # read 68: "0.14x ± 0.35" (the copy ±208%) read as a ratio; a band past 0 says so
+    noisy = copy.copy(sweep)
+    noisy.copy = Measurement("copy", [1e-3, 1e-3, 2e-3, 5e-3, 5e-3], work=8000)
+    assert "the band reaches 0) the rate at which one device copies" in str(noisy)
     # read 61: the add's noise (and the copy's) that those bands need is printed beside its rate
     model_rows = {row[0]: row[2] for row in sweep.tables()[0].rows}
     assert model_rows["one device adds"] == model_rows["one device copies"] == "7.8 KiB ±5% (floor)"

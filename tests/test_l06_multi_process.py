@@ -9,6 +9,7 @@ that a worker group of this process started.
 import json
 import math
 import re
+from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 from d2lhelpers.collectives.algorithms import allreduce_time_s
 from d2lhelpers.collectives.costs import AlphaBeta, fit_alpha_beta
 from d2lhelpers.collectives.tf_allreduce import sizes_up_to
-from d2lhelpers.core.units import GiB, KiB, MiB
+from d2lhelpers.core.units import GiB, KiB, MiB, format_bytes
 from d2lhelpers.core.verdicts import relative_noise
 from d2lhelpers.lessons import l06_multi_process as l06
 from d2lhelpers.lessons.l06_multi_process import allreduce, failure, hosts, jobs, panels, training
@@ -78,6 +79,8 @@ def test_allreduce_job_table_has_every_size_and_the_memory(allreduce_run):
     assert [row[0] for row in sizes_table.rows] == ["4.0 KiB", "256.0 KiB", "4.0 MiB"]
     assert all(row[-1].endswith("%)") and row[-2].endswith("%)") for row in sizes_table.rows)
     assert [row[0] for row in memory.rows] == ["worker 0", "worker 1", "this kernel"]
+    # read 69: the kernel's peak as the job recorded it, not read again when shown later
+    assert memory.rows[-1][1] == format_bytes(job.kernel_peak_rss_bytes)
     for worker in job.workers:
         assert 200 * MiB < worker["peak_rss_bytes"] < 3 * GiB  # TensorFlow is in there
         assert 0 < worker["pss_bytes"] <= worker["peak_rss_bytes"]
@@ -488,6 +491,20 @@ def test_failure_demo_measures_the_loss_from_the_steps():
     wobbly = [_reports(1e-3, 0.0, 101), _reports(1e-3, 0.0, 101) + after]
     vague = _failure("replicas", wobbly, [False, True])
     assert vague.model_reading().startswith("model: 50%: too noisy to test, its band")
+    # read 68: 16.4% ± 42.2% holds the model's 50% and no loss alike: not "within the noise"
+    cls = type(vague)
+    with (
+        mock.patch.object(cls, "lost_share", property(lambda _: 0.164)),
+        mock.patch.object(cls, "lost_noise", property(lambda _: 0.422)),
+    ):
+        assert vague.model_reading() == (
+            "model: 50%: too noisy to test, its band (±42%) covers no loss too"
+        )
+    with (
+        mock.patch.object(cls, "lost_share", property(lambda _: 0.45)),
+        mock.patch.object(cls, "lost_noise", property(lambda _: 0.2)),
+    ):
+        assert vague.model_reading() == "model: 50%, within the noise"
     # The survivor runs twice as fast once it has the core to itself: less is lost, and why.
     sped = [_reports(1e-3, 0.0, 101), _reports(1e-3, 0.0, 101) + _reports(0.5e-3, 0.1005, 400, 102)]
     demo = _failure("replicas", sped, [False, True], cores=1)

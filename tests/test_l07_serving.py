@@ -616,6 +616,7 @@ def test_a_capacity_timed_slow_is_not_read_against_the_model():
     )
     assert "above it within the noise: not a result" in said
     assert near.sentences(said)[0] == said and "(not a result)" in str(two)
+    assert two.sentences("replicas")[0] == said  # notebook 07's Try-it prints these
     assert "Not tested for replicas: its capacity is not a result" in two.regime()
     below = LoadSweepResult(2, 2, capacity(0.007, 0.002, 4, 4), [near], 1e6, 1e12)
     assert below.capacity_doubt(near) is None  # below the ideal: read against its model

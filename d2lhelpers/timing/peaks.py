@@ -63,7 +63,10 @@ def baseline_not_kept(baseline: dict) -> list[str]:
     noisy runs, a folder that cannot be written): [] when it was kept or read from the cache."""
     if not baseline.get("not_cached"):
         return []
-    return [f"the baseline itself: {baseline['not_cached']} (a rough yardstick)"]
+    return [
+        f"the baseline itself: {baseline['not_cached']} (a rough yardstick for any line above "
+        "read against it)"
+    ]
 
 
 def baseline_below_peak(m: Measurement, baseline: dict, whose: str) -> str | None:

@@ -235,11 +235,15 @@ class AllreduceSweepResult(Reported):
             # B comes from the largest all-reduce: its noise and the reference's, summed
             own = relative_noise(self.measurements[-1])
             copy, add = own + relative_noise(self.copy), own + relative_noise(self.add)
+
+            def ratio(rate: float, noise: float) -> str:  # a band that reaches 0 reads nothing
+                said = f"{bus / rate:.2f}x ± {bus / rate * noise:.2f}"
+                return said + (" (too noisy to read: the band reaches 0)" if noise >= 1 else "")
+
             verdicts.append(
-                f"B is {bus / self.copy.rate:.2f}x ± {bus / self.copy.rate * copy:.2f} the rate "
-                f"at which one device copies {largest} alone, {bus / self.add.rate:.2f}x ± "
-                f"{bus / self.add.rate * add:.2f} the rate at which it adds (each band: both "
-                "runs' noise)."
+                f"B is {ratio(self.copy.rate, copy)} the rate at which one device copies "
+                f"{largest} alone, {ratio(self.add.rate, add)} the rate at which it adds (each "
+                "band: the ratio x both runs' relative noises)."
             )
         for what, m in (("copies", self.copy), ("adds", self.add)):  # with the noise B's bands use
             rows.append(

@@ -41,6 +41,7 @@ from d2lhelpers.lessons.l06_multi_process.jobs import (
 )
 from d2lhelpers.processes import mwms
 from d2lhelpers.processes.progress import ProgressBoard
+from d2lhelpers.processes.worker_main import memory_now
 from d2lhelpers.processes.worker_memory import RING_COPIES, WORKER_BYTES, worker_memory_bytes
 
 
@@ -57,6 +58,8 @@ class AllReduceJobResult(Reported):
     wall_s: float
     where: str = "loopback"  # what joins the workers: loopback, or the link of `tools/hosts.py`
     worker_iqrs_s: list[list[float]] = dataclasses.field(default_factory=list)  # [worker][size]
+    # this process's peak RSS when the job ended (read 69: read again when shown, it had grown)
+    kernel_peak_rss_bytes: int | None = None
 
     def plot(self, ax=None):
         """`plot_allreduce_job` of this job."""
@@ -231,7 +234,10 @@ class AllReduceJobResult(Reported):
             f"MultiWorkerMirroredStrategy all-reduce (RING), {self.n_workers} worker processes "
             f"on {self.where}, 1 op thread each"
         )
-        return [Table(title, columns, rows, verdicts, flags), memory_table(self.workers)]
+        return [
+            Table(title, columns, rows, verdicts, flags),
+            memory_table(self.workers, self.kernel_peak_rss_bytes),
+        ]
 
 
 def alpha_text(alpha_s: float, band_s: float | None = None) -> str:
@@ -309,7 +315,16 @@ def run_allreduce_job(
     iqrs = [r["iqrs_s"] for r in results]
     correct = [r["sums_correct"] for r in results]
     return AllReduceJobResult(
-        n_workers, sizes, medians, correct, results, start, wall, where, worker_iqrs_s=iqrs
+        n_workers,
+        sizes,
+        medians,
+        correct,
+        results,
+        start,
+        wall,
+        where,
+        worker_iqrs_s=iqrs,
+        kernel_peak_rss_bytes=memory_now()["peak_rss_bytes"],
     )
 
 

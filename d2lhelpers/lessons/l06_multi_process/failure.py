@@ -193,7 +193,8 @@ class WorkerLossResult(Reported):
         noise = self.lost_noise
         c = Comparison(self.lost_share, self.model_lost, noise)
         if not c.measurable:
-            if self.model_lost <= noise:  # the band reaches 0 lost too: it could not fail
+            # no loss is as close as the model (read 68: 16% ± 42% against 50%): untested
+            if self.model_lost <= noise or self.lost_share <= noise:
                 return f"{model}: too noisy to test, its band (±{noise:.0%}) covers no loss too"
             return f"{model}, within the noise"
         word = "less" if c.a < c.b else "more"

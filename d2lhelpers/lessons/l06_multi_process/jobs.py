@@ -183,13 +183,14 @@ def max_workers() -> int:
     return max_worker_processes()
 
 
-def memory_table(workers: list[dict]) -> Table:
-    """Peak RSS of every worker and of this process, with PSS beside (shared pages split)."""
+def memory_table(workers: list[dict], this: int | None = None) -> Table:
+    """Peak RSS of every worker and of this process (`this`, as the job recorded it; read now
+    when None), with PSS beside (shared pages split)."""
     rows = [
         (f"worker {i}", format_bytes(w["peak_rss_bytes"]), format_bytes(w["pss_bytes"]))
         for i, w in enumerate(workers)
     ]
-    this = memory_now()["peak_rss_bytes"]
+    this = memory_now()["peak_rss_bytes"] if this is None else this
     peak = sum(w["peak_rss_bytes"] for w in workers)
     rows.append(("this kernel", format_bytes(this), ""))
     return Table(

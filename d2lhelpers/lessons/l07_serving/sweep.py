@@ -372,6 +372,11 @@ class LoadSweepResult(Reported):
             and s.capacity.tokens_per_s.median > reach.median
         ]
 
+    def sentences(self, layout: str) -> list[str]:
+        """`layout`'s sentences, its capacity set aside when `capacity_doubt` says so."""
+        found = next(s for s in self.sweeps if s.layout == layout)
+        return found.sentences(self.capacity_doubt(found))
+
     def capacity_doubt(self, sweep: LayoutSweep) -> str | None:
         """Why `sweep`'s capacity is not a result, if it is not: timed slow against its own
         window (`capacity_measured_low`), or above what the devices computing at once allow,
@@ -556,7 +561,7 @@ class LoadSweepResult(Reported):
             "saturation / capacity",
         ]
         ideal = format_rate(self.ideal, "tokens/s")
-        lines = [line for s in self.sweeps for line in s.sentences(self.capacity_doubt(s))]
+        lines = [line for s in self.sweeps for line in self.sentences(s.layout)]
         ideal_line = f"ideal ({self.n_devices} x one device, no communication): {ideal}"
         if self.at_once < self.n_devices:  # devices that share cores cannot all compute at once
             reachable = format_rate(self.reachable, "tokens/s")
