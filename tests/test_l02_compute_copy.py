@@ -545,11 +545,17 @@ def test_local_copy_verdict_follows_the_measurement():
     assert "0.00x a real copy's (faster, beyond both runs' noise): (almost) none" in str(
         handed_over
     )
-    # It grew, so it bounds what moved (read 68): 2 us at 64 MiB / 5 ms = 26.2 KiB, 0.0% of 63 MiB
-    assert handed_over.bytes_copied_at_most == pytest.approx(2e-6 * (64 << 20) / 5e-3)
-    assert "would copy at most 26.2 KiB at the real copy's rate, 0.0% of the 63.0 MiB" in (
+    # It bounds what moved (reads 68, 70): the gap, 2 us, plus both noises (the 5% floors,
+    # 0.5 and 0.6 us): 3.1 us at 64 MiB / 5 ms = 40.6 KiB, 0.1% of 63 MiB
+    assert handed_over.added_at_most_s == pytest.approx(3.1e-6)
+    assert handed_over.bytes_copied_at_most == pytest.approx(3.1e-6 * (64 << 20) / 5e-3)
+    assert "the time the largest added, at most 3.1 µs within both runs' noise, would copy at " in (
         handed_over.verdict
     )
+    assert "most 40.6 KiB at the real copy's rate, 0.1% of the 63.0 MiB" in handed_over.verdict
+    # the same median at both sizes: the noises still bound it (read 70: not "at most 0 B")
+    same = dataclasses.replace(handed_over, copies=[handed_over.copies[0]] * 2)
+    assert same.added_at_most_s == pytest.approx(1e-6) and same.bytes_copied_at_most > 0
     # As fast as a real copy, within the noise: not evidence that no bytes moved.
     near = local_copy.LocalCopyResult(
         "/device:CPU:0", "/device:CPU:1", sizes,

@@ -74,6 +74,11 @@ def test_a_slow_split_names_the_cause_its_trace_allows():
         slow.verdict
     )
     assert "did not keep the devices busy at once" not in slow.verdict
+    # read 71: on one core, in flight together is taking turns, not "ran at once"
+    alone = result(0.010, 0.012, cores=1)
+    assert alone.traced_share() == pytest.approx(0.75) and "slower than the model" in alone.verdict
+    assert "for 75% of the shorter, on one core, so taking turns on it" in alone.verdict
+    assert "ran at once" not in alone.verdict
     apart = [OpEvent(CPU1, "MatMul", "matmul", 0.0, 0.004)]
     apart.append(OpEvent(CPU2, "MatMul_2", "matmul", 0.004, 0.008))
     slow.trace = apart  # one after the other: the load average's hypothesis, as elsewhere

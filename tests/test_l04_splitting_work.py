@@ -131,9 +131,9 @@ def test_the_seeds_picture_draws_the_seeds_three_schemes():
     assert boxes(replicas) == ["GPU 0\nwhole model", "GPU 1\nwhole model", "load\nbalancer"]
     assert arrows(replicas) == ["CurveB", "CurveB"]  # the balancer sends to each copy
     assert boxes(tensor) == ["GPU 0\nhalf of each layer", "GPU 1\nhalf of each layer"]
-    assert arrows(tensor) == ["CurveAB"] and "exchange\nevery layer" in _texts(tensor)
+    assert arrows(tensor) == ["CurveAB"] and "all-reduce per\nsplit MLP" in _texts(tensor)
     assert boxes(pipeline) == ["GPU 0\nlayers 1 to 40", "GPU 1\nlayers 41 to 80"]
-    assert arrows(pipeline) == ["CurveB"] and "hand over\nonce" in _texts(pipeline)
+    assert arrows(pipeline) == ["CurveB"] and "hand over at\nthe boundary" in _texts(pipeline)
 
 
 def _texts(ax):

@@ -586,6 +586,11 @@ def test_sweep_flags_sizes_measured_faster_than_alpha():
     )
     assert unsure.tables()[1].rows[0][-1] == "below α, inside the noise: not read"
     assert _sweep([0.96e-3, 1.3e-3, 1.4e-3, 2.0e-3], tiny=1e-3).below_alpha_inside() == set()
+    # read 70: a held-out size not read above is not read against the fit either
+    held = _sweep([1.1e-3, 0.93e-3, 1.4e-3, 2.0e-3], tiny=1e-3)
+    assert held.below_alpha_inside() == {2000} and 2000 in held.held_out_sizes
+    (row,) = [r for r in held.tables()[-1].rows if r[0] == "2.0 KiB"]
+    assert row[-1] == "below α above, inside the noise: not read"
     quiet = _sweep([1.1e-3, 1.3e-3, 1.4e-3, 2.0e-3], tiny=1.2e-3).tables()[-1]
     assert "not a result" not in quiet.title and "not a result" not in {r[-1] for r in quiet.rows}
 

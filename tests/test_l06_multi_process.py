@@ -513,6 +513,18 @@ def test_failure_demo_measures_the_loss_from_the_steps():
         "the survivors' steps took 1.00 ms ±5% (floor) before the loss and 500.0 µs ±5% (floor) "
         "after, 500.0 µs shorter, beyond both noises (75.0 µs): they ran faster"
     ) in str(demo)  # read 56: printed with no noise
+    # read 70: more after than before is printed with its band, and still read against the model
+    faster = [
+        _reports(1e-3, 0.0, 101),
+        _reports(1e-3, 0.0, 101) + _reports(0.4e-3, 0.1005, 400, 102),
+    ]
+    demo = _failure("replicas", faster, [False, True], cores=1)
+    assert demo.lost_share == pytest.approx(-0.25, abs=0.01)
+    assert "nothing: the survivors made 25.0% ± 12.5% more steps per second than all workers " in (
+        demo.verdict
+    )
+    assert "(±5.0% before + ±5.0% after); beyond the noise)" in demo.verdict
+    assert "(model: 50%; less than the model beyond the noise" in demo.verdict
     # A survivor with no steps after the kill, or a worker with none before it: said, not guessed.
     early = [_reports(1e-3, 0.0, 101), _reports(1e-3, 0.0, 80)]
     demo = _failure("replicas", early, [False, True])

@@ -259,6 +259,13 @@ def test_the_device_table_names_each_device_its_peak_and_the_baseline(monkeypatc
     )
     monkeypatch.setattr(peaks, "machine_baseline_rate", lambda: {**baseline, "from_cache": True})
     assert peaks.describe_devices([gpu]).endswith(f"(measured today; {peaks.FROM_AN_EARLIER_RUN}).")
+    # read 70: a peak that spread past 10% says so where it is printed
+    assert ": noisy (above 10%), a rough reference" not in peaks.describe_devices([gpu])
+    monkeypatch.setattr(peaks, "_device_peaks", {})
+    found["GPU"] = (5e14, 8192, 3.26)
+    assert "(noise 326% within this measurement: noisy (above 10%), a rough reference, and a " in (
+        peaks.describe_devices([gpu])
+    )
 
 
 def test_the_baseline_is_measured_in_a_fresh_python_with_default_threading(monkeypatch):

@@ -80,6 +80,20 @@ def test_faster_or_slower_reads_differently_with_the_data():
     assert "(10.516 ms vs 9.517 ms, within the noise of 1.002 ms)" in edge
 
 
+def test_within_digits_adds_decimals_only_until_the_gap_reads_inside_the_noise():
+    from d2lhelpers.core.verdicts import _within_digits
+
+    assert _within_digits(10.5e-3, 9.5e-3, 2e-3) == ("10.50 ms", "9.50 ms", "2.00 ms")
+    assert _within_digits(2.5156, 1.5164, 1.0002) == ("2.5156 s", "1.5164 s", "1.0002 s")
+    # mixed units: as format_seconds prints them
+    assert _within_digits(1.5155, 0.5165, 0.5002) == ("1.516 s", "516.50 ms", "500.20 ms")
+    assert _within_digits(15.155e-6, 5.165e-6, 10.002e-6) == ("15.16 µs", "5.17 µs", "10.00 µs")
+    # a gap inside the noise by less than three more decimals can show: printed as it was
+    assert _within_digits(2.999999e-3, 2.0e-3, 1.0e-3) == ("3.00 ms", "2.00 ms", "1.00 ms")
+    assert _within_digits(2.99999e-3, 2.0e-3, 1.0e-3)[0] == "2.99999 ms"  # three more: enough
+    assert _within_digits(3e-9, 2e-9, 2e-9) == ("3.0 ns", "2.0 ns", "2.0 ns")
+
+
 def test_a_comparisons_outcome_word_for_a_table_cell():
     assert compare(quiet(1.0), quiet(2.0)).outcome == "faster"
     assert compare(quiet(3.0), quiet(2.0)).outcome == "slower"
@@ -264,3 +278,23 @@ def test_higher_or_lower_reads_rates_against_both_noises():
     # A spread scales with its value (a rate per device, times the devices).
     assert Spread(2.0, 0.5).scaled(3) == Spread(6.0, 1.5)
     assert Spread(2.0, 0.5).scaled(-1) == Spread(-2.0, 0.5)  # an IQR stays a width
+
+
+def test_the_edges_of_the_digit_and_noise_rules():
+    from d2lhelpers.core.verdicts import (
+        Spread,
+        agreeing_digits,
+        higher_or_lower,
+        how_below_ideal,
+        noisy_warning,
+    )
+
+    # a zero first value: its noise is printed as a share of the second, not of itself
+    assert higher_or_lower(Spread(0.0, 0.1), Spread(1.0, 0.0), "A", "B") == (
+        "A is 0.00x B: lower beyond the noise (±15%: the first's 10% of the second + the "
+        "second's ±5%)"
+    )
+    assert how_below_ideal(0.95, 1.0) is None  # exactly at the floor: not below it
+    assert how_below_ideal(0.9499, 1.0) == "beyond"
+    assert agreeing_digits(1.0000499, 5e-05, True) == 4  # neither 2 nor 3 decimals show it
+    assert noisy_warning(Spread(0.0, 1.0)) is None  # no share of a zero median

@@ -157,12 +157,12 @@ def _within_digits(a: float, b: float, noise: float) -> tuple[str, str, str]:
     those digits would show a gap as wide as the noise for a gap inside it (read 69: "10.52 ms
     vs 9.52 ms, within the noise of 1.00 ms")."""
     plain = tuple(format_seconds(x) for x in (a, b, noise))
-    scale, unit, decimals = next(
-        (x for x in ((1.0, "s", 3), (1e-3, "ms", 2), (1e-6, "µs", 1)) if b >= x[0]),
-        (1e-6, "µs", 1),
-    )
-    if {p.split()[-1] for p in plain} != {unit}:
+    units = {p.split()[-1] for p in plain}
+    if len(units) != 1:
         return plain  # mixed units: the digits differ anyway
+    (unit,) = units
+    scale = {"s": 1.0, "ms": 1e-3, "µs": 1e-6, "ns": 1e-9}[unit]
+    decimals = len(plain[1].split()[0].partition(".")[2])
     for d in range(decimals, decimals + 4):
         shown = [round(x / scale, d) for x in (a, b, noise)]
         if round(abs(shown[0] - shown[1]), d) < shown[2]:

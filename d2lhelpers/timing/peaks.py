@@ -228,11 +228,17 @@ def describe_devices(devices: list[Device] | None = None) -> str:
             said = f"the peak measured on {first_of[id(peak.record)]} (identical devices)"
         else:
             first_of[id(peak.record)] = d.name
+            noisy = (  # read 70: a 326% spread printed beside the peak with no word
+                f": noisy (above {NOISY_IQR:.0%}), a rough reference, and a rate within its noise "
+                "says the peak is too noisy to judge it"
+                if peak.noise > NOISY_IQR
+                else ""
+            )
             said = (
                 f"measured peak: {format_rate(peak.current)} (noise {peak.noise:.0%} within this "
-                "measurement; a later rate above it beyond both noises has it measured again, and "
-                "its noise becomes the larger of the kept reading's spread and the gap between the "
-                "readings)"
+                f"measurement{noisy}; a later rate above it beyond both noises has it measured "
+                "again, and its noise becomes the larger of the kept reading's spread and the gap "
+                "between the readings)"
             )
         lines.append(f"{d.name}\n    {d.note}\n    memory: {memory}; {said}")
     baseline = machine_baseline_rate()

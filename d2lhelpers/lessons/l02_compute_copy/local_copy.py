@@ -23,7 +23,7 @@ from d2lhelpers.core.units import (
     format_rate,
     format_seconds,
 )
-from d2lhelpers.core.verdicts import compare, noise_text, ratio_noise
+from d2lhelpers.core.verdicts import compare, noise_of, noise_text, ratio_noise
 from d2lhelpers.devices import check_fits, select_devices
 from d2lhelpers.timing.benchmark import Measurement, measure
 from d2lhelpers.tracing.timeline import device_label
@@ -63,11 +63,17 @@ class LocalCopyResult(Reported):
         return grew_little and compare(self.copies[-1], self.memcpy).a_faster
 
     @property
+    def added_at_most_s(self) -> float:
+        """The most time the largest can have added over the smallest within both runs' noise:
+        the gap of the medians plus both noises (read 70: a median gap of 0 bounds nothing)."""
+        small, large = self.copies[0], self.copies[-1]
+        return max(0.0, large.median - small.median + noise_of(large) + noise_of(small))
+
+    @property
     def bytes_copied_at_most(self) -> float:
-        """The bytes the time the largest added over the smallest could copy at the real copy's
-        rate: an upper bound on what moved (0 when it took no longer)."""
-        extra_s = max(0.0, self.copies[-1].median - self.copies[0].median)
-        return extra_s * (self.memcpy.rate or 0.0)
+        """The bytes `added_at_most_s` could copy at the real copy's rate: an upper bound on what
+        moved."""
+        return self.added_at_most_s * (self.memcpy.rate or 0.0)
 
     @property
     def verdict(self) -> str:
@@ -75,8 +81,9 @@ class LocalCopyResult(Reported):
             extra = self.sizes[-1] - self.sizes[0]
             at_most = self.bytes_copied_at_most
             what = (
-                "(almost) none of the bytes were copied: the time the largest added would copy "
-                f"at most {format_bytes(at_most)} at the real copy's rate, {at_most / extra:.1%} "
+                "(almost) none of the bytes were copied: the time the largest added, at most "
+                f"{format_seconds(self.added_at_most_s)} within both runs' noise, would copy at "
+                f"most {format_bytes(at_most)} at the real copy's rate, {at_most / extra:.1%} "
                 f"of the {format_bytes(extra)} more it holds (hypothesis: the receiver is handed "
                 "the sender's buffer, and what time grew is per-call cost, not bytes)"
             )

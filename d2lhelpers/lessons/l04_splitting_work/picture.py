@@ -29,9 +29,11 @@ def plot_three_schemes():
             ((0.37, 0.45), (0.6, 0.2), "->", ""),
         ],
         "Tensor parallel: every layer split": [
-            ((0.4, 0.5), (0.6, 0.5), "<->", "exchange\nevery layer")
+            ((0.4, 0.5), (0.6, 0.5), "<->", "all-reduce per\nsplit MLP")
         ],
-        "Pipeline parallel: layers split": [((0.4, 0.5), (0.6, 0.5), "->", "hand over\nonce")],
+        "Pipeline parallel: layers split": [
+            ((0.4, 0.5), (0.6, 0.5), "->", "hand over at\nthe boundary")
+        ],
     }
     for ax, (title, items) in zip(axes, boxes.items(), strict=True):
         for (x, y), text, colour in items:

@@ -232,7 +232,7 @@ def _split(run: ParallelResult) -> str:
             f"{run.model_bubble:.1%})"
         )
         return f"{run.stage_layers} layers, {run.microbatches} microbatches; {bubble}"
-    return "the batch; no communication"
+    return "the batch; nothing exchanged between replicas"
 
 
 def run_three_schemes(

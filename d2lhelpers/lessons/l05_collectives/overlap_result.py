@@ -217,7 +217,8 @@ class AllreduceOverlapResult(Reported):
         if self.kind == "logical CPU" and self.cores == 1 and max(fractions.values()) > 0:
             sentence += (
                 " With 1 usable CPU core, ops at the same time in a trace were both in "
-                "progress, taking turns on that core."
+                "progress, taking turns on that core wherever both needed it (an op waiting for "
+                "its peer needs none; which was waiting is not traced)."
             )
         traced = statistics.mean(fractions.values())
         hidden = self.hidden_fraction if c.a_faster else 0.0

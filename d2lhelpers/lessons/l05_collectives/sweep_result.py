@@ -331,7 +331,7 @@ class AllreduceSweepResult(Reported):
             f"{FIT_METHOD} over {fit}: α = {format_seconds(self.fitted.alpha_s)}, "
             f"β = {format_rate(self.fitted.beta_bytes_per_s, 'B/s')}; the sizes it did not see"
         )
-        flagged = self.flagged_sizes()
+        flagged, unsure = self.flagged_sizes(), self.below_alpha_inside()
         bad_inputs = sorted(flagged & set(self.fit_sizes))
         if bad_inputs:  # a fit on an impossible time predicts nothing worth reading
             inputs = ", ".join(format_bytes(s) for s in bad_inputs)
@@ -352,7 +352,11 @@ class AllreduceSweepResult(Reported):
                     f"{r.relative:+.0%}",
                     "not a result"
                     if bad_inputs or r.nbytes in flagged
-                    else ("within the noises" if inside else "beyond the noises"),
+                    else (
+                        "below α above, inside the noise: not read"  # as the table above (read 70)
+                        if r.nbytes in unsure
+                        else ("within the noises" if inside else "beyond the noises")
+                    ),
                 )
             )
         columns = ("size per device", "measured", "noise", "predicted", "fit's noise")

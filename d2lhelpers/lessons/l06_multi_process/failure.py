@@ -173,8 +173,15 @@ class WorkerLossResult(Reported):
             return "not measured: a worker had no steps before the loss (a longer window helps)"
         if not self.measured_after:
             return "not measured: a survivor had no steps after the loss (a longer window helps)"
-        if self.lost_share < 0:
-            return "nothing: the survivors made more steps per second than all workers before"
+        if self.lost_share < 0:  # with its band (read 70: "more" read without its noise)
+            before, after = self.rate_noises
+            beyond = -self.lost_share > self.lost_noise
+            return (
+                f"nothing: the survivors made {-self.lost_share:.1%} ± {self.lost_noise:.1%} more "
+                f"steps per second than all workers before (the band: {1 - self.lost_share:.3f} x "
+                f"(±{before:.1%} before + ±{after:.1%} after); "
+                + ("beyond the noise)" if beyond else "within the noise, so not measurably more)")
+            )
         if self.rate_after == 0:
             return "all of the steps per second (no steps after the loss: exact)"
         before, after = self.rate_noises
@@ -186,7 +193,7 @@ class WorkerLossResult(Reported):
     def model_reading(self) -> str:
         """The model's share, and whether the measured one differs from it beyond the noise."""
         model = f"model: {self.model_lost:.0%}"
-        if not (self.measured_before and self.measured_after) or self.lost_share < 0:
+        if not (self.measured_before and self.measured_after):
             return model
         if self.rate_after == 0:  # nothing after: the loss is exact, no noise to read
             return f"{model}, as measured" if self.model_lost == 1 else f"{model}; more was lost"

@@ -294,16 +294,33 @@ class FailureResult(Reported):
                     "one device's hold fewer, and a step's time depends on how many it holds)"
                 )
                 continue
-            for name, value in [("before the loss", r.throughput_before), ("capacity", r.capacity)]:
+            # after the loss one device fewer can compute (read 70: a survivor at 1.73x one
+            # device's capacity went unflagged)
+            survivors = min(sweep.at_once, r.n_devices - 1)
+            after = sweep.one_device.tokens_per_s.scaled(survivors)
+            for name, value, most in [
+                ("before the loss", r.throughput_before, reach),
+                ("capacity", r.capacity, reach),
+                ("after the loss", r.throughput_after, after),
+            ]:
                 if value is None:
                     continue
-                c = compare(value, reach)
+                c = compare(value, most)
                 where = (
                     "above it beyond both noises: not read as a result (the two were timed at "
                     "different moments; which of them is off is not measured)"
                     if c.measurable and c.a > c.b
-                    else ("above it, within both noises" if c.a > c.b else "not above it")
+                    else (
+                        "above it, within both noises: not a result (too noisy to tell which "
+                        "is off)"
+                        if c.a > c.b
+                        else "not above it"
+                    )
                 )
+                if most is after:
+                    where = where.replace(
+                        "it", f"{survivors}x one device's ({format_rate(most.median, 'tok/s')})", 1
+                    )
                 said.append(
                     f"{r.layout} {name}: {format_rate(value.median, 'tok/s')} "
                     f"{noise_text(value)}, {where}"
@@ -344,7 +361,8 @@ class FailureResult(Reported):
                 "compute at once here (notebook 01's run shows whether they did)"
             )
         return (
-            f"model: (n - 1) / n holds where the devices compute at once; {self.at_once} can "
+            f"model: (n - 1) / n is expected where the devices compute at once (not tested "
+            f"here); {self.at_once} can "
             f"here (cores shared), so a loss removes at most what it takes from those: "
             f"min(n - 1, {self.at_once}) / min(n, {self.at_once}) of before"
         )
