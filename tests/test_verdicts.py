@@ -290,8 +290,8 @@ def test_the_edges_of_the_digit_and_noise_rules():
     )
 
     # a zero first value: its noise is printed as a share of the second, not of itself
-    assert higher_or_lower(Spread(0.0, 0.1), Spread(1.0, 0.0), "A", "B") == (
-        "A is 0.00x B: lower beyond the noise (±15%: the first's 10% of the second + the "
+    assert higher_or_lower(Spread(0.0, 0.1), Spread(2.0, 0.0), "A", "B") == (
+        "A is 0.00x B: lower beyond the noise (±10%: the first's 5% of the second + the "
         "second's ±5%)"
     )
     assert how_below_ideal(0.95, 1.0) is None  # exactly at the floor: not below it
