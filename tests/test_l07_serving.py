@@ -773,6 +773,7 @@ def test_failure_rows_are_read_against_what_the_devices_computing_at_once_allow(
     said = FailureResult([run], 1).against_reachable(sweep)
     assert said.startswith("against 1x one device's capacity from the sweep, 2.3 ktok/s ±5%,")
     assert "replicas before the loss: 1.0 ktok/s" in said and "not above it" in said
+    assert "is not read either" not in said  # a capacity below the most stands
     sweep.one_device = capacity(8e-3)  # 571 tok/s: both readings above it, beyond the noise
     said = FailureResult([run], 1).against_reachable(sweep)
     assert said.count("above it beyond both noises: not read as a result") == 2
@@ -781,6 +782,9 @@ def test_failure_rows_are_read_against_what_the_devices_computing_at_once_allow(
     assert "replicas capacity: 1.1 ktok/s ±5% (floor), above it, within both noises: not a " in (
         said
     )  # read 70: above the most within the noise is not a result either
+    assert "so the share of its capacity replicas served before the loss, in the table above, " in (
+        said
+    )  # and the failure table's reading against it is withdrawn
     # read 70: after the loss, against what one device fewer allows (here one device's)
     sweep.one_device = capacity(8e-3)  # 571 tok/s: the survivor's 500 tok/s is not above it
     assert "replicas after the loss: 500.0 tok/s ±5% (floor), not above 1x one device's" in (

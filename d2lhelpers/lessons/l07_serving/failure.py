@@ -325,6 +325,12 @@ class FailureResult(Reported):
                     f"{r.layout} {name}: {format_rate(value.median, 'tok/s')} "
                     f"{noise_text(value)}, {where}"
                 )
+                if name == "capacity" and c.a > c.b and r.utilisation is not None:
+                    # read 70: the table above read the window against this capacity
+                    said.append(
+                        f"so the share of its capacity {r.layout} served before the loss, in the "
+                        "table above, is not read either"
+                    )
         return f"against {ceiling}: " + "; ".join(said)
 
     def flags(self) -> list[str]:
