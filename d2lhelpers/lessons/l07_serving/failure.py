@@ -306,21 +306,22 @@ class FailureResult(Reported):
                 if value is None:
                     continue
                 c = compare(value, most)
+                it = (  # the window after the loss has its own ceiling, named
+                    "it"
+                    if most is reach
+                    else f"{survivors}x one device's ({format_rate(most.median, 'tok/s')})"
+                )
                 where = (
-                    "above it beyond both noises: not read as a result (the two were timed at "
+                    f"above {it} beyond both noises: not read as a result (the two were timed at "
                     "different moments; which of them is off is not measured)"
                     if c.measurable and c.a > c.b
                     else (
-                        "above it, within both noises: not a result (too noisy to tell which "
+                        f"above {it}, within both noises: not a result (too noisy to tell which "
                         "is off)"
                         if c.a > c.b
-                        else "not above it"
+                        else f"not above {it}"
                     )
                 )
-                if most is after:
-                    where = where.replace(
-                        "it", f"{survivors}x one device's ({format_rate(most.median, 'tok/s')})", 1
-                    )
                 said.append(
                     f"{r.layout} {name}: {format_rate(value.median, 'tok/s')} "
                     f"{noise_text(value)}, {where}"
