@@ -106,6 +106,12 @@ def test_rate_and_peak_flag_the_deduplicated_workload():
     assert m.rate == pytest.approx(50 * flops_one / 0.1)
     assert len(m.warnings) == 1 and "50.00x the device's measured peak" in m.warnings[0]
     assert "deduplicated" in m.warnings[0] and "WARNING" in str(m)
+    headline = str(m).splitlines()[0]  # a skimming reader stops here: it must say so too
+    assert headline.endswith("(above it beyond the noise: not a result, see the warning)")
+
+
+def test_a_rate_at_the_peak_has_no_not_a_result_in_its_headline():
+    assert "not a result" not in str(Measurement("ok", [0.1] * 5, work=1e9, peak=1e10))
 
 
 def test_rate_at_the_peak_is_not_flagged():

@@ -54,14 +54,14 @@ def _m(label, t):
     return Measurement(label, [t, t, t])
 
 
-def _common(scheme, time_s, error=0.0):
+def _common(scheme, time_s, error=0.0, one_device=1.0):
     return {
         "scheme": scheme,
         "devices": ["/device:CPU:0", "/device:CPU:1"],
         "kind": "logical CPU",
         "samples": 64,
         "measurement": _m(scheme, time_s),
-        "reference": _m("one device", 1.0),
+        "reference": _m("one device", one_device),
         "ideal_speedup": 2.0,
         "max_error": error,
         "cores": 2,
@@ -225,6 +225,20 @@ def test_three_schemes_verdicts_follow_the_data():
     flagged = _schemes(replicas=0.3, error=0.0)  # 3.3x on 2 devices: impossible
     assert flagged.verdict.endswith("flagged, not results: replicas (see the warnings)")
     assert "replicas (" not in flagged.verdict.split(";")[0]
+
+
+def test_the_table_says_whether_the_schemes_yardsticks_agree():
+    """Read 72: each scheme times its own one-device run; the panel's three speedups share one
+    yardstick only when those agree within their noise, and the table says which."""
+    (same,) = _schemes().tables()
+    assert any("agree within their noise, so both speedups share one yardstick" in n
+               for n in same.verdicts)  # fmt: skip
+    moved = _schemes()
+    moved.runs[2].reference = _m("one device", 0.8)  # 0.8 s +-5% against 1 s +-5%: beyond
+    (table,) = moved.tables()
+    (note,) = [n for n in table.verdicts if n.startswith("one device: ")]
+    assert note.startswith("one device: 800.00 ms ±5% (floor) beside pipeline parallel, 1.000 s")
+    assert "they differ beyond both noises" in note
 
 
 def test_three_schemes_print_the_verdict_once_and_show_one_table():

@@ -647,6 +647,17 @@ def test_the_bound_is_as_noisy_as_beta():
     assert sweep.below_bound() == [4000]
     near = _sweep([1.1e-3, 1.3e-3, 1.85e-3, 5e-3])
     assert near.below_bound() == []
+    # read 72: 1.85 ms is below the 2 ms bound by more than the 5% floor, inside the noise: a
+    # point drawn under the bound is not read as a result, in the verdict, the rows or the fit
+    assert near.below_bound_inside() == {4000} and near.flagged_sizes() == set()
+    assert "predict the other 2 sizes within" in near.verdict
+    assert "(3.9 KiB left out: faster than the bandwidth bound 2(n-1)/n·S/B by more" in (
+        near.verdict
+    )
+    assert near.tables()[1].rows[2][-1] == "below the bandwidth bound, inside the noise: not read"
+    at_bound = _sweep([1.1e-3, 1.3e-3, 1.95e-3, 5e-3])  # within the 5% floor of it: read
+    assert at_bound.below_bound_inside() == set() and "left out" not in at_bound.verdict
+    assert _sweep([1.1e-3, 1.3e-3, 1.4e-3, 5e-3]).below_bound_inside() == set()  # flagged
 
 
 def test_one_links_values_from_the_sweep():

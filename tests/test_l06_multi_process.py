@@ -544,6 +544,11 @@ def test_group_failure_is_called_whole_only_when_every_worker_stopped():
     assert demo.verdict.startswith(
         "the job failed as a whole: all 2 workers stopped with an error within 0.10 s"
     )
+    demo.collective_timeout_s = 5.0  # read 72: the timeout behind the time is printed beside it
+    assert "within 0.10 s (a survivor's collective gives up after 5 s, this demo's timeout);" in (
+        demo.verdict
+    )
+    demo.collective_timeout_s = None
     demo.error_after_s = [0.1, 0.801]  # rounded up: never below the last error (read 58: 0.81)
     assert "with an error within 0.81 s" in demo.verdict
     demo.error_after_s = [0.1, 0.1]

@@ -103,6 +103,10 @@ def test_the_sweep_sentences_follow_the_numbers():
     text = str(result)
     assert "replicas: its measured capacity is 1.00x its model: no measurable difference" in text
     assert "pipeline: its measured capacity is 0.57x its model: lower beyond" in text
+    # below 10% with a decimal: 0.1%, not "0%" (read 72 read "1%" for 0.52% as rounding off)
+    assert result.compute_share < 0.01 and "peak explains 0.1% of one device's" in text
+    result.peak = 1.6e9  # 62% of the step: whole percents
+    assert f"peak explains {result.compute_share:.0%} of one device's" in str(result)
     assert "pipeline: saturation is 0.44x its measured capacity: lower beyond" in text
     # No engine call logged, every request queued to the end: all its idle time had requests.
     assert "were inside a step for 0% of that window (a step's time includes any wait for a " in (
@@ -301,6 +305,28 @@ def test_the_failure_verdict_compares_after_with_n_minus_1_over_n():
     assert (
         "with this noise the windows cannot test (n - 1) / n = 0.50 (hypotheses, not measured"
         in (wobbly.sentence())
+    )
+    # read 72: more after than before within the noise, but a band that excludes 0.50: the
+    # noise is not why the model goes untested, and the sentence says what the band shows
+    narrow = failover(1100)
+    narrow.log.passes = [
+        (t, 10 if t < 1 else (16 if int((t - 1.05) / 0.11875) % 2 else 8), 0)
+        for t, _, _ in narrow.log.passes
+    ]
+    assert narrow.test == "above before" and narrow.band_misses_model
+    assert "its band holds no change but not (n - 1) / n = 0.50: more after the loss than" in (
+        narrow.sentence()
+    )
+    assert "cannot test" not in narrow.sentence()
+    assert "(more than (n - 1) / n, no more than before within the noise)" in (
+        FailureResult([narrow], 2).verdict
+    )
+    assert not wobbly.band_misses_model  # its band holds 0.50 too: the noise is the reason
+    # the window before below its measured capacity beyond both noises: that is checked first
+    narrow.capacity = Measurement("capacity", [3000.0] * 5)
+    assert narrow.test == "below capacity"
+    assert "measurably less: (n - 1) / n compares capacities, so it is not tested here" in (
+        narrow.sentence()
     )
     # After within the 5% floor of before: "lost nothing", read against (n - 1) / n as usual.
     same = failover(1020)

@@ -219,6 +219,8 @@ class Measurement:
                 )
                 text += f" = {self.rate / peak_now:.2f} of the peak {peak}{again}"
                 text += self.above_peak_within
+                if self.above_peak:  # the headline itself says so, not only a warning (read 72)
+                    text += " (above it beyond the noise: not a result, see the warning)"
         return "\n".join([text] + [f"  WARNING: {w}" for w in self.warnings])
 
 

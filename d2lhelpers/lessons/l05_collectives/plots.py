@@ -10,7 +10,7 @@ from d2lhelpers.collectives.algorithms import ALGORITHMS, allreduce_costs
 from d2lhelpers.collectives.costs import FIT_METHOD, bus_bandwidth_bound_s
 from d2lhelpers.collectives.tf_allreduce import TINY_BYTES
 from d2lhelpers.core.checks import require_count, require_sweep
-from d2lhelpers.core.units import format_rate, format_seconds
+from d2lhelpers.core.units import format_bytes, format_rate, format_seconds
 
 MAX_RANKS = 4096  # the rounds-and-bytes plot's largest N
 
@@ -58,7 +58,9 @@ def plot_allreduce_sweep(result, ax=None):
     if result.bus_bandwidth:
         bus = format_rate(result.bus_bandwidth, "B/s")
         bound = [result.bound_s(s) for s in grid]
-        ax.plot(grid, bound, "--", c="gray", label=f"lower bound 2(n-1)/n·S/B, B = {bus}")
+        largest = format_bytes(result.sizes[-1])  # B is measured, not known: say from what
+        label = f"bandwidth bound 2(n-1)/n·S/B, B = {bus} (from the {largest} run)"
+        ax.plot(grid, bound, "--", c="gray", label=label)
     if result.copy.rate:
         ram = format_rate(result.copy.rate, "B/s")
         at_copy = [bus_bandwidth_bound_s(result.n_devices, s, result.copy.rate) for s in grid]

@@ -160,10 +160,11 @@ class AllreduceSweepResult(Reported):
                 "size here is start-up cost α, and β cannot be measured (choose larger sizes)."
             )
         flagged, unsure = self.flagged_sizes(), self.below_alpha_inside()
+        under_bound = self.below_bound_inside() - flagged
         read = [
             (r, quiet)
             for r, quiet in zip(self.residuals, self.within_noise(), strict=True)
-            if r.nbytes not in flagged | unsure
+            if r.nbytes not in flagged | unsure | under_bound
         ]
         said = (
             f"α = {format_seconds(self.model.alpha_s)} and "
@@ -191,6 +192,13 @@ class AllreduceSweepResult(Reported):
                 f"by more than {NOISE_FLOOR:.0%}, inside the noise: too noisy to tell which time "
                 "is off; a size within that floor of it is read)"
             )
+        if under_bound:
+            sizes = ", ".join(format_bytes(s) for s in sorted(under_bound))
+            said += (
+                f" ({sizes} left out: faster than the bandwidth bound 2(n-1)/n·S/B by more than "
+                f"{NOISE_FLOOR:.0%}, inside the noise of its run and of B's: too noisy to tell "
+                "which is off)"
+            )
         return said + "." + self._calibration_caveat()
 
     def below_alpha_inside(self) -> set[int]:
@@ -201,6 +209,17 @@ class AllreduceSweepResult(Reported):
             for s, m in zip(self.sizes, self.measurements, strict=True)
             if how_below_ideal(m, self.tiny.median, noise_of(self.tiny)) == "inside"
         }
+
+    def below_bound_inside(self) -> set[int]:
+        """Sizes faster than the bandwidth bound by more than the noise floor but inside the
+        noise (read 72: a point drawn under the 'lower bound' was read as a result)."""
+        if self.bus_bandwidth is None:
+            return set()
+        return {
+            s
+            for s, m in zip(self.sizes[:-1], self.measurements[:-1], strict=True)
+            if how_below_ideal(m, self.bound_s(s), self.bound_noise(s)) == "inside"
+        } - self.below_alpha_inside()
 
     def flagged_sizes(self) -> set[int]:
         """Sizes whose time is impossible against α or the bandwidth bound: not read as results."""
@@ -301,6 +320,7 @@ class AllreduceSweepResult(Reported):
 
     def _sizes_table(self) -> Table:
         rows, flagged, unsure = [], self.flagged_sizes(), self.below_alpha_inside()
+        under_bound = self.below_bound_inside()
         noise = [*self.within_noise(), True]
         for size, m, predicted, quiet in zip(
             self.sizes, self.measurements, self.predicted, noise, strict=True
@@ -310,6 +330,8 @@ class AllreduceSweepResult(Reported):
                 note = "flagged (see the warning)"
             elif size in unsure:
                 note = "below α, inside the noise: not read"
+            elif size in under_bound:
+                note = "below the bandwidth bound, inside the noise: not read"
             rows.append(
                 (
                     format_bytes(size),
@@ -332,6 +354,7 @@ class AllreduceSweepResult(Reported):
             f"β = {format_rate(self.fitted.beta_bytes_per_s, 'B/s')}; the sizes it did not see"
         )
         flagged, unsure = self.flagged_sizes(), self.below_alpha_inside()
+        under_bound = self.below_bound_inside()
         bad_inputs = sorted(flagged & set(self.fit_sizes))
         if bad_inputs:  # a fit on an impossible time predicts nothing worth reading
             inputs = ", ".join(format_bytes(s) for s in bad_inputs)
@@ -355,7 +378,11 @@ class AllreduceSweepResult(Reported):
                     else (
                         "below α above, inside the noise: not read"  # as the table above (read 70)
                         if r.nbytes in unsure
-                        else ("within the noises" if inside else "beyond the noises")
+                        else (
+                            "below the bandwidth bound above, inside the noise: not read"
+                            if r.nbytes in under_bound
+                            else ("within the noises" if inside else "beyond the noises")
+                        )
                     ),
                 )
             )

@@ -75,6 +75,7 @@ class WorkerLossResult(Reported):
     wall_s: float
     cores: int = dataclasses.field(default_factory=usable_cores)
     how: str = "killed (SIGKILL)"  # or "its link cut"
+    collective_timeout_s: float | None = None  # how long a survivor's collective waits
 
     def _split(self, worker: int) -> tuple[list[dict], list[dict]]:
         steps = self.reports[worker]
@@ -218,7 +219,14 @@ class WorkerLossResult(Reported):
         if self.failed_as_whole:
             return (
                 f"the job failed as a whole: all {self.n_workers} workers stopped with an error "
-                f"within {math.ceil(round(max(self.error_after_s) * 100, 6)) / 100:.2f} s; {lost}"
+                f"within {math.ceil(round(max(self.error_after_s) * 100, 6)) / 100:.2f} s"
+                + (  # read 72: the timeout behind that time was never printed
+                    f" (a survivor's collective gives up after {self.collective_timeout_s:g} s, "
+                    "this demo's timeout)"
+                    if self.collective_timeout_s
+                    else ""
+                )
+                + f"; {lost}"
             )
         return f"{sum(self.finished)} of {self.n_workers} workers finished their run: {lost}"
 
@@ -414,6 +422,7 @@ def run_failure(
         finished,
         time.monotonic() - began,
         how=how,
+        collective_timeout_s=collective_timeout_s,
     )
 
 

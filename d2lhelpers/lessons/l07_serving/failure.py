@@ -129,23 +129,33 @@ class Failover:
     @property
     def test(self) -> str:
         """(n - 1) / n against this run: 'nothing after' when no token was made in the window
-        after (the servers did not serve: not a reading of the model); 'above before' when
-        replicas each on a device of its own served more after the loss than before by more than
-        the floor, which losing one cannot give (`model_allows_no_gain`); 'below capacity' when
+        after (the servers did not serve: not a reading of the model); 'below capacity' when
         the window before the loss served measurably less than the measured capacity (the model
-        compares capacities, so it does not apply); else `model_test`'s word against no loss."""
+        compares capacities, so it does not apply: checked first, as it explains more after
+        than before, read 72); 'above before' when replicas each on a device of its own served
+        more after the loss than before by more than the floor, which losing one cannot give
+        (`model_allows_no_gain`); else `model_test`'s word against no loss."""
         before = self.throughput_before
         if self.throughput_after.median == 0:
             return "nothing after"
-        if self.model_allows_no_gain and self.throughput_after.median > before.median * (
-            1 + NOISE_FLOOR
-        ):
-            return "above before"  # by more than the floor: within it, "lost nothing" is read
         if self.capacity:
             served = compare(before, self.capacity)  # both noises
             if served.measurable and served.a < served.b:
                 return "below capacity"
+        if self.model_allows_no_gain and self.throughput_after.median > before.median * (
+            1 + NOISE_FLOOR
+        ):
+            return "above before"  # by more than the floor: within it, "lost nothing" is read
         return model_test(self.throughput_after, before.scaled(self.expected), before.median)
+
+    @property
+    def _ratio_band(self) -> float:
+        return ratio_noise(self.ratio, self.throughput_before, self.throughput_after)
+
+    @property
+    def band_misses_model(self) -> bool:
+        """Whether after / before, within its band, excludes the model's after / before."""
+        return abs(self.ratio - self.expected) > self._ratio_band
 
     def sentence(self) -> str:
         before = self.throughput_before
@@ -171,7 +181,7 @@ class Failover:
                 f"{self.model} = {self.expected:.2f}; not a result (run it again)"
             )
         elif test == "above before":
-            band = ratio_noise(self.ratio, self.throughput_before, self.throughput_after)
+            band = self._ratio_band
             said = (
                 f"{self.layout}: served {self.ratio:.2f}x ± {band:.2f} as much after the loss as "
                 "before; the model, which has each replica compute on a device of its own and "
@@ -179,9 +189,15 @@ class Failover:
                 + (
                     "this is not read as a result (see the warning)"
                     if self.ratio - band > 1
-                    else f"with this noise the windows cannot test {self.model} = "
-                    f"{self.expected:.2f} (hypotheses, not measured: the machine's speed changed "
-                    "between them, or the survivors took a share of what the replicas shared)"
+                    else (
+                        f"its band holds no change but not {self.model} = {self.expected:.2f}: "
+                        "more after the loss than the model allows, beyond the noise"
+                        if self.band_misses_model  # read 72: the noise was not the reason
+                        else f"with this noise the windows cannot test {self.model} = "
+                        f"{self.expected:.2f}"
+                    )
+                    + " (hypotheses, not measured: the machine's speed changed between them, or "
+                    "the survivors took a share of what the replicas shared)"
                 )
             )
         elif test in UNTESTED:
@@ -242,7 +258,11 @@ class Failover:
             "untestable": f"too noisy to test {model}",
             "below capacity": f"not at capacity before: {model} not tested",
             "nothing after": "no tokens in the window after: not a result",
-            "above before": "more than before, which the model does not allow: not tested",
+            "above before": (
+                f"more than {model}, no more than before within the noise"
+                if self.band_misses_model and self.ratio - self._ratio_band <= 1
+                else "more than before, which the model does not allow: not tested"
+            ),
             "missed": f"less than {model}" if c.a < c.b else f"more than {model}",
         }[self.test]
 

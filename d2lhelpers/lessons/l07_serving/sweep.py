@@ -438,7 +438,9 @@ class LoadSweepResult(Reported):
         noise = getattr(self.peak, "noise", None)  # a MeasuredPeak carries its runs' spread
         peak += f" (IQR {noise:.0%} of it)" if noise is not None else ""
         text = (
-            f"Arithmetic at the measured peak explains {self.compute_share:.0%} of one device's "
+            # one decimal below 10%: "1%" for 0.52% read as a rounding error (read 72)
+            f"Arithmetic at the measured peak explains "
+            f"{self.compute_share:.{1 if self.compute_share < 0.1 else 0}%} of one device's "
             f"{step} decoding step ({flops} per step at one device's measured matmul peak, "
             f"{peak}). "
         )
