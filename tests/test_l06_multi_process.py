@@ -340,6 +340,7 @@ def test_sweep_verdicts_follow_the_numbers_and_their_noise():
     assert "2 workers: the model puts the all-reduce at 2.00 ms per step" in text
     (table,) = slower.tables()
     assert table.rows[1][3:5] == ("3.00 ms", "+0%")  # 1 ms + 2 alpha + 2 * 2000 B / beta
+    assert table.rows[0][3:5] == ("1.00 ms", "its input")  # read 72: not a prediction
     assert table.rows[1][2] == "±5%"  # steady steps: the floor
     faster = l06.TrainingSweepResult([_fake_training(1, 1e-3), _fake_training(2, 1.1e-3)], None, 2)
     assert faster.verdict.startswith(

@@ -294,7 +294,11 @@ class TrainingSweepResult(Reported):
                     "" if predicted is None else format_seconds(predicted),
                     ""
                     if predicted is None
-                    else f"{Residual(0, job.step_s, predicted).relative:+.0%}",
+                    else (
+                        "its input"  # the model starts from one worker's step (read 72)
+                        if job is one
+                        else f"{Residual(0, job.step_s, predicted).relative:+.0%}"
+                    ),
                     f"{job.throughput:,.0f}",
                     f"{job.throughput / one.throughput:.2f}x" if one else "",
                     f"{losses[0]:.2f} -> {losses[-1]:.2f}",
