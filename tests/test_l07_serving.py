@@ -834,6 +834,11 @@ def test_more_after_a_loss_is_read_as_a_miss_where_a_loss_can_add():
     # On one core a lost replica took no core of its own: the model is min(n-1, 1)/min(n, 1) = 1.
     assert shared.expected == 1.0 and group.expected == 0.5
     assert "min(n - 1, 1) / min(n, 1) of before" in str(FailureResult([shared], 1))
+    # read 73: the note on the bands names the model the sentences use, not always (n - 1) / n
+    assert "beside 'after is ...x min(n - 1, 1) / min(n, 1) x before'" in str(
+        FailureResult([shared], 1)
+    )
+    assert "beside 'after is ...x (n - 1) / n x before'" in str(FailureResult([group], 2))
     for run, why, model in [
         (shared, "the survivors take the lost device's share", "min(n - 1, 1) / min(n, 1)"),
         (group, "less comm", "(n - 1) / n"),

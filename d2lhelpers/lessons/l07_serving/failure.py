@@ -405,6 +405,7 @@ class FailureResult(Reported):
             "rebuild pause",
             "window after",
         ]
+        model = " or ".join(dict.fromkeys(r.model for r in self.runs))
         notes = [r.sentence() for r in self.runs] + [
             "restarted: in flight or queued on the lost device, started again from the prompt "
             "(their KV cache was there). Rebuild pause: re-placing the weights on the survivors "
@@ -415,9 +416,11 @@ class FailureResult(Reported):
             "it), and the requests it restarted are read again from their prompts there. The "
             "model assumes the window before served at capacity (its share is in each sentence "
             "above).",
-            "each ± beside 'after is ...x (n - 1) / n x before' is both windows' noises over the "
-            "model's after ((n - 1) / n x before): the printed x times the after window's ± "
-            "plus the before window's ±",
+            # named as the sentences name it: min(n - 1, a) / min(n, a) where fewer compute
+            # at once (read 73: the note named (n - 1) / n beside sentences that did not)
+            f"each ± beside 'after is ...x {model} x before' is both windows' noises over the "
+            f"model's after ({model} x before): the printed x times the after window's ± plus "
+            "the before window's ±",
         ]
         rows = [r.row() for r in self.runs]
         title = "throughput before and after one device is lost"
