@@ -44,6 +44,9 @@ def test_verdict_holds_when_times_follow_the_model():
     assert not table.flags
     # the band each reading used, in the units of "vs one": 1.00x +- (5% + 5%) at k = 2
     assert table.rows[1][5] == "as the model (band 0.90x to 1.10x)"
+    # read 73: 1.49x against the model's 1.5x is a speedup above the model's, inside the noise
+    assert table.rows[2][5].endswith("; its speedup above the model's is noise, not a result")
+    assert table.rows[2][6] == "2.01" and "not a result" not in table.rows[3][5]
     assert table.rows[0][1:3] == ["10.00 ms", "±5% (floor)"]  # each time beside its noise
     assert table.title == "20 matmuls of 512x512 per device"
 

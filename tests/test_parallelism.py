@@ -227,6 +227,14 @@ def test_virtual_gpus_say_the_reachable_speedup_assumes_separate_chips():
 def test_two_runs_of_one_experiment_are_read_against_each_other():
     first, again = _run(times=(0.5, 0.5, 0.5)), _run(times=(0.52, 0.52, 0.52))
     assert first.against_rerun(again).endswith("they agree within their noise")  # 2.00 vs 1.92
+    # read 73: within each other's noise, yet one held its model and the other missed it
+    edge = _run(times=(0.56, 0.56, 0.56))  # 1.79x; 0.56 s against the reachable 0.5 s: missed
+    assert (first.reachable_test, edge.reachable_test) == ("held", "missed")
+    assert first.against_rerun(edge).endswith(
+        "they agree within their noise, though against the reachable one reads 'held' and the "
+        "other 'missed': each sits on its side of that model's band, within the noise of the "
+        "other run"
+    )
     slower = _run(times=(1.0, 1.0, 1.0))  # 1.00x against 2.00x, bands 0.15 + 0.1
     said = first.against_rerun(slower)
     assert "2.00x in one run, 1.00x in the other (band ±0.25)" in said

@@ -113,7 +113,14 @@ class ParallelResult(Reported):
         band = self.speedup_noise + other.speedup_noise
         said = f"{self.label}: {a:.2f}x in one run, {b:.2f}x in the other (band ±{band:.2f})"
         if abs(a - b) <= band:
-            return said + ": they agree within their noise"
+            said += ": they agree within their noise"
+            if self.reachable_test != other.reachable_test:  # read 73: "agree" beside two words
+                said += (
+                    f", though against the reachable one reads '{self.reachable_test}' and the "
+                    f"other '{other.reachable_test}': each sits on its side of that model's band, "
+                    "within the noise of the other run"
+                )
+            return said
         return (
             said + ": they differ beyond it, so the machine changed between them (its load, "
             "another program); each run's noise holds only what happened during it, and each "
