@@ -315,3 +315,40 @@ def test_a_cached_baseline_below_this_runs_device_peak_is_measured_again(tmp_pat
     monkeypatch.setattr(peaks, "_device_peaks", {"logical CPU": PeakRecord(4.1e10, 0.02)})
     kept = peaks.machine_baseline_rate()
     assert kept["flops_per_s"] == 4e10 and kept["from_cache"] and "replaced" not in kept
+
+
+def test_the_baselines_noise_and_chain_read_from_its_record():
+    """make mutate (peaks): a baseline's own spread counts, never below the floor; no size, no
+    chain named."""
+    assert peaks.baseline_noise({"noise": 0.2}) == 0.2
+    assert peaks.baseline_noise({"noise": 0.01}) == peaks.NOISE_FLOOR
+    assert peaks.baseline_noise({}) == peaks.NOISE_FLOOR
+    assert peaks.baseline_chain({"size": 1024}) == " (one 1024x1024 matmul chain)"
+    assert peaks.baseline_chain({}) == ""
+
+
+def test_a_peak_of_k_devices_never_sets_the_baseline_aside():
+    one = MeasuredPeak(PeakRecord(3e11))
+    baseline = {"flops_per_s": 1e11, "noise": 0.02}
+    m = Measurement("chain", [1.0] * 5, work=1e9, peak=one)
+    assert peaks.baseline_below_peak(m, baseline, "one device's") is not None  # 3x: beyond
+    two = Measurement("chain", [1.0] * 5, work=1e9, peak=one * 2)  # a ceiling, not a reading
+    assert peaks.baseline_below_peak(two, baseline, "two devices'") is None
+    assert peaks.baseline_below_peak(m, {**baseline, "flops_per_s": 2.9e11}, "one") is None
+
+
+def test_a_cached_baseline_is_measured_again_only_when_a_peak_beats_it_beyond_both_noises(
+    tmp_path, monkeypatch
+):
+    quiet_baseline(monkeypatch, tmp_path, (1e11, 0.02), (2e11, 0.02), (3e11, 0.02))
+    monkeypatch.setattr(peaks, "_device_peaks", {"cpu": PeakRecord(1.5e11, 0.02)})
+    fresh = peaks.machine_baseline_rate()  # measured now, not from the cache: never "stale"
+    assert fresh["flops_per_s"] == 1e11 and "replaced" not in fresh
+    monkeypatch.setattr(peaks, "_baselines", {})  # a new run reads the file: 1.5x beyond 7%
+    again = peaks.machine_baseline_rate()
+    assert (
+        again["flops_per_s"] == 2e11 and "the cached baseline, 100.0 GFLOP/s" in (again["replaced"])
+    )
+    monkeypatch.setattr(peaks, "_baselines", {})
+    monkeypatch.setattr(peaks, "_device_peaks", {"cpu": PeakRecord(2.1e11, 0.02)})
+    assert "replaced" not in peaks.machine_baseline_rate()  # 1.05x: inside both noises

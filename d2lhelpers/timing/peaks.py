@@ -193,7 +193,7 @@ def _below_a_peak(baseline: dict) -> str | None:
     noises (each at least the floor), which no logical device can be. None when none is."""
     base = baseline["flops_per_s"]
     for record in _device_peaks.values():
-        noise = max(record.noise, NOISE_FLOOR) + max(baseline.get("noise", 0.0), NOISE_FLOOR)
+        noise = max(record.noise, NOISE_FLOOR) + baseline_noise(baseline)
         if above_limit(record.rate, base, noise):
             return (
                 f"the cached baseline, {format_rate(base)} measured {baseline['measured_at']}, "
