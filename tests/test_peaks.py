@@ -259,6 +259,10 @@ def test_the_device_table_names_each_device_its_peak_and_the_baseline(monkeypatc
     )
     monkeypatch.setattr(peaks, "machine_baseline_rate", lambda: {**baseline, "from_cache": True})
     assert peaks.describe_devices([gpu]).endswith(f"(measured today; {peaks.FROM_AN_EARLIER_RUN}).")
+    # a cached baseline this run's peak beat, measured again: the line says why (make mutate)
+    why = "the cached baseline, 100.0 GFLOP/s measured yesterday, was below ..."
+    monkeypatch.setattr(peaks, "machine_baseline_rate", lambda: {**baseline, "replaced": why})
+    assert peaks.describe_devices([gpu]).endswith(f"(measured today; {why}).")
     # read 70: a peak that spread past 10% says so where it is printed
     assert ": noisy (above 10%), a rough reference" not in peaks.describe_devices([gpu])
     monkeypatch.setattr(peaks, "_device_peaks", {})
