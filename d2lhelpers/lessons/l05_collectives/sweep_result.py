@@ -185,20 +185,18 @@ class AllreduceSweepResult(Reported):
         if flagged:
             sizes = ", ".join(format_bytes(s) for s in sorted(flagged))
             said += f" ({sizes} left out: flagged, see the warning)"
-        if unsure:
-            sizes = ", ".join(format_bytes(s) for s in sorted(unsure))
-            said += (
-                f" ({sizes} left out: faster than the {TINY_BYTES}-byte all-reduce that gives α "
-                f"by more than {NOISE_FLOOR:.0%}, inside the noise: too noisy to tell which time "
-                "is off; a size within that floor of it is read)"
-            )
-        if under_bound:
-            sizes = ", ".join(format_bytes(s) for s in sorted(under_bound))
-            said += (
-                f" ({sizes} left out: faster than the bandwidth bound 2(n-1)/n·S/B by more than "
-                f"{NOISE_FLOOR:.0%}, inside the noise of its run and of B's: too noisy to tell "
-                "which is off)"
-            )
+        inside = {  # below an ideal by more than the floor, inside the noise: not read
+            f"the {TINY_BYTES}-byte all-reduce that gives α": (unsure, "which time is off; a "
+            "size within that floor of it is read"),
+            "the bandwidth bound 2(n-1)/n·S/B": (under_bound, "which is off"),
+        }  # fmt: skip
+        for ideal, (left, tell) in inside.items():
+            if left:
+                sizes = ", ".join(format_bytes(s) for s in sorted(left))
+                said += (
+                    f" ({sizes} left out: faster than {ideal} by more than {NOISE_FLOOR:.0%}, "
+                    f"inside the noise: too noisy to tell {tell})"
+                )
         return said + "." + self._calibration_caveat()
 
     def below_alpha_inside(self) -> set[int]:
