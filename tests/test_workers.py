@@ -161,6 +161,9 @@ def test_keyboard_interrupt_in_the_with_block_ends_every_worker(target):
 def test_stop_button_while_waiting_for_ready_ends_every_worker(target):
     # A real SIGINT, as Jupyter's interrupt sends: it lands inside __enter__, where `with`
     # would not call __exit__, so start() itself must clean up.
+    # Python's own handler, whatever an earlier test in this process left installed: the test
+    # reads start()'s clean-up, not the handler of the moment.
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
     stop = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
     began = time.monotonic()
     stop.start()
@@ -169,6 +172,7 @@ def test_stop_button_while_waiting_for_ready_ends_every_worker(target):
             WorkerGroup(target("never_ready"), 2, ready_timeout=30, grace_s=0.3).start()
     finally:
         stop.cancel()
+        signal.signal(signal.SIGINT, before)
     assert time.monotonic() - began < 5
 
 
