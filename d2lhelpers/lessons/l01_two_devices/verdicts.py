@@ -115,16 +115,31 @@ def baseline_verdict(
             f"{low}"
         )
     independent = kind == "logical CPU" and k > 1  # one thread each: a yardstick, not a ceiling
-    if not independent and _above(together, base, together_best, baseline):  # baseline in doubt
+    if _above_own_peak(one):  # read 74: its line above says 'not a result'; so does this one
+        one_line += _above_own_peak(one)
+    elif not independent and _above(together, base, together_best, baseline):  # baseline in doubt
         one_line += " (not read against it: the line above puts the baseline in doubt)"
     else:
         one_line += _against(one, base, 1, baseline, plural=False)
-    read = (
-        _yardstick(together, base, baseline)
-        if independent
-        else _against(together, base, together_best, baseline, plural=True)
-    )
+    if _above_own_peak(together):
+        read = _above_own_peak(together)
+    elif independent:
+        read = _yardstick(together, base, baseline)
+    else:
+        read = _against(together, base, together_best, baseline, plural=True)
     return "\n".join([together_line + read, one_line, *baseline_not_kept(baseline)])
+
+
+def _above_own_peak(m: Measurement) -> str:
+    """' (not read against it: ...)' when `m`'s rate is above its own best peak, within the noise
+    or beyond it: its own line says 'not a result', so no verdict may rest on it; else ''."""
+    peak = m.best_peak
+    if m.rate is None or not peak or m.rate <= peak:
+        return ""
+    return (
+        f" (not read against it: {format_rate(m.rate)} is {m.rate / peak:.2f} of its own measured "
+        f"peak {format_rate(peak)}, above it, so not a result, as its line above says)"
+    )
 
 
 def _noise(m: Measurement, baseline: dict) -> float:
