@@ -546,7 +546,7 @@ def serving_rows(devices) -> list[Row]:
                 ceiling=1.0,
             )
         )
-    failure = d2l.run_serving_failure(2, ["replicas"])
+    failure = d2l.run_serving_failure(2, ["replicas"], sweep=sweep)
     (replicas,) = failure.runs
     rows.append(
         Row(
@@ -554,7 +554,8 @@ def serving_rows(devices) -> list[Row]:
             replicas.ratio / replicas.expected,
             "report",
             f"before {format_rate(replicas.throughput_before.median, 'tokens/s')}, after "
-            f"{format_rate(replicas.throughput_after.median, 'tokens/s')}",
+            f"{format_rate(replicas.throughput_after.median, 'tokens/s')}"
+            + (f"; not a result: {replicas.set_aside}" if replicas.set_aside else ""),
         )
     )
     panel = d2l.serving_panel()

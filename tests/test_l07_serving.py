@@ -506,9 +506,11 @@ def test_an_edited_notebook_cell_changes_what_the_panel_runs():
         "sweep = d2l.run_load_sweep(2, width=width, code=code)": "sweep = None",
         "sweep.plot()\nsweep": "",
         "d2l.run_lockstep_comparison(2, load=0.8, width=width, code=code)": "",
-        "failure = d2l.run_serving_failure(2, width=width, code=code)": "failure = None",
+        "failure = d2l.run_serving_failure(2, width=width, code=code, sweep=sweep)": (
+            "failure = None"
+        ),
         "failure.runs[0].plot()\nfailure": "",
-        "print(failure.against_reachable(sweep))": "",
+        "print(failure.against_reachable())": "",
         "pipe = d2l.run_pipeline_in_flight(2, width=width, code=code)\npipe": "",
         "d2l.check_layout_tokens(2, width=width, code=code)": "",
         "panel = d2l.serving_panel(code)": "panel = d2l.serving_panel(code)\n"
@@ -595,6 +597,11 @@ def test_a_capacity_timed_slow_is_not_read_against_the_model():
     assert "Instead, pipeline's saturation is 0.20x its model: lower beyond" in result.regime()
     # one device computing at once: the model divides nothing, whatever the arithmetic share
     assert "here only one can, so it divides nothing" in result.regime()
+    # read 75: the pipeline's model adds nothing on one core: no 'plus its hand-overs'
+    assert "plus, for tensor parallel, its measured all-reduces (the pipeline's bubble is " in (
+        result.regime()
+    )
+    assert "hand-overs or all-reduces" not in result.regime()
     two = LoadSweepResult(2, 2, cap, [slow], step_flops=1e6, peak=1e12).regime()
     assert "can only be expected to hold where this share is large" in two
     assert "divides nothing" not in two
@@ -820,6 +827,28 @@ def test_failure_rows_are_read_against_what_the_devices_computing_at_once_allow(
     assert "replicas after the loss: 500.0 tok/s ±5% (floor), above 1x one device's (307.7 " in (
         FailureResult([run], 1).against_reachable(sweep)
     )
+    # read 74: given the sweep, the table's own sentence sets those windows aside, and reads
+    # neither after / before against the model nor the share of the capacity
+    given = FailureResult([run], 1, sweep)
+    assert given.tables()[0].verdicts[0] == (
+        "replicas: after / before 0.50, not read against min(n - 1, 1) / min(n, 1) = 1.00: its "
+        "window before the loss, 1.0 ktok/s ±5% (floor), above 307.7 tok/s from the sweep beyond "
+        "both noises; its window after the loss, 500.0 tok/s ±5% (floor), above 1x one device's "
+        "(307.7 tok/s from the sweep) beyond both noises, not a result; its measured capacity is "
+        "not read either: 1.1 ktok/s ±5% (floor), above 307.7 tok/s from the sweep beyond both "
+        "noises"
+    )
+    assert "(a window above what the devices allow: not a result)" in given.verdict
+    assert "is not read (the table says so too)" in given.against_reachable()  # its own sweep
+    sweep.one_device = capacity(3.75e-3)  # 1.05 ktok/s: only the capacity, within the noise
+    inside = FailureResult([run], 1, sweep).tables()[0].verdicts[0]
+    assert inside.startswith("replicas: throughput after is 0.50x")  # the windows are read
+    assert inside.endswith(
+        "; its measured capacity is not read either: 1.1 ktok/s ±5% (floor), above 1.0 ktok/s "
+        "from the sweep, within both noises"
+    )
+    assert "served 0.91x" in FailureResult([run], 1).tables()[0].verdicts[0]  # no sweep: read
+    assert "served 0.91x" not in inside
 
 
 def test_more_after_a_loss_is_read_as_a_miss_where_a_loss_can_add():

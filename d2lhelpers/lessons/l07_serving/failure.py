@@ -63,6 +63,10 @@ class Failover:
     at_once: int | None = None  # devices that can compute at the same time (None: all of them)
     capacity_inputs: str = ""  # the steps the capacity comes from (`Capacity.inputs_text`)
     capacity_warnings: list[str] = dataclasses.field(default_factory=list)  # their noisy ones
+    # why a window (set_aside) or the capacity (capacity_aside) is not read: above what the
+    # devices computing at once allow, from the sweep (`FailureResult`, read 74)
+    set_aside: str = ""
+    capacity_aside: str = ""
 
     @property
     def model_allows_no_gain(self) -> bool:
@@ -138,7 +142,9 @@ class Failover:
         before = self.throughput_before
         if self.throughput_after.median == 0:
             return "nothing after"
-        if self.capacity:
+        if self.set_aside:
+            return "set aside"
+        if self.capacity and not self.capacity_aside:
             served = compare(before, self.capacity)  # both noises
             if served.measurable and served.a < served.b:
                 return "below capacity"
@@ -205,7 +211,14 @@ class Failover:
                 f"{self.layout}: after / before {self.ratio:.2f}: too noisy to test {self.model} = "
                 f"{self.expected:.2f}: {UNTESTED[test]}"
             )
-        if self.utilisation is not None:
+        elif test == "set aside":
+            said = (
+                f"{self.layout}: after / before {self.ratio:.2f}, not read against {self.model} "
+                f"= {self.expected:.2f}: {self.set_aside}, not a result"
+            )
+        if self.capacity_aside:
+            said += f"; its measured capacity is not read either: {self.capacity_aside}"
+        elif self.utilisation is not None:
             before, capacity = self.throughput_before, self.capacity
             # the band `test` compares the two with (both noises over the capacity), so that
             # "below capacity" is read exactly when the band misses 1 (read 55: two rules)
@@ -258,6 +271,7 @@ class Failover:
             "untestable": f"too noisy to test {model}",
             "below capacity": f"not at capacity before: {model} not tested",
             "nothing after": "no tokens in the window after: not a result",
+            "set aside": "a window above what the devices allow: not a result",
             "above before": (
                 f"more than {model}, no more than before within the noise"
                 if self.band_misses_model and self.ratio - self._ratio_band <= 1
@@ -289,17 +303,78 @@ class FailureResult(Reported):
 
     runs: list[Failover]
     at_once: int  # devices that can compute at the same time
+    # the load sweep (`LoadSweepResult`) whose one-device capacity bounds what the devices
+    # computing at once allow: a window or capacity above it is set aside in the table itself
+    sweep: object | None = None
+
+    def __post_init__(self):
+        if self.sweep is not None:  # read 74: the table read a window the line under it set aside
+            self.runs = [self._set_aside(r) for r in self.runs]
 
     @property
     def verdict(self) -> str:
         parts = [f"{r.layout} kept {r.ratio:.0%} ({r.outcome})" for r in self.runs]
         return "after losing one device: " + "; ".join(parts)
 
-    def against_reachable(self, sweep) -> str:
+    def _readings(self, r: Failover, sweep) -> list[tuple[str, Spread, str, object]]:
+        """(name, value, the ceiling's words, compare(value, ceiling)) for each of `r`'s windows
+        and its capacity, against what the devices computing at once allow; [] for a layout one
+        device's capacity does not bound."""
+        if not sweep.bounded_by_one_device(r.layout):
+            return []
+        reach = sweep.one_device.tokens_per_s.scaled(sweep.at_once)
+        # after the loss one device fewer can compute (read 70: a survivor at 1.73x one
+        # device's capacity went unflagged)
+        survivors = min(sweep.at_once, r.n_devices - 1)
+        after = sweep.one_device.tokens_per_s.scaled(survivors)
+        named = f"{survivors}x one device's ({format_rate(after.median, 'tok/s')})"
+        return [
+            (name, value, it, compare(value, most))
+            for name, value, most, it in [
+                ("before the loss", r.throughput_before, reach, "it"),
+                ("capacity", r.capacity, reach, "it"),
+                ("after the loss", r.throughput_after, after, named),
+            ]
+            if value is not None
+        ]
+
+    @staticmethod
+    def _where(it: str, c) -> str:
+        if c.measurable and c.a > c.b:
+            return (
+                f"above {it} beyond both noises: not read as a result (the two were timed at "
+                "different moments; which of them is off is not measured)"
+            )
+        if c.a > c.b:
+            return f"above {it}, within both noises: not a result (too noisy to tell which is off)"
+        return f"not above {it}"
+
+    def _set_aside(self, r: Failover) -> Failover:
+        """`r` with the windows and capacity above what the devices allow named, so that its
+        sentence does not read them (`Failover.set_aside`, `capacity_aside`)."""
+        sweep = self.sweep
+        reach = sweep.one_device.tokens_per_s.scaled(sweep.at_once)
+        ceiling = f"{format_rate(reach.median, 'tok/s')} from the sweep"
+        windows, capacity = [], ""
+        for name, value, it, c in self._readings(r, sweep):
+            if c.a <= c.b:
+                continue
+            it = ceiling if it == "it" else f"{it[:-1]} from the sweep)"
+            where = self._where(it, c).split(": not ")[0]  # the sentence says 'not a result'
+            said = f"{format_rate(value.median, 'tok/s')} {noise_text(value)}, {where}"
+            if name == "capacity":
+                capacity = said
+            else:
+                windows.append(f"its window {name}, {said}")
+        return dataclasses.replace(r, set_aside="; ".join(windows), capacity_aside=capacity)
+
+    def against_reachable(self, sweep=None) -> str:
         """Each layout's window before the loss and its capacity against what the devices that
-        can compute at once allow, from the sweep's one-device capacity (`LoadSweepResult`): a
-        failure row above it beyond both noises is not read as a result (read 57: 1.2 ktok/s
-        before the loss, beside a sweep that put one device's 914.6 tok/s as the most)."""
+        can compute at once allow, from the sweep's one-device capacity (`LoadSweepResult`;
+        by default the sweep the run was given): a failure row above it is not read as a
+        result (read 57: 1.2 ktok/s before the loss, beside a sweep that put one device's
+        914.6 tok/s as the most)."""
+        sweep = self.sweep if sweep is None else sweep
         reach = sweep.one_device.tokens_per_s.scaled(sweep.at_once)
         ceiling = (
             f"{sweep.at_once}x one device's capacity from the sweep, "
@@ -308,49 +383,25 @@ class FailureResult(Reported):
         )
         said = []
         for r in self.runs:
-            if not sweep.bounded_by_one_device(r.layout):
+            readings = self._readings(r, sweep)
+            if not readings:
                 said.append(
                     f"{r.layout}: not read against it (its steps hold every device's sequences, "
                     "one device's hold fewer, and a step's time depends on how many it holds)"
                 )
-                continue
-            # after the loss one device fewer can compute (read 70: a survivor at 1.73x one
-            # device's capacity went unflagged)
-            survivors = min(sweep.at_once, r.n_devices - 1)
-            after = sweep.one_device.tokens_per_s.scaled(survivors)
-            for name, value, most in [
-                ("before the loss", r.throughput_before, reach),
-                ("capacity", r.capacity, reach),
-                ("after the loss", r.throughput_after, after),
-            ]:
-                if value is None:
-                    continue
-                c = compare(value, most)
-                it = (  # the window after the loss has its own ceiling, named
-                    "it"
-                    if most is reach
-                    else f"{survivors}x one device's ({format_rate(most.median, 'tok/s')})"
-                )
-                where = (
-                    f"above {it} beyond both noises: not read as a result (the two were timed at "
-                    "different moments; which of them is off is not measured)"
-                    if c.measurable and c.a > c.b
-                    else (
-                        f"above {it}, within both noises: not a result (too noisy to tell which "
-                        "is off)"
-                        if c.a > c.b
-                        else f"not above {it}"
-                    )
-                )
+            for name, value, it, c in readings:
                 said.append(
                     f"{r.layout} {name}: {format_rate(value.median, 'tok/s')} "
-                    f"{noise_text(value)}, {where}"
+                    f"{noise_text(value)}, {self._where(it, c)}"
                 )
                 if name == "capacity" and c.a > c.b and r.utilisation is not None:
-                    # read 70: the table above read the window against this capacity
-                    said.append(
+                    said.append(  # read 70: the share read the window against this capacity
                         f"so the share of its capacity {r.layout} served before the loss, in the "
-                        "table above, is not read either"
+                        + (
+                            "table above, is not read either"
+                            if self.sweep is None
+                            else "table above, is not read (the table says so too)"
+                        )
                     )
         return f"against {ceiling}: " + "; ".join(said)
 
@@ -439,8 +490,11 @@ def run_serving_failure(
     window: Window | None = None,
     code: ServingCode | None = None,
     progress: Callable | None = None,
+    sweep=None,
 ) -> FailureResult:
-    """Each layout at `OVERLOAD` x its capacity; the last device lost after the first window."""
+    """Each layout at `OVERLOAD` x its capacity; the last device lost after the first window.
+    With `sweep` (`run_load_sweep`'s result), a window or capacity above what the devices
+    computing at once allow is set aside in the table, not read against the model."""
     config, devices, window, code = setup_run(
         n_devices, width, layers, prompt_len, n_out, window, code
     )
@@ -474,4 +528,4 @@ def run_serving_failure(
             )
         )  # fmt: skip
         steps.finish(name)
-    return FailureResult(runs, at_once_here(n_devices, devices[0].kind))
+    return FailureResult(runs, at_once_here(n_devices, devices[0].kind), sweep)

@@ -453,9 +453,10 @@ class LoadSweepResult(Reported):
         else:  # nothing to divide: the share cannot decide whether the model holds
             text += (
                 "The cost model divides a step's time among the devices that compute at once; "
-                "here only one can, so it divides nothing, and each layout's model is one "
-                "device's steps plus what the layout adds (its hand-overs or all-reduces), "
-                "whatever that share."
+                "here only one can, so it divides nothing: each layout's model is every "
+                "device's steps taken one at a time, plus, for tensor parallel, its measured "
+                "all-reduces (the pipeline's bubble is covered by taking turns, and the model "
+                "has no term for its hand-overs), whatever that share."
             )
         if held:
             text += f" It held, within the noise, for {' and '.join(held)}"
