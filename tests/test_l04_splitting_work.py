@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from IPython.lib.pretty import pretty
 
 import d2lhelpers as d2l
+from d2lhelpers.core.verdicts import compare
 from d2lhelpers.lessons.l04_splitting_work import (
     PipelineTraceResult,
     ThreeSchemesResult,
@@ -93,10 +94,10 @@ def _schemes(replicas=0.55, tensor=0.8, pipeline=0.7, busy=1.0, error=0.0):
 
 def test_the_pipelines_bubble_carries_its_noise_and_reading_in_the_table():
     (table,) = _schemes(pipeline=0.7, busy=1.0).tables()
-    # bubble = 1 - 1.0 / (2 x 0.7) = 29%, noise (1 - 0.29) x (5% + 5%) = 7%; model 1/5 = 20%
-    # and the busy time and its noise it is made from are printed (read 61: they were not)
+    # bubble = 1 - 1.0 / (2 x 0.7) = 29%, noise (1 - 0.29) x (5% + 5%) / (1 - 5%) = 7.5%;
+    # model 1/5 = 20%; and the busy time and its noise it is made from are printed (read 61)
     assert table.rows[2][8] == (
-        "[4, 4] layers, 4 microbatches; bubble 28.6% ±7.1% = 1 - busy / (2 x the time per "
+        "[4, 4] layers, 4 microbatches; bubble 28.6% ±7.5% = 1 - busy / (2 x the time per "
         "batch), busy (the 4 microbatches on one device) 1.000 s ±5% (floor) (model 20.0%)"
     )
     # read 60: each speedup's band needs the one-device time and its noise beside the scheme's
@@ -110,6 +111,24 @@ def test_the_pipelines_bubble_carries_its_noise_and_reading_in_the_table():
     ]
     (reading,) = [n for n in table.verdicts if n.startswith("pipeline's bubble: ")]
     assert reading.endswith(_schemes(pipeline=0.7, busy=1.0).runs[2].bubble_reading)
+
+
+def test_the_bubble_is_above_a_level_beyond_its_noise_exactly_when_the_times_are():
+    """Read 75: 54.55% ± 4.55% read 'above 50% beyond its noise' on one core, while the step
+    time and the busy time it came from (6.55 and 5.96 ms, 5% each) were within both noises."""
+    run = _schemes(pipeline=0.656, busy=0.596).runs[2]
+    run.cores = 1  # two stages on one core: the least possible is 1 - 1/p = 50%
+    assert (
+        run.bubble_floor == 0.5
+        and not compare(run.measurement, run.microbatched_reference).measurable
+    )
+    assert run.measured_bubble - 0.5 > (1 - run.measured_bubble) * 0.10  # the old band: 'above'
+    assert "beyond its noise" not in run.bubble_reading
+    assert run.bubble_reading.startswith("within its noise of the least possible")
+    slower = _schemes(pipeline=0.67, busy=0.596).runs[2]  # 0.67 x 95% > 0.596 x 105%
+    slower.cores = 1
+    assert compare(slower.measurement, slower.microbatched_reference).measurable
+    assert "above 50% = 1 - 1/p beyond its noise: slower than the 2 stages" in slower.bubble_reading
 
 
 def test_the_seeds_picture_draws_the_seeds_three_schemes():

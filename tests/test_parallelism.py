@@ -235,6 +235,14 @@ def test_two_runs_of_one_experiment_are_read_against_each_other():
         "other 'missed': each sits on its side of that model's band, within the noise of the "
         "other run"
     )
+    # read 75: 'held' beside 'noisy' is not two sides of a band: one run is too noisy to read it
+    wobbly = _run(times=(0.45, 0.5, 0.56))  # IQR 55 ms: 11% of the 0.5 s median
+    assert (first.reachable_test, wobbly.reachable_test) == ("held", "noisy")
+    assert first.against_rerun(wobbly).endswith(
+        "though against the reachable one reads 'held' and the other 'noisy': the 'noisy' run's "
+        "runs spread by more than 10% of their median, so it does not read the model (its time "
+        "is inside the model's band as well)"
+    )
     slower = _run(times=(1.0, 1.0, 1.0))  # 1.00x against 2.00x, bands 0.15 + 0.1
     said = first.against_rerun(slower)
     assert "2.00x in one run, 1.00x in the other (band ±0.25)" in said

@@ -114,11 +114,19 @@ class ParallelResult(Reported):
         said = f"{self.label}: {a:.2f}x in one run, {b:.2f}x in the other (band ±{band:.2f})"
         if abs(a - b) <= band:
             said += ": they agree within their noise"
-            if self.reachable_test != other.reachable_test:  # read 73: "agree" beside two words
+            words = (self.reachable_test, other.reachable_test)
+            if words[0] != words[1]:  # read 73: "agree" beside two words
                 said += (
-                    f", though against the reachable one reads '{self.reachable_test}' and the "
-                    f"other '{other.reachable_test}': each sits on its side of that model's band, "
-                    "within the noise of the other run"
+                    f", though against the reachable one reads '{words[0]}' and the other "
+                    f"'{words[1]}': "
+                )
+                untested = [w for w in words if w in UNTESTED]
+                said += (  # read 75: 'held' beside 'noisy' is one band, not two sides of it
+                    f"the '{untested[0]}' run's {UNTESTED[untested[0]].removeprefix('its ')}, "
+                    "so it does not read the model (its time is inside the model's band as well)"
+                    if untested and "missed" not in words
+                    else "each sits on its side of that model's band, within the noise of the "
+                    "other run"
                 )
             return said
         return (
