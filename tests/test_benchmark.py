@@ -418,7 +418,7 @@ def test_every_warning_word_for_word():
     assert measurement_warnings(low) == [
         "the peak was measured low: 12.5 GB/s is 1.2x the device's measured peak (10.0 GB/s), "
         "but 1.04x the peak measured again now (12.0 GB/s); the first peak was probably "
-        "measured while the machine was busy"
+        "measured while the machine was busy (a hypothesis, not measured)"
     ]
     (impossible,) = measurement_warnings(
         Measurement("r", [1.0] * 3, work=50e9, unit="B/s", peak=10e9, remeasured_peak=11e9)

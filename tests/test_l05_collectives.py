@@ -585,6 +585,13 @@ def test_sweep_flags_sizes_measured_faster_than_alpha():
         in (unsure.verdict)
     )
     assert unsure.tables()[1].rows[0][-1] == "below α, inside the noise: not read"
+    # read 75: 1000 B is also one of the fit's inputs: the fit is not read either
+    fit = unsure.tables()[-1]
+    assert 1000 in unsure.fit_sizes and fit.title.endswith(
+        " — not read: 1000 B among its inputs is not read above (below α or the bandwidth bound, "
+        "inside the noise)"
+    )
+    assert {row[-1] for row in fit.rows} == {"not read (see the title)"}
     assert _sweep([0.96e-3, 1.3e-3, 1.4e-3, 2.0e-3], tiny=1e-3).below_alpha_inside() == set()
     # read 70: a held-out size not read above is not read against the fit either
     held = _sweep([1.1e-3, 0.93e-3, 1.4e-3, 2.0e-3], tiny=1e-3)
@@ -650,6 +657,7 @@ def test_the_bound_is_as_noisy_as_beta():
     # read 72: 1.85 ms is below the 2 ms bound by more than the 5% floor, inside the noise: a
     # point drawn under the bound is not read as a result, in the verdict, the rows or the fit
     assert near.below_bound_inside() == {4000} and near.flagged_sizes() == set()
+    assert "— not read: 3.9 KiB among its inputs" in near.tables()[-1].title  # a fit input
     assert "predict the other 2 sizes within" in near.verdict
     assert "(3.9 KiB left out: faster than the bandwidth bound 2(n-1)/n·S/B by more" in (
         near.verdict

@@ -393,8 +393,8 @@ def test_the_failure_verdict_compares_after_with_n_minus_1_over_n():
     held.capacity = Spread(920.0, 0.0)  # 1.09x ± 0.10: inside the band
     assert "more than it" not in held.sentence()
     assert held.sentence().endswith(
-        "from its steps just before), not measurably more: the capacity is a rough bound here, "
-        "not a ceiling"
+        "from its steps just before), not measurably more, and above 1: not a result (the capacity "
+        "is a rough bound here, not a ceiling)"
     )
     held.capacity = Spread(1250.0, 0.0)
     assert held.test == "below capacity"
@@ -541,6 +541,11 @@ def test_saturation_below_capacity_is_taken_apart_from_the_windows_own_steps():
     assert "the tokens its capacity assumes (fewer beyond the noise): " in said
     assert "steps took 8.00 ms in the window against 4.00 ms timed" in said
     assert said.endswith("and 100% of their slots held a sequence")
+    # read 74: against a capacity that is not a result, the reading is of the steps' timing
+    assert "(fewer beyond the noise; the capacity is not a result here, so this reads how its " in (
+        sweep.per_busy_second(saturated, low=True)
+    )
+    assert "not a result" not in said
     # read 56: a noisy capacity put saturation / capacity (the sentence's first reading) within
     # the noise and tokens per busy second beyond it; one band for both, so both agree
     noisy = Capacity([Measurement("d", [0.002, 0.003, 0.004, 0.006, 0.008])], cap.prefill, [4], 4)

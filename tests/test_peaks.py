@@ -88,7 +88,10 @@ def test_describe_devices_says_what_each_device_is(devices, monkeypatch):
     text = d2l.describe_devices()
     # One measurement serves the identical logical CPUs: printed once, the others point to it.
     assert text.count("logical CPU") == 4 and text.count("measured peak") == 1
-    assert text.count("the peak measured on /device:CPU:0 (identical devices)") == 3
+    assert (
+        text.count("the peak measured on /device:CPU:0 (identical devices, assumed to share it")
+        == 3
+    )
     assert text.count("(noise ") == 2  # the peak's and the baseline's
     assert "Fair baseline" in text and "200.0 GFLOP/s (noise 0%)" in text
     assert "(measured today)." in text
@@ -244,7 +247,8 @@ def test_the_device_table_names_each_device_its_peak_and_the_baseline(monkeypatc
             "/CPU:0\n    one core of the host\n    memory: shares host memory; "
             f"measured peak: 20.0 GFLOP/s (noise 4% {kept}",
             "/CPU:1\n    one core of the host\n    memory: shares host memory; "
-            "the peak measured on /CPU:0 (identical devices)",
+            "the peak measured on /CPU:0 (identical devices, assumed to share it: not measured "
+            "on this one)",
             "/GPU:0\n    an H100\n    memory: 80.0 GiB; "
             f"measured peak: 500.0 TFLOP/s (noise 2% {kept}",
             "Fair baseline: the usable cores (1 usable CPU core, /CPU:0, TensorFlow's default "

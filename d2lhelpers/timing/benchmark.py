@@ -328,7 +328,7 @@ def measurement_warnings(m: Measurement) -> list[str]:
                 f"the peak was measured low: {rate} is {m.rate / m.peak:.1f}x the device's "
                 f"measured peak ({first}), but {m.rate / m.remeasured_peak:.2f}x the peak "
                 f"measured again now ({format_rate(m.remeasured_peak, m.unit)}); the first peak "
-                "was probably measured while the machine was busy"
+                "was probably measured while the machine was busy (a hypothesis, not measured)"
             )
         return found
     again = (

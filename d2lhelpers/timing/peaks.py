@@ -225,7 +225,10 @@ def describe_devices(devices: list[Device] | None = None) -> str:
         memory = format_bytes(d.memory_bytes) if d.memory_bytes else "shares host memory"
         peak = device_peak_rate(d)
         if id(peak.record) in first_of:  # one measurement serves identical logical devices
-            said = f"the peak measured on {first_of[id(peak.record)]} (identical devices)"
+            said = (
+                f"the peak measured on {first_of[id(peak.record)]} (identical devices, assumed "
+                "to share it: not measured on this one)"
+            )
         else:
             first_of[id(peak.record)] = d.name
             noisy = (  # read 70: a 326% spread printed beside the peak with no word

@@ -354,9 +354,17 @@ class AllreduceSweepResult(Reported):
         flagged, unsure = self.flagged_sizes(), self.below_alpha_inside()
         under_bound = self.below_bound_inside()
         bad_inputs = sorted(flagged & set(self.fit_sizes))
+        # read 75: a fit on a time the table above does not read is not read either
+        unread_inputs = sorted((unsure | under_bound) & set(self.fit_sizes))
         if bad_inputs:  # a fit on an impossible time predicts nothing worth reading
             inputs = ", ".join(format_bytes(s) for s in bad_inputs)
             title += f" — not a result: {inputs} among its inputs is flagged (see the warning)"
+        elif unread_inputs:
+            inputs = ", ".join(format_bytes(s) for s in unread_inputs)
+            title += (
+                f" — not read: {inputs} among its inputs is not read above (below α or the "
+                "bandwidth bound, inside the noise)"
+            )
         by_size = dict(zip(self.sizes, self.measurements, strict=True))
         rows = []
         for r in self.held_out_residuals:
@@ -373,6 +381,8 @@ class AllreduceSweepResult(Reported):
                     f"{r.relative:+.0%}",
                     "not a result"
                     if bad_inputs or r.nbytes in flagged
+                    else "not read (see the title)"
+                    if unread_inputs
                     else (
                         "below α above, inside the noise: not read"  # as the table above (read 70)
                         if r.nbytes in unsure

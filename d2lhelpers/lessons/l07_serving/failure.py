@@ -239,7 +239,10 @@ class Failover:
                     "so the share it served is a rough one"
                 )
             elif self.utilisation > 1:  # above it, but inside both noises
-                said += ", not measurably more: the capacity is a rough bound here, not a ceiling"
+                said += (  # a share above 100% is not a result, within the noise too (read 74)
+                    ", not measurably more, and above 1: not a result (the capacity is a rough "
+                    "bound here, not a ceiling)"
+                )
         if test == "below capacity":
             said += f", measurably less: {self.model} compares capacities, so it is not tested here"
         if test == "missed" and self.expected < self.ratio <= 1:

@@ -202,13 +202,14 @@ class LayoutSweep:
             )
         elif found and found[1]:  # above what every slot busy allows, beyond the noise
             reading = impossible(reading)
-        said.append(f"{reading}; {busy_and_idle(point)}{self.per_busy_second(point)}")
+        said.append(f"{reading}; {busy_and_idle(point)}{self.per_busy_second(point, low)}")
         return said
 
-    def per_busy_second(self, point: LoadPoint) -> str:
+    def per_busy_second(self, point: LoadPoint, low: bool = False) -> str:
         """The rest of saturation / capacity, measured: tokens per busy engine-second against
         what the capacity assumes, from the window's own decoding steps and how full their slots
-        were (saturation / capacity = busy share x this ratio, up to the window's edges)."""
+        were (saturation / capacity = busy share x this ratio, up to the window's edges). With
+        the capacity not a result (`low`), it reads how the steps were timed, not a result."""
         decodes = point.calls_in_window("decode")
         fill = point.slot_fill(self.capacity.slots[0])
         found = self._tokens_per_busy_second(point)
@@ -225,6 +226,11 @@ class LayoutSweep:
             if abs(ratio - 1) <= band
             else ("more beyond the noise" if ratio > 1 else "fewer beyond the noise")
         )
+        if low:  # read 74: read against a capacity set aside as not a result
+            where += (
+                "; the capacity is not a result here, so this reads how its steps were timed, "
+                "not a result"
+            )
         return (
             f"; per busy engine-second it made {ratio:.2f}x ± {band:.2f} ({parts}) the tokens "
             f"its capacity assumes ({where}): "
