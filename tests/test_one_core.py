@@ -136,3 +136,18 @@ def test_the_baseline_is_one_number_per_run_unless_measured_again():
     assert problem.startswith("cell 30: the baseline is 175.2 GFLOP/s here, 167.4 GFLOP/s before")
     explained = (30, other[1] + "\nthe baseline was measured again: the first was busy")
     assert one_core.baseline_drift([first, explained]) == []
+    # notebook 01's verdict, as printed, with one device set aside above its own peak: the rates
+    # after the word 'baseline' on its lines are the baseline's only (a 109.2 after it was read
+    # as a second baseline, make one-core at ad7343f)
+    from d2lhelpers.lessons import l01_two_devices as l01
+    from d2lhelpers.timing.benchmark import Measurement
+
+    def rate(label, flops, peak):
+        return Measurement(label, [1.0], work=flops, peak=peak)
+
+    printed = l01.baseline_verdict(
+        rate("both", 1.6e11, 3.4e11), rate("one", 1.092e11, 1.034e11), {"flops_per_s": 1.674e11},
+        "logical CPU",
+    )  # fmt: skip
+    assert "1.06 of its own measured peak" in printed
+    assert one_core.baseline_drift([first, (33, printed)]) == []

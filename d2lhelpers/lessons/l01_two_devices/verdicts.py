@@ -116,13 +116,14 @@ def baseline_verdict(
         )
     independent = kind == "logical CPU" and k > 1  # one thread each: a yardstick, not a ceiling
     if _above_own_peak(one):  # read 74: its line above says 'not a result'; so does this one
-        one_line += _above_own_peak(one)
+        # no rate after the word 'baseline': make one-core reads the first as the baseline's
+        one_line = f"one device: {_above_own_peak(one)}, and not read against the baseline"
     elif not independent and _above(together, base, together_best, baseline):  # baseline in doubt
         one_line += " (not read against it: the line above puts the baseline in doubt)"
     else:
         one_line += _against(one, base, 1, baseline, plural=False)
     if _above_own_peak(together):
-        read = _above_own_peak(together)
+        read = f"; not read against it: {_above_own_peak(together)}"
     elif independent:
         read = _yardstick(together, base, baseline)
     else:
@@ -131,14 +132,15 @@ def baseline_verdict(
 
 
 def _above_own_peak(m: Measurement) -> str:
-    """' (not read against it: ...)' when `m`'s rate is above its own best peak, within the noise
-    or beyond it: its own line says 'not a result', so no verdict may rest on it; else ''."""
+    """Why `m`'s rate is not read against the baseline, when it is above its own best peak
+    (within the noise or beyond it): its own line says 'not a result', so no verdict may rest
+    on it; else ''."""
     peak = m.best_peak
     if m.rate is None or not peak or m.rate <= peak:
         return ""
     return (
-        f" (not read against it: {format_rate(m.rate)} is {m.rate / peak:.2f} of its own measured "
-        f"peak {format_rate(peak)}, above it, so not a result, as its line above says)"
+        f"{format_rate(m.rate)} is {m.rate / peak:.2f} of its own measured peak "
+        f"{format_rate(peak)}, above it, so not a result (as its line above says)"
     )
 
 
