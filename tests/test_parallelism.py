@@ -243,6 +243,12 @@ def test_two_runs_of_one_experiment_are_read_against_each_other():
         "runs spread by more than 10% of their median, so it does not read the model (its time "
         "is inside the model's band as well)"
     )
+    # read 77: a run above the reachable beyond the noise is flagged, not 'missed'
+    fast = _run(times=(0.45, 0.45, 0.45))  # 2.22x against the reachable 2.00x
+    assert fast.beats_reachable and fast.reachable_test == "missed"  # model_test's bare word
+    said = fast.against_rerun(first)
+    assert "one reads 'flagged, not a result' and the other 'held'" in said
+    assert said.endswith("a run that is not a result is not read against the model")
     slower = _run(times=(1.0, 1.0, 1.0))  # 1.00x against 2.00x, bands 0.15 + 0.1
     said = first.against_rerun(slower)
     assert "2.00x in one run, 1.00x in the other (band ±0.25)" in said

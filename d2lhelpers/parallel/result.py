@@ -114,20 +114,26 @@ class ParallelResult(Reported):
         said = f"{self.label}: {a:.2f}x in one run, {b:.2f}x in the other (band ±{band:.2f})"
         if abs(a - b) <= band:
             said += ": they agree within their noise"
-            words = (self.reachable_test, other.reachable_test)
+            words = (self.reachable_word, other.reachable_word)
             if words[0] != words[1]:  # read 73: "agree" beside two words
                 said += (
                     f", though against the reachable one reads '{words[0]}' and the other "
                     f"'{words[1]}': "
                 )
                 untested = [w for w in words if w in UNTESTED]
-                said += (  # read 75: 'held' beside 'noisy' is one band, not two sides of it
-                    f"the '{untested[0]}' run's {UNTESTED[untested[0]].removeprefix('its ')}, "
-                    "so it does not read the model (its time is inside the model's band as well)"
-                    if untested and "missed" not in words
-                    else "each sits on its side of that model's band, within the noise of the "
-                    "other run"
-                )
+                if any("not a result" in w for w in words):  # read 77: a flagged run, 'missed'
+                    said += "a run that is not a result is not read against the model"
+                elif untested and "missed" not in words:  # read 75: one band, not two sides
+                    said += (
+                        f"the '{untested[0]}' run's {UNTESTED[untested[0]].removeprefix('its ')}, "
+                        "so it does not read the model (its time is inside the model's band as "
+                        "well)"
+                    )
+                else:
+                    said += (
+                        "each sits on its side of that model's band, within the noise of the "
+                        "other run"
+                    )
             return said
         return (
             said + ": they differ beyond it, so the machine changed between them (its load, "
@@ -221,6 +227,16 @@ class ParallelResult(Reported):
         # the reachable is one device's time scaled: a noisy one-device run leaves it unchecked
         # too, as every notebook's rule reads a model (read 66: 'held' on a ±37% reference)
         return "noisy" if word == "held" and noisy_run(self.reference) else word
+
+    @property
+    def reachable_word(self) -> str:
+        """`reachable_test`'s word, or why the run is not read against the reachable at all:
+        above it (faster than the model allows), beyond the noise or within it."""
+        if not self.trusted:
+            return "flagged, not a result"
+        if self.above_reachable:
+            return "above it within the noise, not a result"
+        return self.reachable_test
 
     @property
     def reachable_reading(self) -> str:
