@@ -9,6 +9,7 @@ import d2lhelpers as d2l
 from d2lhelpers.core import cache
 from d2lhelpers.lessons import l01_two_devices as l01
 from d2lhelpers.lessons.l01_two_devices import ConcurrencyResult, MergeProbeResult, merging
+from d2lhelpers.lessons.l01_two_devices import verdicts as l01_verdicts
 from d2lhelpers.timing.benchmark import Measurement
 from d2lhelpers.timing.estimate import CALL_S, measure_seconds, trace_seconds
 from d2lhelpers.tracing.optimizer_probe import SWITCHES, ProbeRun
@@ -522,3 +523,52 @@ def test_separate_calls_verdict_tells_overlap_from_sequence():
     assert "consistent with one after the other" in l01.separate_calls_verdict(
         timed(0.0199), one, other, at_once=1
     )
+
+
+def test_the_verdicts_edges_make_mutate_found_unpinned(monkeypatch):
+    """make mutate on this module (2026-12-04): the noise sums, the own-peak ceiling's edge, the
+    one-device line's pronoun and a cached baseline's cause were not pinned by any test."""
+    # the serial comparison adds both runs' noise: 2.1x two chains' 2.0x is inside it
+    near_serial = l01.at_once_verdict(timed(0.021), timed(0.010), "logical CPU", cores=2)
+    assert "slower than the model's 1.00x" in near_serial and "slower even" not in near_serial
+    # separate GPUs: the model is 1.00x, no cores named; cores default to the usable ones
+    assert "than 1.00x" in l01.at_once_verdict(timed(0.016), timed(0.010), "GPU", cores=2)
+    assert "the model's" not in l01.at_once_verdict(timed(0.016), timed(0.010), "GPU", cores=2)
+    monkeypatch.setattr(l01_verdicts, "usable_cores", lambda: 1)
+    assert "(1 usable CPU core) says" in l01.at_once_verdict(
+        timed(0.020), timed(0.010), "logical CPU"
+    )
+    # two calls against their sum: the band holds all three runs' noise (0.95 + 0.5 + 0.5 ms)
+    summed = l01.separate_calls_verdict(timed(0.019), timed(0.010), timed(0.010))
+    assert "within the noise: consistent with one after the other" in summed
+    baseline = {"flops_per_s": 2e11, "noise": 0.02}  # its noise counted at the 5% floor
+    one = rate("one", 1e11, None)
+    # their own peak caps them below the baseline beyond both noises (5% + 5%): 1.8e11 is the edge
+    edge = 2e11 * (1 - 0.10)
+    for peak, capped in [(1.7e11, True), (edge, False), (1.85e11, False)]:
+        said = l01.baseline_verdict(rate("both", 1.5e11, peak), one, baseline, "logical CPU")
+        assert ("(but their own measured peak allows only" in said) == capped, peak
+    lone = l01.baseline_verdict(
+        rate("both", 1.5e11, None), rate("one", 1.5e11, 1.7e11), baseline, "GPU"
+    )
+    assert "(but its own measured peak allows only 0.85 of it" in lone.splitlines()[1]
+    chip = l01.baseline_verdict(rate("both", 1.5e11, 1.6e11), one, baseline, "virtual GPU")
+    assert "(but their own measured peak allows only 0.80 of it" in chip.splitlines()[0]
+    gpus = l01.baseline_verdict(rate("both", 3.9e11, None), one, baseline, "GPU")
+    assert "(expected, not measured), and do, within the noise" in gpus
+    # a rate exactly at its own peak is not above it: read against the baseline as usual
+    at_peak = l01.baseline_verdict(
+        rate("both", 2e11, None), rate("one", 2e11, 2e11), baseline, "GPU"
+    )
+    assert "not read against the baseline" not in at_peak and "and does" in at_peak
+    # one device alone (k = 1) is read against the baseline as a ceiling, not a yardstick
+    alone = l01.baseline_verdict(rate("both", 1.5e11, None), one, baseline, "logical CPU", k=1)
+    assert alone.startswith("1 device together") and "at best it can match it" in alone
+    # a cached baseline beaten by a virtual GPU pair names the cache as the first cause
+    cached = {**baseline, "from_cache": True, "measured_at": "2026-11-30T10:00:00"}
+    stale = l01.baseline_verdict(rate("both", 2.5e11, None), one, cached, "virtual GPU")
+    assert (
+        ": impossible, so not a result. Possible causes, not measured here: (1) the baseline was "
+        "measured "
+        "low: it is 2026-11-30T10:00:00's, from the cache; (2) the runs were too noisy"
+    ) in stale

@@ -203,8 +203,8 @@ def _against(m: Measurement, base: float, times: int, baseline: dict, plural: bo
             stale = (
                 f"the baseline was measured low: it is {baseline['measured_at']}'s, from the cache"
             )
-            return f"{said}. " + impossible(above, (stale, *LIKELY_CAUSES))
-        return f"{said}. " + impossible(above)
+            return f"{said}; " + impossible(above, (stale, *LIKELY_CAUSES))
+        return f"{said}; " + impossible(above)
     if not against_limit(m.rate, times * base, noise).measurable:
         return f"{said}, and {'do' if plural else 'does'}, within the noise of {noise:.0%}"
     said += f": below that by more than the noise of {noise:.0%}"
