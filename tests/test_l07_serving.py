@@ -541,6 +541,11 @@ def test_saturation_below_capacity_is_taken_apart_from_the_windows_own_steps():
     assert "the tokens its capacity assumes (fewer beyond the noise): " in said
     assert "steps took 8.00 ms in the window against 4.00 ms timed" in said
     assert said.endswith("and 100% of their slots held a sequence")
+    # read 76: more tokens per busy second than the capacity assumes, within the noise: the
+    # same 'not a result' as any share above 1
+    saturated.log.engine_calls = [(i / 100, 0.0039, "decode") for i in range(100)]
+    assert "(within the noise of 1x, above it: not a result)" in sweep.per_busy_second(saturated)
+    saturated.log.engine_calls = [(i / 100, 0.008, "decode") for i in range(100)]
     # read 74: against a capacity that is not a result, the reading is of the steps' timing
     assert "(fewer beyond the noise; the capacity is not a result here, so this reads how its " in (
         sweep.per_busy_second(saturated, low=True)
@@ -726,6 +731,9 @@ def test_lock_step_table_says_when_a_mode_served_above_its_capacity():
     assert table.columns[2:5] == ["offered req/s", "arrived req/s", "throughput"]
     assert table.rows[0][2:] == near.row()
     assert any("replicas: served 1.03x its measured capacity" in v for v in table.verdicts)
+    # read 76: above 1 within the noise is not flagged impossible, and not a result either
+    (within,) = [v for v in table.verdicts if "served 1.03x" in v]
+    assert "but above 1, so not a result: with a band that wide its capacity is a rough" in within
     assert len(table.flags) == 1 and "above its capacity" in table.flags[0]
     assert "impossible" in table.flags[0]
     (quiet,) = LockstepResult([cap, cap], [point(2000, 1000, True)] * 2).tables()

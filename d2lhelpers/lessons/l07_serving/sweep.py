@@ -222,8 +222,8 @@ class LayoutSweep:
         )  # the band's parts, so that it can be rebuilt (read 58)
         timed = statistics.median(m.median for m in self.capacity.decode)
         where = (
-            "within the noise of 1x"
-            if abs(ratio - 1) <= band
+            "within the noise of 1x" + (", above it: not a result" if ratio > 1 else "")
+            if abs(ratio - 1) <= band  # read 76: more than the capacity allows, unflagged
             else ("more beyond the noise" if ratio > 1 else "fewer beyond the noise")
         )
         if low:  # read 74: read against a capacity set aside as not a result
