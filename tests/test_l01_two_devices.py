@@ -512,6 +512,13 @@ def test_separate_calls_verdict_tells_overlap_from_sequence():
     assert "one after the other" in l01.separate_calls_verdict(timed(0.0165), noisy, other)
     assert "impossible" in l01.separate_calls_verdict(timed(0.007), one, other)
     assert "something else" in l01.separate_calls_verdict(timed(0.025), one, other)
+    # read 76: within the noise of one call and of the sum (noisy runs): neither is read
+    wide = Measurement("wide", [0.05, 0.07, 0.138, 0.15, 0.19])  # IQR 80 ms
+    both_ways = l01.separate_calls_verdict(wide, timed(0.049), timed(0.0558))
+    assert both_ways.endswith(
+        "within the noise of both, so too noisy to tell whether their work overlapped or took turns"
+    )
+    assert "within the noise of one: their work overlapped" not in both_ways
     # One core (1 device computes at a time): less than the sum beyond the noise cannot be; the
     # sum within the noise is still one after the other.
     alone = l01.separate_calls_verdict(timed(0.015), one, other, at_once=1)

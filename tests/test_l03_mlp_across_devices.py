@@ -201,6 +201,10 @@ def test_baseline_sentence_reads_the_split_rate_within_both_noises():
     alone = l03.baseline_sentence(split, {"flops_per_s": 80e9, "noise": 0.02}, "one device")
     assert "which one thread can at best roughly match: a check, not a result" in alone
     assert l03.baseline_sentence(split, {"flops_per_s": 150e9}).endswith("measurably below it")
+    # read 76: a run spread by more than 10% is too noisy to check, not 'no measurable difference'
+    spread = Measurement("one device", [0.005, 0.006, 0.01, 0.018, 0.02], 1e9)  # IQR 120%
+    noisy = l03.baseline_sentence(spread, {"flops_per_s": 130e9, "noise": 0.02}, "one device")
+    assert noisy.endswith(": too noisy to check: its runs spread by more than 10% of their median")
     # a baseline measured now but not kept says so under the lines, as notebook 01's does
     result = l03.BranchResult(2, split, split, ROWS)
     kept = {"flops_per_s": 104e9, "noise": 0.02}

@@ -263,6 +263,12 @@ def test_two_cells_one_device_times_are_read_against_each_other():
     first = _run(reference=(1.0, 1.0, 1.0))
     same = _run(reference=(1.04, 1.04, 1.04))  # inside 5% + 5%
     assert first.one_device_against(same).endswith("both speedups share one yardstick")
+    # read 76: agreeing within ±88% and ±71% shows too little to share a yardstick
+    wide = _run(reference=(0.5, 0.7, 1.0, 1.4, 1.6))  # IQR 70% of its median
+    assert first.one_device_against(wide).endswith(
+        "they agree within their noise, but a run among them spread by more than 10% of its "
+        "median: too noisy to tell whether both speedups share one yardstick"
+    )
     moved = _run(reference=(1.25, 1.25, 1.25))
     said = first.one_device_against(moved)
     assert said.startswith("one device: 1.000 s ±5% (floor) beside replicas, 1.250 s")

@@ -8,6 +8,7 @@ from d2lhelpers.core.verdicts import (
     LIKELY_CAUSES,
     Comparison,
     above_limit,
+    agree_within_noise,
     beats_ideal,
     compare,
     faster_or_slower,
@@ -298,3 +299,15 @@ def test_the_edges_of_the_digit_and_noise_rules():
     assert how_below_ideal(0.9499, 1.0) == "beyond"
     assert agreeing_digits(1.0000499, 5e-05, True) == 4  # neither 2 nor 3 decimals show it
     assert noisy_warning(Spread(0.0, 1.0)) is None  # no share of a zero median
+
+
+def test_agreeing_within_the_noise_shares_a_yardstick_only_when_no_run_is_noisy():
+    calm = [Measurement("a", [1.0] * 5), Measurement("b", [1.02] * 5)]
+    assert agree_within_noise("they", calm, "both share one yardstick") == (
+        "they agree within their noise, so both share one yardstick"
+    )
+    wide = [calm[0], Measurement("b", [0.5, 0.7, 1.0, 1.4, 1.6])]  # IQR 70% of its median
+    assert agree_within_noise("they", wide, "both share one yardstick") == (
+        "they agree within their noise, but a run among them spread by more than 10% of its "
+        "median: too noisy to tell whether both share one yardstick"
+    )

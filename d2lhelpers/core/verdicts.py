@@ -82,6 +82,18 @@ def noisy_run(m: Timed) -> bool:
     return m.iqr > NOISY_IQR * m.median
 
 
+def agree_within_noise(subject: str, runs, shared: str) -> str:
+    """'{subject} agree within their noise, so {shared}': unless a run among them is noisy
+    (`noisy_run`), when agreeing within a band that wide shows too little (read 76: ±88% and
+    ±71% 'agree', so 'both speedups share one yardstick')."""
+    if any(noisy_run(m) for m in runs):
+        return (
+            f"{subject} agree within their noise, but a run among them spread by more than "
+            f"{NOISY_IQR:.0%} of its median: too noisy to tell whether {shared}"
+        )
+    return f"{subject} agree within their noise, so {shared}"
+
+
 def noisy_warning(m: Timed) -> str | None:
     """The warning every table prints for a run too noisy for a verdict (`noisy_run`), with the
     causes this package can name but not measure; None for a run that is not."""

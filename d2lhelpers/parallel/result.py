@@ -17,6 +17,7 @@ from d2lhelpers.core.units import cores_phrase, format_seconds, usable_cores
 from d2lhelpers.core.verdicts import (
     UNTESTED,
     Spread,
+    agree_within_noise,
     compare,
     faster_or_slower,
     how_below_ideal,
@@ -154,7 +155,10 @@ class ParallelResult(Reported):
         )
         c = compare(self.reference, other.reference)
         if not c.measurable:
-            return said + ": they agree within their noise, so both speedups share one yardstick"
+            shared = "both speedups share one yardstick"
+            return f"{said}: " + agree_within_noise(
+                "they", [self.reference, other.reference], shared
+            )
         return (
             said + f" ({c.ratio:.2f}x): they differ beyond both noises, so the one-device time "
             "moved between the cells (the machine's speed or load changed: a hypothesis, not "

@@ -75,6 +75,11 @@ def separate_calls_verdict(
             f"{said}; {sum_is}: less, beyond the noise, though at most {at_once} of the devices "
             "can compute at a time here, so the two could only take turns"
         )
+    if not as_one.measurable and not in_turn.measurable:  # read 76: both, so neither is read
+        return (
+            f"{said}; {sum_is}: within the noise of both, so too noisy to tell whether their work "
+            "overlapped or took turns"
+        )
     if not as_one.measurable:
         return f"{said}, within the noise of one: their work overlapped"
     if not in_turn.measurable:

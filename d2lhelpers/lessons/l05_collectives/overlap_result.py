@@ -28,6 +28,7 @@ from d2lhelpers.core.units import (
 from d2lhelpers.core.verdicts import (
     LIKELY_CAUSES,
     Comparison,
+    agree_within_noise,
     beats_ideal,
     compare,
     hidden_ceiling,
@@ -259,7 +260,11 @@ class AllreduceOverlapResult(Reported):
             "changed: a hypothesis, not measured), so each run's verdict holds against its own "
             "parts, and the two runs' times are not compared digit by digit"
             if moved
-            else "the parts agree within their noise, so both runs share one yardstick"
+            else agree_within_noise(
+                "the parts",
+                [self.allreduce, other.allreduce, self.compute, other.compute],
+                "both runs share one yardstick",
+            )
         )
         return "; ".join(said)
 
