@@ -214,6 +214,10 @@ def test_parallel_run_flags_beating_the_reachable_and_wrong_output():
     assert _run(n=4, times=(0.26,) * 3, ideal=4.0, cores=4).trusted
     wrong = _run(error=0.5)
     assert not wrong.trusted and any("computed something else" in f for f in wrong.flags())
+    # read 76: its row's speedup says so too, not only the verdict under the table
+    (table,) = wrong.tables()
+    assert table.rows[1][4].endswith(" (flagged, not a result)")
+    assert not _run().tables()[0].rows[1][4].endswith("not a result)")
     noisy = _run(warnings=["noisy: test"])
     assert noisy.flags() == ["one: noisy: test"] and "WARNING: one: noisy: test" in str(noisy)
     assert "<table>" in noisy._repr_html_()

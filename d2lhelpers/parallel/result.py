@@ -349,13 +349,15 @@ class ParallelResult(Reported):
         ]
 
     def tables(self) -> list[Table]:
+        # read 76: a flagged run's speedup printed bare in its row read as a result
+        aside = "" if self.trusted else " (flagged, not a result)"
         rows = [
             (
                 name,
                 format_seconds(t),
                 noise_text(m) if m else "(model)",
                 f"{rate:,.0f}",
-                f"{speedup:.2f}x ± {self.speedup_noise:.2f}" if m is self.measurement else
+                f"{speedup:.2f}x ± {self.speedup_noise:.2f}{aside}" if m is self.measurement else
                 f"{speedup:.2f}x",
             )
             for name, t, rate, speedup, m in self.rows()
