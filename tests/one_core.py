@@ -43,7 +43,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 FLAG = re.compile(r"WARNING|impossible|not a result|untrustworthy|cannot be true", re.I)
 SHARE_WORDS = re.compile(r"hidden|overlap|efficien|bubble|utili[sz]|busy|of the peak", re.I)
-PERCENT = re.compile(r"(?<![\w.])(-?\d+(?:\.\d+)?)\s?%")
+# a percentage read as a share; a "±N%" beside it is its noise, which may exceed 100%
+PERCENT = re.compile(r"(?<![\w.±])(?<!± )(-?\d+(?:\.\d+)?)\s?%")
 TIMES_IDEAL = re.compile(r"(\d+(?:\.\d+)?)x ideal")
 OF_PEAK = re.compile(r"= (\d+(?:\.\d+)?) of the peak")
 OF_BASELINE = re.compile(r"= (\d+(?:\.\d+)?) of the usable cores' baseline")
