@@ -319,10 +319,10 @@ class FailureResult(Reported):
         parts = [f"{r.layout} kept {r.ratio:.0%} ({r.outcome})" for r in self.runs]
         return "after losing one device: " + "; ".join(parts)
 
-    def _readings(self, r: Failover, sweep) -> list[tuple[str, Spread, str, object]]:
-        """(name, value, the ceiling's words, compare(value, ceiling)) for each of `r`'s windows
-        and its capacity, against what the devices computing at once allow; [] for a layout one
-        device's capacity does not bound."""
+    def _readings(self, r: Failover, sweep) -> list[tuple[str, Spread, Spread, int | None]]:
+        """(name, value, its ceiling, the devices the ceiling counts when it is not the whole
+        sweep's) for each of `r`'s windows and its capacity, against what the devices computing
+        at once allow; [] for a layout one device's capacity does not bound."""
         if not sweep.bounded_by_one_device(r.layout):
             return []
         reach = sweep.one_device.tokens_per_s.scaled(sweep.at_once)
@@ -330,40 +330,43 @@ class FailureResult(Reported):
         # device's capacity went unflagged)
         survivors = min(sweep.at_once, r.n_devices - 1)
         after = sweep.one_device.tokens_per_s.scaled(survivors)
-        named = f"{survivors}x one device's ({format_rate(after.median, 'tok/s')})"
         return [
-            (name, value, it, compare(value, most))
-            for name, value, most, it in [
-                ("before the loss", r.throughput_before, reach, "it"),
-                ("capacity", r.capacity, reach, "it"),
-                ("after the loss", r.throughput_after, after, named),
+            (name, value, most, k)
+            for name, value, most, k in [
+                ("before the loss", r.throughput_before, reach, None),
+                ("capacity", r.capacity, reach, None),
+                ("after the loss", r.throughput_after, after, survivors),
             ]
             if value is not None
         ]
 
     @staticmethod
-    def _where(it: str, c) -> str:
-        if c.measurable and c.a > c.b:
-            return (
-                f"above {it} beyond both noises: not read as a result (the two were timed at "
-                "different moments; which of them is off is not measured)"
+    def _where(it: str, c, why: bool = True) -> str:
+        """Where a value sits against the ceiling `it`; with `why`, what that makes of it."""
+        if c.a <= c.b:
+            return f"not above {it}"
+        if c.measurable:
+            where = f"above {it} beyond both noises"
+            reason = (
+                ": not read as a result (the two were timed at different moments; which of them "
+                "is off is not measured)"
             )
-        if c.a > c.b:
-            return f"above {it}, within both noises: not a result (too noisy to tell which is off)"
-        return f"not above {it}"
+        else:
+            where = f"above {it}, within both noises"
+            reason = ": not a result (too noisy to tell which is off)"
+        return where + reason if why else where
 
     def _set_aside(self, r: Failover) -> Failover:
         """`r` with the windows and capacity above what the devices allow named, so that its
         sentence does not read them (`Failover.set_aside`, `capacity_aside`)."""
-        sweep = self.sweep
-        reach = sweep.one_device.tokens_per_s.scaled(sweep.at_once)
-        ceiling = f"{format_rate(reach.median, 'tok/s')} from the sweep"
         windows, capacity = [], ""
-        for name, value, it, c in self._readings(r, sweep):
+        for name, value, most, k in self._readings(r, self.sweep):
+            c = compare(value, most)
             if c.a <= c.b:
                 continue
-            it = ceiling if it == "it" else f"{it[:-1]} from the sweep)"
-            where = self._where(it, c).split(": not ")[0]  # the sentence says 'not a result'
+            it = f"{format_rate(most.median, 'tok/s')} from the sweep"
+            it = it if k is None else f"{k}x one device's ({it})"
+            where = self._where(it, c, why=False)  # the sentence says 'not a result'
             said = f"{format_rate(value.median, 'tok/s')} {noise_text(value)}, {where}"
             if name == "capacity":
                 capacity = said
@@ -392,7 +395,13 @@ class FailureResult(Reported):
                     f"{r.layout}: not read against it (its steps hold every device's sequences, "
                     "one device's hold fewer, and a step's time depends on how many it holds)"
                 )
-            for name, value, it, c in readings:
+            for name, value, most, k in readings:
+                c = compare(value, most)
+                it = (
+                    "it"
+                    if k is None
+                    else f"{k}x one device's ({format_rate(most.median, 'tok/s')})"
+                )
                 said.append(
                     f"{r.layout} {name}: {format_rate(value.median, 'tok/s')} "
                     f"{noise_text(value)}, {self._where(it, c)}"
