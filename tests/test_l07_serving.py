@@ -612,6 +612,16 @@ def test_a_capacity_timed_slow_is_not_read_against_the_model():
         result.regime()
     )
     assert "hand-overs or all-reduces" not in result.regime()
+    # read 79: a window above what one device allows, read 'instead' against a model equal to
+    # that ceiling, says it is above it: not a result
+    fast = point(1200, 400, started=False)  # 1,600 tok/s arrived, 1,200 made: saturated
+    fast.log.engine_calls = [(i / 100, 0.001, "decode") for i in range(100)]
+    over = LoadSweepResult(2, 1, cap, [LayoutSweep("replicas", cap, Spread(1000, 50), [fast])],
+                           step_flops=1e6, peak=1e12).regime()  # fmt: skip
+    assert "Instead, replicas's saturation is 1.20x its model" in over
+    assert "; but it is above 1.0 ktok/s, the most 1 device computing at once allow, " in over
+    assert "both noises: not a result." in over
+    assert "but it is above" not in result.regime()  # 200 tok/s: below the ceiling
     two = LoadSweepResult(2, 2, cap, [slow], step_flops=1e6, peak=1e12).regime()
     assert "can only be expected to hold where this share is large" in two
     assert "divides nothing" not in two

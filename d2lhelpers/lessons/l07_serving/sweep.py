@@ -358,6 +358,20 @@ class LoadSweepResult(Reported):
         """n devices, each as fast as one device alone, no communication: n x one device."""
         return self.n_devices * self.one_device.tokens_per_s.median
 
+    def _above_reach(self, s: LayoutSweep, point: LoadPoint) -> str:
+        """'; but it served above ...: not a result' when a window of a layout one device bounds
+        served more than the devices computing at once allow (read 79: 1.19x the one-core
+        ceiling read 'no measurable difference' from a model equal to it); else ''."""
+        reach = self.one_device.tokens_per_s.scaled(self.at_once)
+        c = compare(point.throughput, reach)
+        if not self.bounded_by_one_device(s.layout) or c.a <= c.b:
+            return ""
+        return (
+            f"; but it is above {format_rate(reach.median, 'tok/s')}, the most "
+            f"{plural(self.at_once, 'device')} computing at once allow, "
+            f"{'beyond' if c.measurable else 'within'} both noises: not a result"
+        )
+
     @property
     def reachable(self) -> float:
         """What the devices that can compute at once allow: at_once x one device."""
@@ -480,7 +494,8 @@ class LoadSweepResult(Reported):
                     reading = higher_or_lower(
                         point.throughput, s.model, f"{s.layout}'s saturation", "its model"
                     )
-                    text += f" Instead, {reading} (a rough reading: a window, not a capacity)."
+                    text += f" Instead, {reading} (a rough reading: a window, not a capacity)"
+                    text += self._above_reach(s, point) + "."
         for word, why in UNTESTED.items():  # agreeing with the model could not have failed
             names = [name for name, t in tests.items() if t == word]
             if names:
