@@ -563,6 +563,14 @@ def test_the_verdicts_edges_make_mutate_found_unpinned(monkeypatch):
     assert "(but their own measured peak allows only 0.80 of it" in chip.splitlines()[0]
     gpus = l01.baseline_verdict(rate("both", 3.9e11, None), one, baseline, "GPU")
     assert "(expected, not measured), and do, within the noise" in gpus
+    # read 78: a noisy run within the band is too noisy to check, not 'and does' / 'match it'
+    wobbly = rate("one", 1.5e11, None, times=(0.6, 0.8, 1.0, 1.4, 1.6))  # IQR 60% of its median
+    loose = l01.baseline_verdict(wobbly, wobbly, baseline, "logical CPU")
+    assert loose.splitlines()[1].endswith(
+        "at best it can match it (expected, not measured); within the noise of 65%, too noisy to "
+        "check: its runs spread by more than 10% of their median"
+    )
+    assert "they match it" not in loose and "too noisy to check" in loose.splitlines()[0]
     # a rate exactly at its own peak is not above it: read against the baseline as usual
     at_peak = l01.baseline_verdict(
         rate("both", 2e11, None), rate("one", 2e11, 2e11), baseline, "GPU"

@@ -505,7 +505,7 @@ def test_an_edited_notebook_cell_changes_what_the_panel_runs():
         ),
         "sweep = d2l.run_load_sweep(2, width=width, code=code)": "sweep = None",
         "sweep.plot()\nsweep": "",
-        "d2l.run_lockstep_comparison(2, load=0.8, width=width, code=code)": "",
+        "d2l.run_lockstep_comparison(2, load=0.8, width=width, code=code, sweep=sweep)": "",
         "failure = d2l.run_serving_failure(2, width=width, code=code, sweep=sweep)": (
             "failure = None"
         ),
@@ -746,6 +746,21 @@ def test_lock_step_table_says_when_a_mode_served_above_its_capacity():
     assert "but above 1, so not a result: with a band that wide its capacity is a rough" in within
     assert len(table.flags) == 1 and "above its capacity" in table.flags[0]
     assert "impossible" in table.flags[0]
+    # read 79: given the sweep, a capacity and a window above what one device allows (one
+    # computing at once) are not a result, and the capacities are not compared
+    sweep = SimpleNamespace(one_device=capacity(2e-3), at_once=1)  # 1.6 ktok/s ±5%
+    sweep.bounded_by_one_device = lambda layout: layout == "replicas"
+    above = LockstepResult([cap, cap], [near, far], sweep)
+    (table,) = above.tables()
+    assert any(
+        v.startswith("independent replicas' capacity, 2.3 ktok/s ±5%, is above 1.6 ktok/s ±5%, "
+                     "the most 1 device computing at once allow (the load sweep's), beyond both "
+                     "noises: not a result")
+        for v in table.verdicts
+    )  # fmt: skip
+    assert any(v.startswith("their window, 2.4 ktok/s ±6%, is above") for v in table.verdicts)
+    assert "their measured capacities not compared" in above.verdict
+    assert "not compared" not in LockstepResult([cap, cap], [near, far]).verdict  # no sweep
     (quiet,) = LockstepResult([cap, cap], [point(2000, 1000, True)] * 2).tables()
     assert quiet.flags == [] and not any("served" in v for v in quiet.verdicts)
     assert "lower than lock step's" not in quiet.verdicts[0]  # same latencies: overlapping CIs

@@ -178,6 +178,8 @@ def _yardstick(m: Measurement, base: float, baseline: dict) -> str:
             )
         return said
     if not against_limit(m.rate, base, noise).measurable:
+        if noisy_run(m):  # read 78: a ±68% run 'matches' anything; notebook 03's rule
+            return f"; within the noise of {noise:.0%}, too noisy to check: {UNTESTED['noisy']}"
         return f"; they match it, within the noise of {noise:.0%}"
     return f"; below it by more than the noise of {noise:.0%}" + _own_peak(
         m, base, 1, baseline, True
@@ -211,6 +213,10 @@ def _against(m: Measurement, base: float, times: int, baseline: dict, plural: bo
             return f"{said}; " + impossible(above, (stale, *LIKELY_CAUSES))
         return f"{said}; " + impossible(above)
     if not against_limit(m.rate, times * base, noise).measurable:
+        if noisy_run(m):  # read 78: 'and does, within the noise of 76%' from a ±68% run
+            return (
+                f"{said}; within the noise of {noise:.0%}, too noisy to check: {UNTESTED['noisy']}"
+            )
         return f"{said}, and {'do' if plural else 'does'}, within the noise of {noise:.0%}"
     said += f": below that by more than the noise of {noise:.0%}"
     return said + _own_peak(m, base, times, baseline, plural)

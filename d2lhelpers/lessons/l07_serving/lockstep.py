@@ -14,8 +14,8 @@ from collections.abc import Callable
 from d2lhelpers.core import checks
 from d2lhelpers.core.progress import Steps
 from d2lhelpers.core.report import Reported, Table
-from d2lhelpers.core.units import format_rate
-from d2lhelpers.core.verdicts import higher_or_lower, noise_text
+from d2lhelpers.core.units import format_rate, plural
+from d2lhelpers.core.verdicts import compare, higher_or_lower, noise_text
 from d2lhelpers.lessons.l07_serving.points import (
     POINT_COLUMNS,
     Capacity,
@@ -50,6 +50,33 @@ class LockstepResult(Reported):
 
     capacities: list[Capacity]
     points: list[LoadPoint]
+    # the load sweep (`LoadSweepResult`), whose one-device capacity bounds what the independent
+    # replicas can serve here: a capacity or window above it is not a result (read 79)
+    sweep: object | None = None
+
+    def above_the_sweep(self) -> list[str]:
+        """The independent replicas' capacity and window, where above what the devices computing
+        at once allow (from the sweep's one-device capacity), each 'not a result'."""
+        sweep = self.sweep
+        if sweep is None or not sweep.bounded_by_one_device(MODES[0]):
+            return []
+        reach = sweep.one_device.tokens_per_s.scaled(sweep.at_once)
+        ceiling = (
+            f"{format_rate(reach.median, 'tok/s')} {noise_text(reach)}, the most "
+            f"{plural(sweep.at_once, 'device')} computing at once allow (the load sweep's)"
+        )
+        said = []
+        for name, value in [
+            ("independent replicas' capacity", self.capacities[0].tokens_per_s),
+            ("their window", self.points[0].throughput),
+        ]:
+            c = compare(value, reach)
+            if c.a > c.b:
+                said.append(
+                    f"{name}, {format_rate(value.median, 'tok/s')} {noise_text(value)}, is above "
+                    f"{ceiling}, {'beyond' if c.measurable else 'within'} both noises: not a result"
+                )
+        return said
 
     def stalled(self) -> list[str]:
         return [
@@ -72,13 +99,17 @@ class LockstepResult(Reported):
     @property
     def verdict(self) -> str:
         ca, cb = self.capacities
-        return (
-            self.latencies("ttft", "independent replicas' median TTFT")
-            + "; "
-            + higher_or_lower(
+        capacities = (
+            "their measured capacities not compared (independent replicas' is not a result: "
+            "see the notes)"
+            if any(
+                line.startswith("independent replicas' capacity") for line in self.above_the_sweep()
+            )
+            else higher_or_lower(
                 ca.tokens_per_s, cb.tokens_per_s, "their measured capacity", "lock step's"
             )
         )
+        return self.latencies("ttft", "independent replicas' median TTFT") + "; " + capacities
 
     def tables(self) -> list[Table]:
         # each point as every load point prints (arrivals and throughput with their noise)
@@ -105,6 +136,7 @@ class LockstepResult(Reported):
                 "this comparison does not); a capacity printed above that is the rough bound, "
                 "not a measurement of more"
             )
+        notes += self.above_the_sweep()
         flags = self.stalled() + [w for c in self.capacities for w in c.warnings]
         for mode, c, p in zip(MODES, self.capacities, self.points, strict=True):
             found = served_above(mode, p.throughput, c.tokens_per_s, f"at {p.offered:.0f} req/s")
@@ -126,8 +158,11 @@ def run_lockstep_comparison(
     window: Window | None = None,
     code: ServingCode | None = None,
     progress: Callable | None = None,
+    sweep=None,
 ) -> LockstepResult:
-    """Both modes at `load` x the independent replicas' measured capacity."""
+    """Both modes at `load` x the independent replicas' measured capacity. With `sweep`
+    (`run_load_sweep`'s result), a capacity or window of the independent replicas above what
+    the devices computing at once allow is read as not a result."""
     config, devices, window, code = setup_run(
         n_devices, width, layers, prompt_len, n_out, window, code
     )
@@ -140,4 +175,4 @@ def run_lockstep_comparison(
         rate = rate or load * capacities[0].requests_per_s
         points.append(run_point(engines, rate, config, n_out, window, code))
         steps.finish(mode)
-    return LockstepResult(capacities, points)
+    return LockstepResult(capacities, points, sweep)
