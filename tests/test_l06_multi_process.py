@@ -546,9 +546,12 @@ def test_group_failure_is_called_whole_only_when_every_worker_stopped():
         "the job failed as a whole: all 2 workers stopped with an error within 0.10 s"
     )
     demo.collective_timeout_s = 5.0  # read 72: the timeout behind the time is printed beside it
-    assert "within 0.10 s (a survivor's collective gives up after 5 s, this demo's timeout);" in (
-        demo.verdict
-    )
+    assert (
+        "within 0.10 s (a survivor's collective gives up after 5 s, this demo's timeout: an error "
+        "came before it, not the timeout);"
+    ) in demo.verdict
+    demo.collective_timeout_s = 0.05  # read 78: which came first is said, not implied
+    assert "this demo's timeout: the timeout had passed);" in demo.verdict
     demo.collective_timeout_s = None
     demo.error_after_s = [0.1, 0.801]  # rounded up: never below the last error (read 58: 0.81)
     assert "with an error within 0.81 s" in demo.verdict

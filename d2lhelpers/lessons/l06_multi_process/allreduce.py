@@ -204,8 +204,9 @@ class AllReduceJobResult(Reported):
                 f"per link (ring of {self.n_workers}): alpha_link = "
                 f"{format_seconds(link.alpha_s)}, beta_link = {_rate(link.beta_bytes_per_s)}"
                 + (
-                    "; on loopback a 'link' is gRPC through the kernel, run on the cores that "
-                    "compute: no rate is set for it to read beta against (notebook 02 times raw "
+                    "; on loopback a 'link' is gRPC through the kernel, which runs on the cores "
+                    "that compute (expected, not measured here): no rate is set for it to read "
+                    "beta against (notebook 02 times raw "
                     "TCP on it; whether its rate moves with the compute is a hypothesis not "
                     "tested here; the two-host rows below read beta against a link's set rate)"
                     if self.where == "loopback"
