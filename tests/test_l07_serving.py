@@ -959,3 +959,17 @@ def test_the_notebook_states_the_sweeps_highest_load_as_the_code_sets_it():
     text = " ".join("".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "markdown")
     stated = re.findall(r"would exceed ([0-9.]+)× the layout's capacity", " ".join(text.split()))
     assert stated == [f"{MAX_LOAD:g}"]
+
+
+def test_a_saturation_above_its_capacity_within_the_noise_is_not_a_result():
+    """Read 78: 'saturation is 1.11x its measured capacity: no measurable difference' was read
+    as a verdict, though a share above 1 is not a result anywhere else."""
+    cap = capacity(decode_s=0.004, prefill_s=0.001, slots=4, n_out=4)  # 1000 tok/s
+    above = LayoutSweep("replicas", cap, Spread(1000, 50), [point(1030, 400, started=False)])
+    reading = above.sentences()[-1]
+    assert reading.startswith("replicas: saturation is 1.03x its measured capacity: no measurable")
+    assert (
+        "(±12%: the first's ±6% x 1.03 + the second's ±5%), and above 1: not a result;" in reading
+    )
+    below = LayoutSweep("replicas", cap, Spread(1000, 50), [point(970, 400, started=False)])
+    assert "above 1" not in below.sentences()[-1]

@@ -202,6 +202,8 @@ class LayoutSweep:
             )
         elif found and found[1]:  # above what every slot busy allows, beyond the noise
             reading = impossible(reading)
+        elif found:  # read 78: above 1 within the noise, as a share above 1 is everywhere
+            reading += ", and above 1: not a result"
         said.append(f"{reading}; {busy_and_idle(point)}{self.per_busy_second(point, low)}")
         return said
 
