@@ -619,7 +619,7 @@ def test_a_capacity_timed_slow_is_not_read_against_the_model():
     over = LoadSweepResult(2, 1, cap, [LayoutSweep("replicas", cap, Spread(1000, 50), [fast])],
                            step_flops=1e6, peak=1e12).regime()  # fmt: skip
     assert "Instead, replicas's saturation is 1.20x its model" in over
-    assert "; but it is above 1.0 ktok/s, the most 1 device computing at once allow, " in over
+    assert "; but it is above 1.0 ktok/s ±5%, the most 1 device computing at once allow, " in over
     assert "both noises: not a result." in over
     assert "but it is above" not in result.regime()  # 200 tok/s: below the ceiling
     two = LoadSweepResult(2, 2, cap, [slow], step_flops=1e6, peak=1e12).regime()
@@ -750,15 +750,19 @@ def test_lock_step_table_says_when_a_mode_served_above_its_capacity():
     # computing at once) are not a result, and the capacities are not compared
     sweep = SimpleNamespace(one_device=capacity(2e-3), at_once=1)  # 1.6 ktok/s ±5%
     sweep.bounded_by_one_device = lambda layout: layout == "replicas"
+    sweep.above_reach = lambda value: LoadSweepResult.above_reach(sweep, value)  # the real rule
     above = LockstepResult([cap, cap], [near, far], sweep)
     (table,) = above.tables()
     assert any(
         v.startswith("independent replicas' capacity, 2.3 ktok/s ±5%, is above 1.6 ktok/s ±5%, "
-                     "the most 1 device computing at once allow (the load sweep's), beyond both "
-                     "noises: not a result")
+                     "the most 1 device computing at once allow, beyond both noises (the load "
+                     "sweep's): not a result")
         for v in table.verdicts
     )  # fmt: skip
-    assert any(v.startswith("their window, 2.4 ktok/s ±6%, is above") for v in table.verdicts)
+    assert any(
+        v.startswith("independent replicas' window, 2.4 ktok/s ±6%, is above")
+        for v in table.verdicts
+    )
     assert "their measured capacities not compared" in above.verdict
     assert "not compared" not in LockstepResult([cap, cap], [near, far]).verdict  # no sweep
     (quiet,) = LockstepResult([cap, cap], [point(2000, 1000, True)] * 2).tables()

@@ -120,15 +120,16 @@ def baseline_verdict(
             f"{low}"
         )
     independent = kind == "logical CPU" and k > 1  # one thread each: a yardstick, not a ceiling
-    if _above_own_peak(one):  # read 74: its line above says 'not a result'; so does this one
+    one_aside, together_aside = _above_own_peak(one), _above_own_peak(together)
+    if one_aside:  # read 74: its line above says 'not a result'; so does this one
         # no rate after the word 'baseline': make one-core reads the first as the baseline's
-        one_line = f"one device: {_above_own_peak(one)}, and not read against the baseline"
+        one_line = f"one device: {one_aside}, and not read against the baseline"
     elif not independent and _above(together, base, together_best, baseline):  # baseline in doubt
         one_line += " (not read against it: the line above puts the baseline in doubt)"
     else:
         one_line += _against(one, base, 1, baseline, plural=False)
-    if _above_own_peak(together):
-        read = f"; not read against it: {_above_own_peak(together)}"
+    if together_aside:
+        read = f"; not read against it: {together_aside}"
     elif independent:
         read = _yardstick(together, base, baseline)
     else:

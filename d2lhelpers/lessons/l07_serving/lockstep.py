@@ -14,8 +14,8 @@ from collections.abc import Callable
 from d2lhelpers.core import checks
 from d2lhelpers.core.progress import Steps
 from d2lhelpers.core.report import Reported, Table
-from d2lhelpers.core.units import format_rate, plural
-from d2lhelpers.core.verdicts import compare, higher_or_lower, noise_text
+from d2lhelpers.core.units import format_rate
+from d2lhelpers.core.verdicts import higher_or_lower, noise_text
 from d2lhelpers.lessons.l07_serving.points import (
     POINT_COLUMNS,
     Capacity,
@@ -54,27 +54,21 @@ class LockstepResult(Reported):
     # replicas can serve here: a capacity or window above it is not a result (read 79)
     sweep: object | None = None
 
-    def above_the_sweep(self) -> list[str]:
+    def above_the_sweep(self) -> dict[str, str]:
         """The independent replicas' capacity and window, where above what the devices computing
-        at once allow (from the sweep's one-device capacity), each 'not a result'."""
+        at once allow (`LoadSweepResult.above_reach`), each with its sentence."""
         sweep = self.sweep
         if sweep is None or not sweep.bounded_by_one_device(MODES[0]):
-            return []
-        reach = sweep.one_device.tokens_per_s.scaled(sweep.at_once)
-        ceiling = (
-            f"{format_rate(reach.median, 'tok/s')} {noise_text(reach)}, the most "
-            f"{plural(sweep.at_once, 'device')} computing at once allow (the load sweep's)"
-        )
-        said = []
+            return {}
+        said = {}
         for name, value in [
-            ("independent replicas' capacity", self.capacities[0].tokens_per_s),
-            ("their window", self.points[0].throughput),
+            ("capacity", self.capacities[0].tokens_per_s),
+            ("window", self.points[0].throughput),
         ]:
-            c = compare(value, reach)
-            if c.a > c.b:
-                said.append(
-                    f"{name}, {format_rate(value.median, 'tok/s')} {noise_text(value)}, is above "
-                    f"{ceiling}, {'beyond' if c.measurable else 'within'} both noises: not a result"
+            if above := sweep.above_reach(value):
+                said[name] = (
+                    f"independent replicas' {name}, {format_rate(value.median, 'tok/s')} "
+                    f"{noise_text(value)}, is {above} (the load sweep's): not a result"
                 )
         return said
 
@@ -102,9 +96,7 @@ class LockstepResult(Reported):
         capacities = (
             "their measured capacities not compared (independent replicas' is not a result: "
             "see the notes)"
-            if any(
-                line.startswith("independent replicas' capacity") for line in self.above_the_sweep()
-            )
+            if "capacity" in self.above_the_sweep()
             else higher_or_lower(
                 ca.tokens_per_s, cb.tokens_per_s, "their measured capacity", "lock step's"
             )
@@ -136,7 +128,7 @@ class LockstepResult(Reported):
                 "this comparison does not); a capacity printed above that is the rough bound, "
                 "not a measurement of more"
             )
-        notes += self.above_the_sweep()
+        notes += self.above_the_sweep().values()
         flags = self.stalled() + [w for c in self.capacities for w in c.warnings]
         for mode, c, p in zip(MODES, self.capacities, self.points, strict=True):
             found = served_above(mode, p.throughput, c.tokens_per_s, f"at {p.offered:.0f} req/s")

@@ -360,19 +360,26 @@ class LoadSweepResult(Reported):
         """n devices, each as fast as one device alone, no communication: n x one device."""
         return self.n_devices * self.one_device.tokens_per_s.median
 
-    def _above_reach(self, s: LayoutSweep, point: LoadPoint) -> str:
-        """'; but it served above ...: not a result' when a window of a layout one device bounds
-        served more than the devices computing at once allow (read 79: 1.19x the one-core
-        ceiling read 'no measurable difference' from a model equal to it); else ''."""
+    def above_reach(self, value: Spread) -> str:
+        """'above R, the most N devices computing at once allow, beyond/within both noises' when
+        `value` (tokens/s of a layout one device bounds) is above what the devices computing at
+        once allow; else ''. One home for the sweep's, the failure's and lock step's readings."""
         reach = self.one_device.tokens_per_s.scaled(self.at_once)
-        c = compare(point.throughput, reach)
-        if not self.bounded_by_one_device(s.layout) or c.a <= c.b:
+        c = compare(value, reach)
+        if c.a <= c.b:
             return ""
         return (
-            f"; but it is above {format_rate(reach.median, 'tok/s')}, the most "
+            f"above {format_rate(reach.median, 'tok/s')} {noise_text(reach)}, the most "
             f"{plural(self.at_once, 'device')} computing at once allow, "
-            f"{'beyond' if c.measurable else 'within'} both noises: not a result"
+            f"{'beyond' if c.measurable else 'within'} both noises"
         )
+
+    def _above_reach(self, s: LayoutSweep, point: LoadPoint) -> str:
+        """'; but it is above ...: not a result' when a window of a layout one device bounds
+        served more than the devices computing at once allow (read 79: 1.19x the one-core
+        ceiling read 'no measurable difference' from a model equal to it); else ''."""
+        above = self.bounded_by_one_device(s.layout) and self.above_reach(point.throughput)
+        return f"; but it is {above}: not a result" if above else ""
 
     @property
     def reachable(self) -> float:
