@@ -587,3 +587,86 @@ def test_the_verdicts_edges_make_mutate_found_unpinned(monkeypatch):
         "measured "
         "low: it is 2026-11-30T10:00:00's, from the cache; (2) the runs were too noisy"
     ) in stale
+
+
+CAUSES = (
+    "Possible causes, not measured here: (1) the runs were too noisy (another program, or another "
+    "copy of this notebook, was running); (2) the reference (peak or baseline) was measured low; "
+    "(3) work was skipped or merged, or the clock stopped before the device finished"
+)
+
+
+def test_each_notebook_01_verdict_reads_as_a_whole_sentence(monkeypatch):
+    """Whole sentences, one per branch the tests above check by phrase: a changed word, a lost
+    clause or a dropped argument shows here (the mutation survivors of stop 39)."""
+    monkeypatch.setattr(cache.os, "getloadavg", lambda: (0.4, 0.0, 0.0), raising=False)
+    assert l01.at_once_verdict(timed(0.012), timed(0.010), "virtual GPU", k=3) == (
+        "3 chains launched together in one graph took 1.20x one chain (virtual GPUs share one "
+        "chip: no model is checked)"
+    )
+    assert l01.at_once_verdict(timed(0.006), timed(0.010), "GPU") == (
+        "2 chains launched together in one graph took 0.60x one chain, faster than 1.00x: "
+        "impossible, so not a result. " + CAUSES
+    )
+    spread = Measurement("both", [0.016, 0.018, 0.020, 0.024, 0.026])  # noisy, beyond the band
+    assert l01.at_once_verdict(spread, timed(0.010), "logical CPU", cores=2) == (
+        "2 chains launched together in one graph took 2.00x one chain, slower than the model's "
+        "1.00x (2 usable CPU cores) beyond both runs' noise, wide as it is: the load average (0.4 "
+        "on 2 usable CPU cores) does not point to another program on this machine (it cannot see "
+        "other tenants of a shared host), so a hypothesis: the work did not keep the devices busy "
+        "at once (too short, or the runtime's threads)"
+    )
+    clean = l01.at_once_verdict(timed(0.016), timed(0.010), "logical CPU", cores=2)
+    assert "1.00x (2 usable CPU cores): the load average" in clean  # quiet runs: no 'beyond'
+    near = Measurement("both", [0.008, 0.009, 0.0105, 0.012, 0.013])
+    assert l01.at_once_verdict(near, timed(0.010), "logical CPU", cores=2) == (
+        "2 chains launched together in one graph took 1.05x one chain; too noisy to check it "
+        "against the model's 1.00x (2 usable CPU cores): its runs spread by more than 10% of "
+        "their median, and this time is within their noise of the model's"
+    )
+    one, other = timed(0.010), timed(0.0098)
+    assert l01.separate_calls_verdict(timed(0.007), one, other) == (
+        "two separate calls took 0.70x the longer call alone, faster than that call alone: "
+        "impossible, so not a result. " + CAUSES
+    )
+    assert l01.separate_calls_verdict(timed(0.0199), one, other) == (
+        "two separate calls took 1.99x the longer call alone; the sum of both is 1.98x, within "
+        "the noise: consistent with one after the other (or with both at once, starved of cores: "
+        "timing alone cannot tell which)"
+    )
+    baseline = {"flops_per_s": 2e11, "noise": 0.02}
+    cached = {**baseline, "from_cache": True, "measured_at": "2026-11-30T10:00:00"}
+    one = rate("one", 1e11, None)
+    chip = l01.baseline_verdict(rate("both", 2.3e11, None), one, baseline, "virtual GPU")
+    assert chip.splitlines()[1] == (
+        "one device: 100.0 GFLOP/s = 0.50 of the baseline (not read against it: the line above "
+        "puts the baseline in doubt)"
+    )
+    stale = l01.baseline_verdict(rate("both", 2.3e11, None), one, cached, "virtual GPU")
+    assert stale.splitlines()[0].endswith(
+        "; at best they can match it (expected, not measured); above that by more than the noise "
+        "of 10%: impossible, so not a result. Possible causes, not measured here: (1) the "
+        "baseline was measured low: it is 2026-11-30T10:00:00's, from the cache; (2) the runs "
+        "were too noisy (another program, or another copy of this notebook, was running); (3) the "
+        "reference (peak or baseline) was measured low; (4) work was skipped or merged, or the "
+        "clock stopped before the device finished"
+    )
+    yardstick = l01.baseline_verdict(rate("both", 2.3e11, None), one, cached, "logical CPU")
+    assert yardstick.splitlines()[0] == (
+        "2 devices together: 230.0 GFLOP/s = 1.15 of the usable cores' baseline 200.0 GFLOP/s; "
+        "above it by more than the noise of 10%: independent chains, one thread each, got more "
+        "from these cores than TensorFlow's default threading on one chain (the baseline is a "
+        "yardstick, not a ceiling; hypotheses: one matmul split across threads pays for the "
+        "split, and a rate depends on the matrix size, which the baseline's chain need not "
+        "share); the baseline is 2026-11-30T10:00:00's, from the cache "
+        "(d2l.machine_baseline_rate(refresh=True) measures it again)"
+    )
+    # One logical CPU device alone is one chain on the usable cores: a ceiling, not a yardstick.
+    alone = l01.baseline_verdict(rate("one", 2.3e11, None), one, baseline, "logical CPU", k=1)
+    assert "impossible" in alone.splitlines()[0] and "yardstick" not in alone
+    capped = l01.baseline_verdict(rate("both", 1.5e11, 1.6e11), one, baseline, "logical CPU")
+    assert capped.splitlines()[0].endswith(
+        "; below it by more than the noise of 10% (but their own measured peak allows only 0.80 "
+        "of it: the baseline runs TensorFlow's default threads with oneDNN on, the devices one "
+        "thread per op, so 'below' here says little)"
+    )
