@@ -323,7 +323,9 @@ class AllreduceSweepResult(Reported):
         for size, m, predicted, quiet in zip(
             self.sizes, self.measurements, self.predicted, noise, strict=True
         ):
-            note = "calibrates β" if size == self.sizes[-1] else ("within noise" if quiet else "")
+            # the same words as the verdict's count and the held-out table's reading
+            note = "within the noises" if quiet else "beyond the noises"
+            note = "calibrates β" if size == self.sizes[-1] else note
             if size in flagged:
                 note = "flagged (see the warning)"
             elif size in unsure:
