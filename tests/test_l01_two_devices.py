@@ -596,7 +596,7 @@ CAUSES = (
 )
 
 
-def test_each_notebook_01_verdict_reads_as_a_whole_sentence(monkeypatch):
+def test_each_l01_verdict_reads_as_a_whole_sentence(monkeypatch):
     """Whole sentences, one per branch the tests above check by phrase: a changed word, a lost
     clause or a dropped argument shows here (the mutation survivors of stop 39)."""
     monkeypatch.setattr(cache.os, "getloadavg", lambda: (0.4, 0.0, 0.0), raising=False)

@@ -3,6 +3,7 @@ real runs; each runs the notebook's functions it is given (an edited cell change
 runs); every entry point refuses bad input fast, before anything is allocated."""
 
 import copy
+import dataclasses
 import math
 import re
 
@@ -856,3 +857,88 @@ def test_a_sweep_prints_its_tables_verdicts_and_flags_in_full():
     reading, cause or band shows here (read with the tests above, which say why each holds)."""
     assert str(_sweep([1.1e-3, 1.3e-3, 1.4e-3, 2.0e-3])) == QUIET_SWEEP
     assert str(_sweep([0.8e-3, 1.3e-3, 1.4e-3, 2.0e-3], tiny=1.2e-3)) == FLAGGED_SWEEP
+
+
+def _sweep_of(sizes, times, tiny, kind="logical CPU"):
+    """As `_sweep`, for any four sizes and any kind of device."""
+    model, fitted, fit_sizes = alpha_beta_models(sizes, times, tiny_s=tiny)
+    measured = [_fake(t, s) for s, t in zip(sizes, times, strict=True)]
+    copy, add = _fake(1e-3, sizes[-1]), _fake(2e-3, sizes[-1])
+    return l05.AllreduceSweepResult(
+        4, kind, sizes, measured, _fake(tiny), copy, add, model, fitted, fit_sizes
+    )
+
+
+def test_a_sweep_names_every_size_it_sets_aside_and_why():
+    # 64 MiB on logical CPUs: fresh pages; its slow run (50 ms) puts 4 and 16 MiB under the bound.
+    sizes = [MiB, 4 * MiB, 16 * MiB, 64 * MiB]
+    big = _sweep_of(sizes, [1.5e-3, 2e-3, 3e-3, 50e-3], 1e-3)
+    pages, bound = big.tables()[0].flags
+    assert pages.startswith("sizes above 32.0 MiB get fresh pages from the kernel for every new ")
+    assert pages.endswith(
+        "tensor: page faults slow them, and a β taken there under-predicts the smaller sizes"
+    )
+    assert bound.startswith(
+        "4.0 MiB, 16.0 MiB measured faster than the bandwidth bound 2(n-1)/n·S/B, whose B comes "
+        "from the 64.0 MiB run: impossible, so not a result. Possible causes, not measured here: "
+        "(1) β was measured low"
+    )
+    gpus = _sweep_of(sizes, [1.5e-3, 2e-3, 3e-3, 50e-3], 1e-3, kind="GPU")
+    assert [f[:30] for f in gpus.tables()[0].flags] == [bound[:30]]  # their memory is not RAM
+    at_limit = _sweep_of([MiB, 4 * MiB, 16 * MiB, 32 * MiB], [1.5e-3, 2e-3, 3e-3, 5e-3], 1e-3)
+    assert at_limit.tables()[0].flags == []  # 32 MiB itself is not above 32 MiB
+    # Two sizes faster than α, both inputs of the fit: each named, and the fit not a result.
+    fast = _sweep([0.5e-3, 1.3e-3, 0.6e-3, 2.0e-3], tiny=1e-3)
+    assert (
+        fast.tables()[0]
+        .flags[0]
+        .startswith(
+            "1000 B, 3.9 KiB measured faster than the 4-byte all-reduce that gives α (1.00 ms)"
+        )
+    )
+    assert fast.tables()[-1].title == (
+        "least squares on relative error over 1000 B, 3.9 KiB: α = 466.7 µs, β = 30.0 MB/s; the "
+        "sizes it did not see — not a result: 1000 B, 3.9 KiB among its inputs are flagged (see "
+        "the warning)"
+    )
+    # A held-out size under the bound inside the noise: its row is not read (2.0 KiB in 0.44 ms
+    # against a bound of 0.475 ms, both noises 48 µs).
+    under = _sweep([1.1e-3, 0.44e-3, 1.4e-3, 2.0e-3], tiny=0.1e-3)
+    assert under.below_bound_inside() == {2000} and under.flagged_sizes() == set()
+    assert [row[-1] for row in under.tables()[-1].rows] == [
+        "below the bandwidth bound above, inside the noise: not read",
+        "within the noises",
+    ]
+    unsure = _sweep([0.93e-3, 1.3e-3, 1.4e-3, 2.0e-3], tiny=1e-3)
+    assert unsure.tables()[-1].title.startswith("least squares on relative error over 1000 B")
+    # Nothing grew: no bandwidth, no bound.
+    assert _sweep([1e-3] * 4).bound_s(1000) is None
+
+
+def test_a_sweep_from_noisy_runs_says_which_and_widens_the_bands():
+    tiny = Measurement("all-reduce of 4 B", [0.9e-3, 0.95e-3, 1e-3, 1.05e-3, 1.1e-3], 4, "B/s")
+    largest = Measurement("all-reduce of 7.8 KiB", [1.6e-3, 1.8e-3, 2e-3, 2.2e-3, 2.4e-3], 8000)
+    sweep = _sweep([1.1e-3, 1.3e-3, 1.4e-3, 2.0e-3])
+    sweep = dataclasses.replace(sweep, tiny=tiny, measurements=[*sweep.measurements[:-1], largest])
+    # both noisy (IQR 10% and 20% of their medians): the wider is named
+    assert sweep.verdict.endswith(
+        " α and β come from noisy runs (all-reduce of 7.8 KiB: IQR 20% of its median), so these "
+        "predictions are no better: if the machine was busy, run it again when it is quiet."
+    )
+    # B's bands take the largest run's noise (20%), not another size's (5%)
+    assert "B is 1.50x ± 0.38 the rate at which one device copies" in str(sweep)
+    # a band from 1.5x to past 0 (±133% + 5%): too noisy to read, though under 2x the ratio
+    wide = dataclasses.replace(
+        sweep, copy=Measurement("copy", [1e-3, 1e-3, 1.5e-3, 3e-3, 3e-3], 8000)
+    )
+    assert "(too noisy to read: the band reaches 0) the rate at which one device copies" in str(
+        wide
+    )
+
+
+def test_a_sweep_draws_on_the_axes_it_is_given():
+    fig, ax = plt.subplots()
+    _sweep([1.1e-3, 1.3e-3, 1.4e-3, 2.0e-3]).plot(ax)
+    labels = ax.get_legend_handles_labels()[1]
+    assert "predicted" in labels and "measured (predicted sizes)" in labels
+    plt.close(fig)

@@ -360,12 +360,15 @@ class AllreduceSweepResult(Reported):
         unread_inputs = sorted((unsure | under_bound) & set(self.fit_sizes))
         if bad_inputs:  # a fit on an impossible time predicts nothing worth reading
             inputs = ", ".join(format_bytes(s) for s in bad_inputs)
-            title += f" — not a result: {inputs} among its inputs is flagged (see the warning)"
+            title += (
+                f" — not a result: {inputs} among its inputs {_is(bad_inputs)} flagged (see the "
+                "warning)"
+            )
         elif unread_inputs:
             inputs = ", ".join(format_bytes(s) for s in unread_inputs)
             title += (
-                f" — not read: {inputs} among its inputs is not read above (below α or the "
-                "bandwidth bound, inside the noise)"
+                f" — not read: {inputs} among its inputs {_is(unread_inputs)} not read above "
+                "(below α or the bandwidth bound, inside the noise)"
             )
         by_size = dict(zip(self.sizes, self.measurements, strict=True))
         rows = []
@@ -413,3 +416,7 @@ class AllreduceSweepResult(Reported):
         return fit_prediction_noise_s(
             self.fit_sizes, [m.median for m in fitted], [noise_of(m) for m in fitted], nbytes
         )
+
+
+def _is(sizes: list) -> str:
+    return "is" if len(sizes) == 1 else "are"
