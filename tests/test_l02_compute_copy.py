@@ -23,7 +23,7 @@ from d2lhelpers.processes import worker_main
 from d2lhelpers.processes.tf_servers import BOTH_TRACED, DRIVER_TRACED
 from d2lhelpers.timing.benchmark import Measurement
 from d2lhelpers.tracing.timeline import OpEvent
-from tests.conftest import builds_nothing, run_python
+from tests.conftest import builds_nothing, printed, run_python
 from tests.notebook_runs import run_edited
 
 matplotlib.use("Agg")
@@ -631,3 +631,21 @@ def test_the_panel_shows_the_run_above_only_at_its_sliders_values():
     forced = dataclasses.replace(above, overlap=False, overlapped=None)  # made with overlap off
     refused = panel.compute_copy_panel(shown=forced)
     assert refused.result is None and "overlap run and copy False" in refused.status.value
+
+
+@pytest.mark.parametrize(
+    "cores, overlapped, source, name",
+    [
+        (2, 0.031, BOTH_TRACED, "l02_overlapped.txt"),
+        (2, None, DRIVER_TRACED, "l02_forced_order.txt"),
+        (1, 0.037, BOTH_TRACED, "l02_one_core.txt"),  # the trace's 'at once' read as turns
+    ],
+)
+def test_a_compute_copy_result_prints_its_tables_word_for_word(
+    monkeypatch, cores, overlapped, source, name
+):
+    monkeypatch.setattr(result_module, "usable_cores", lambda: cores)
+    result = fake_result(
+        run=0.030, copy=0.010, sequential=0.038, overlapped=overlapped, source=source
+    )
+    assert str(result) + "\n" == printed(name)

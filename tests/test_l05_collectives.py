@@ -28,7 +28,7 @@ from d2lhelpers.lessons.l05_collectives.sweep import alpha_beta_models
 from d2lhelpers.timing.benchmark import Measurement
 from d2lhelpers.timing.estimate import DRAW_S
 from d2lhelpers.tracing.timeline import OpEvent, Trace
-from tests.conftest import ROOT, builds_nothing
+from tests.conftest import ROOT, builds_nothing, printed
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the headless backend)
@@ -942,3 +942,22 @@ def test_a_sweep_draws_on_the_axes_it_is_given():
     labels = ax.get_legend_handles_labels()[1]
     assert "predicted" in labels and "measured (predicted sizes)" in labels
     plt.close(fig)
+
+
+@pytest.mark.parametrize(
+    "combined, traced, cores, name",
+    [
+        (11e-3, True, 2, "l05_overlap_saved.txt"),
+        (16e-3, False, 2, "l05_overlap_slower.txt"),  # no rows: no traced share, not 0%
+        (8e-3, False, 2, "l05_overlap_impossible.txt"),
+        (12.5e-3, True, 1, "l05_overlap_one_core.txt"),  # 'at the same time' read as turns
+    ],
+)
+def test_an_overlap_result_prints_its_tables_word_for_word(combined, traced, cores, name):
+    rows = [
+        OpEvent("/device:CPU:0", "allreduce_0", "other", 0.0, 4.0, "all-reduce"),
+        OpEvent("/device:CPU:0", "MatMul", "matmul", 2.0, 10.0),
+    ]
+    result = _overlap(combined, rows=rows if traced else ())
+    result.cores = cores
+    assert str(result) + "\n" == printed(name)

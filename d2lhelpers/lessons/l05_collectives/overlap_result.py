@@ -118,7 +118,8 @@ class AllreduceOverlapResult(Reported):
         """Per device, |all-reduce ∩ matmuls| / the shorter of the two, from the trace.
 
         1 when the shorter ran entirely while the other did; 0 when they took turns. Empty
-        for an incomplete trace: its missing rows would read as time not overlapped.
+        for an incomplete trace: its missing rows would read as time not overlapped; so is a
+        device on which either part left no rows (nothing to compare, not 0%).
         """
         if incomplete_reason(self.rows):
             return {}
@@ -127,8 +128,8 @@ class AllreduceOverlapResult(Reported):
             reducing = busy_intervals(allreduce_rows(self.rows, device))
             computing = busy_intervals(self.rows, device, "matmul")
             shorter = min(busy_seconds(reducing), busy_seconds(computing))
-            both = overlap_seconds(reducing, computing)
-            fractions[device] = both / shorter if shorter > 0 else 0.0
+            if shorter > 0:
+                fractions[device] = overlap_seconds(reducing, computing) / shorter
         return fractions
 
     @property
@@ -301,12 +302,15 @@ class AllreduceOverlapResult(Reported):
                 else "ideal 0%: order forced",
             )
         )
-        for device, fraction in self.traced_overlap().items():
+        traced = self.traced_overlap()
+        for device, fraction in traced.items():
             compared.append(
                 (f"traced at the same time on {short_device_name(device)}", f"{fraction:.0%}", "")
             )
         if incomplete_reason(self.rows):
             compared.append(("traced at the same time", "trace incomplete", ""))
+        elif not traced:
+            compared.append(("traced at the same time", "no all-reduce and matmuls caught", ""))
         columns = ("ideal, or what was hidden and traced", "value", "both / ideal")
         notes = [self.verdict]
         if self.kind == "logical CPU" and self.cores == 1:  # read 67: said where it cannot hold
