@@ -961,3 +961,14 @@ def test_an_overlap_result_prints_its_tables_word_for_word(combined, traced, cor
     result = _overlap(combined, rows=rows if traced else ())
     result.cores = cores
     assert str(result) + "\n" == printed(name)
+
+
+def test_the_model_panel_prints_its_tables_word_for_word():
+    extreme = l05.AllreduceModelResult(64, 4 * KiB, 10e-6, 900e9, set_up=4)  # latency-bound
+    assert str(extreme) + "\n" == printed("l05_model_extreme.txt")
+    queued = l05.AllreduceModelResult(64, 16384 * KiB, 10e-6, 25e9, set_up=4)  # the seed's queue
+    assert str(queued) + "\n" == printed("l05_model_queued.txt")
+    measured = l05.AllreduceModelResult(2, 1024 * KiB, 10e-6, 25e9, set_up=4)
+    measured.measured = Measurement("tf", [4e-3, 5e-3, 6e-3])
+    measured.kind = "logical CPU"
+    assert str(measured) + "\n" == printed("l05_model_measured.txt")
