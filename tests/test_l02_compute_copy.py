@@ -649,3 +649,36 @@ def test_a_compute_copy_result_prints_its_tables_word_for_word(
         run=0.030, copy=0.010, sequential=0.038, overlapped=overlapped, source=source
     )
     assert str(result) + "\n" == printed(name)
+
+
+@pytest.mark.parametrize("overlapped", [0.031, None])
+def test_the_compute_copy_figure_draws_each_time_beside_both_ideals(overlapped):
+    import matplotlib.pyplot as plt
+
+    source = BOTH_TRACED if overlapped else DRIVER_TRACED
+    result = fake_result(
+        run=0.030, copy=0.010, sequential=0.038, overlapped=overlapped, source=source
+    )
+    figure = result_module.plot_compute_copy(result)
+    bars, gantt = figure.axes[:2]
+    names = ["run", "copy", "launch", "one after the other"] + (
+        ["overlapped"] if overlapped else []
+    )
+    assert [t.get_text() for t in bars.get_yticklabels()] == names
+    widths = [round(p.get_width(), 6) for p in bars.patches]
+    assert widths == [30.0, 10.0, 2.0, 38.0] + ([31.0] if overlapped else [])
+    assert bars.yaxis_inverted()  # read top to bottom, as the table
+    lines = {line.get_label(): line.get_xdata()[0] for line in bars.get_lines()}
+    assert lines == {
+        "ideal one after the other: run + copy - launch": pytest.approx(38.0),
+        "ideal overlapped: max(run, copy)": pytest.approx(30.0),
+    }
+    assert bars.get_xlabel() == "time (ms), error bar = IQR"
+    assert [t.get_text() for t in bars.get_legend().get_texts()] == list(lines)
+    assert gantt.get_title() == (
+        "one traced call, overlapped (worker and driver, one clock)"
+        if overlapped
+        else "one traced call, one after the other (driver only: the worker's trace could not be "
+        "taken)"
+    )
+    plt.close(figure)
