@@ -160,9 +160,14 @@ def test_bubble_below_the_model_beyond_noise_is_flagged_within_noise_is_not():
     assert any("caches" in f for f in quiet.bubble_flags)  # the likely causes are named
     noisy = _pipeline(step=0.55, busy=1.0, noise=0.1)
     assert noisy.bubble_noise > 0.2 and noisy.bubble_flags == []
-    # below the model inside the noise: said so, and never "held" on runs this noisy
-    assert noisy.bubble_reading.startswith("below the least possible 20%, inside its noise: too")
-    assert "too noisy to check (its runs spread by more than 10%" in noisy.bubble_reading
+    # below the model inside the noise: said so, and not a result (read 80), as a share above
+    # its ceiling inside the noise is not one
+    assert noisy.below_floor and not quiet.below_floor  # beyond the noise: flagged instead
+    assert noisy.bubble_reading == (
+        "below the least possible 20%, inside its noise: not a result (a bubble cannot be "
+        "smaller; too noisy to tell which time is off)"
+    )
+    assert not _pipeline(step=0.625, busy=1.0, noise=0.1).below_floor  # at the model: read
 
 
 def test_a_bubble_at_the_model_on_noisy_runs_is_too_noisy_to_check():

@@ -140,12 +140,21 @@ class PipelineResult(ParallelResult):
         that show from the printed digits whether it is above the least possible beyond its
         noise (read 69: "55% ± 5%" above 50% "beyond its noise"; read 75: 54.55% ± 4.55%)."""
         bubble, noise, floor = self.measured_bubble, self.bubble_noise, self.bubble_floor
+        if math.isinf(noise):  # read 80: '60% ± inf%'
+            return f"{bubble:.0%} (no band: the step's runs spread by more than their median)"
         beyond = bubble > floor + noise
         for d in range(5):
             b, n, f = (round(100 * x, d) for x in (bubble, noise, floor))
             if (round(b - f, d) > n) == beyond or d == 4:
                 return template.format(b=f"{b:.{d}f}%", n=f"{n:.{d}f}%")
         raise AssertionError("unreachable")
+
+    @property
+    def below_floor(self) -> bool:
+        """The bubble below the least possible as printed (in whole percent), inside its noise
+        (beyond it, `bubble_flags` flags it): better than the run allows, so not a result, as
+        every share above its ceiling inside the noise is not one."""
+        return not self.bubble_flags and self.measured_bubble < self.bubble_floor - 0.005
 
     @property
     def bubble_flags(self) -> list[str]:
@@ -176,17 +185,23 @@ class PipelineResult(ParallelResult):
                 f"the cores' bound 1 - c/p = {floor:.0%} held (GPipe's "
                 f"{self.model_bubble:.0%} needs a core per stage)"
             )
+        if self.below_floor:  # read 80: a bubble below what the run allows is no result
+            said = (
+                f"below the least possible {floor:.0%}, inside its noise: not a result (a bubble "
+                "cannot be smaller; too noisy to tell which time is off)"
+            )
+            if p > 1 and floor >= serial:
+                said += (
+                    f" (here the least possible is {serial:.0%} = 1 - 1/p: the stages take turns)"
+                )
+            return said
         if p > 1 and near_floor and near_serial and floor < serial:
             return (
                 f"within its noise of both the least possible {floor:.0%} and {serial:.0%} = "
                 f"1 - 1/p (stages taking turns): this run cannot tell them apart"
             )
         if near_floor:
-            where = (
-                f"below the least possible {floor:.0%}, inside its noise"
-                if bubble < floor - 0.005  # below it as printed, in whole percent
-                else "within its noise of the least possible"
-            )
+            where = "within its noise of the least possible"
             # the rule every notebook reads a model by (core.verdicts.model_test): never held
             # on a noisy run
             noisy = noisy_run(self.measurement) or noisy_run(self.microbatched_reference)

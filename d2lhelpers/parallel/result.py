@@ -37,7 +37,8 @@ def communication_note(kind: str) -> str:
     if kind == "logical CPU":
         return (
             "Communication here is a memory hand-over inside one process: logical CPU devices "
-            "share the host's memory, so no bytes cross a link. Between real GPUs the same step "
+            "share the host's memory, so no bytes cross a link (TensorFlow's design; notebook "
+            "02 bounds the bytes such a hand-over copies). Between real GPUs the same step "
             "is a copy over NVLink or PCIe, and it costs time per byte (expected, not measured "
             "here)."
         )
@@ -258,7 +259,10 @@ class ParallelResult(Reported):
             )
         if word == "held":
             return f"{where}: within the noise, so the model held"
-        return f"{where}: within the noise, but not tested ({UNTESTED[word]})"
+        why = UNTESTED[word]
+        if word == "noisy" and not noisy_run(self.measurement):  # read 81: the reachable's source
+            why = f"one device's {why.removeprefix('its ')}, and the reachable is scaled from it"
+        return f"{where}: within the noise, but not tested ({why})"
 
     @property
     def above_reachable_words(self) -> str:

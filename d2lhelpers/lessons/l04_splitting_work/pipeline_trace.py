@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import statistics
 from collections.abc import Callable
 
@@ -150,8 +151,9 @@ class PipelineTraceResult(Reported):
             )
             if self.bubbles and min(self.bubbles) < self.floor:
                 note += (
-                    f"; a trace counts an op busy while it waits its turn on the cores, so a "
-                    f"traced share can read lower ({min(self.bubbles):.0%} here)"
+                    f"; a trace may count an op busy while it waits its turn on the cores, so a "
+                    f"traced share can read lower ({min(self.bubbles):.0%} here; a hypothesis: "
+                    "the trace does not show which op held a core)"
                 )
             notes.append(note)
         return [Table("", (), (), [self.verdict, *notes], self.flags())]
@@ -187,7 +189,9 @@ class BubbleComparisonResult(Reported):
         gap = few.measured_bubble - many.measured_bubble
         band = few.bubble_noise + many.bubble_noise
         change = f"{few.measured_bubble:.0%} -> {many.measured_bubble:.0%}"
-        if gap > band:
+        if math.isinf(band):
+            said = f"too noisy to compare the two bubbles ({change}: one has no band)"
+        elif gap > band:
             said = f"more microbatches measurably shrank the bubble: {change}"
         elif gap < -band:
             said = f"more microbatches measurably grew the bubble here: {change}"
@@ -203,6 +207,8 @@ class BubbleComparisonResult(Reported):
             measured = (  # a run flagged for any reason gives no bubble to read
                 "flagged" if not run.trusted else run.bubble_text()
             )
+            if run.trusted and run.below_floor:  # read 80: 26% ± 118% beside a least of 33%
+                measured += f", below the least possible {run.bubble_floor:.0%}: not a result"
             rows.append((run.microbatches, measured, f"{run.model_bubble:.0%}"))
         columns = ("microbatches", "measured bubble", "GPipe model (p-1)/(m+p-1)")
         flags = [flag for run in self.runs for flag in run.flags()]

@@ -314,7 +314,8 @@ class TrainingSweepResult(Reported):
             if job.n_workers > self.cores:
                 verdicts.append(
                     f"{job.n_workers} workers on {cores_phrase(self.cores)}: they take turns on "
-                    f"{'it' if self.cores == 1 else 'them'} (the model's max(1, K / cores))"
+                    f"{'it' if self.cores == 1 else 'them'} (expected: the operating system's "
+                    "scheduling; the model's max(1, K / cores))"
                 )
         if one is not None and self.link is not None:
             for job in self.jobs:
