@@ -201,6 +201,14 @@ def test_baseline_sentence_reads_the_split_rate_within_both_noises():
     alone = l03.baseline_sentence(split, {"flops_per_s": 80e9, "noise": 0.02}, "one device")
     assert "which one thread can at best roughly match: a check, not a result" in alone
     assert l03.baseline_sentence(split, {"flops_per_s": 150e9}).endswith("measurably below it")
+    # read 81: below a cached baseline, and so is its own peak (a busy kernel): said so
+    capped = Measurement("one device", [0.01] * 5, 1e9, peak=103e9)  # 0.69 of 150 GFLOP/s
+    assert l03.baseline_sentence(capped, {"flops_per_s": 150e9}, "one device").endswith(
+        "measurably below it (but its own measured peak allows only 0.69 of it, measured in this "
+        "kernel now, so 'below' here says little)"
+    )
+    near = Measurement("one device", [0.01] * 5, 1e9, peak=140e9)  # 0.93: within both noises
+    assert l03.baseline_sentence(near, {"flops_per_s": 150e9}).endswith("measurably below it")
     # read 76: a run spread by more than 10% is too noisy to check, not 'no measurable difference'
     spread = Measurement("one device", [0.005, 0.006, 0.01, 0.018, 0.02], 1e9)  # IQR 120%
     noisy = l03.baseline_sentence(spread, {"flops_per_s": 130e9, "noise": 0.02}, "one device")

@@ -69,6 +69,22 @@ def baseline_not_kept(baseline: dict) -> list[str]:
     ]
 
 
+def below_own_peak(
+    m: Measurement, baseline: dict, times: int = 1, pronoun: str = "its", why: str = ""
+) -> str:
+    """When `m`'s own measured peak is below `times` x the usable cores' baseline beyond both
+    noises, the clause that says so: a rate 'below' the baseline then says little about how the
+    work ran (`why`: what makes the two differ); else ''."""
+    peak, base = m.best_peak, baseline["flops_per_s"]
+    noise = max(m.peak_noise, NOISE_FLOOR) + baseline_noise(baseline)  # as baseline_below_peak
+    if not peak or peak >= times * base * (1 - noise):
+        return ""
+    return (
+        f" (but {pronoun} own measured peak allows only {peak / base:.2f} of it{why}, so "
+        "'below' here says little)"
+    )
+
+
 def baseline_below_peak(m: Measurement, baseline: dict, whose: str) -> str | None:
     """The flag when `m`'s measured peak (one device's) beats the usable cores' baseline beyond
     both noises, each at least the noise floor: the baseline, which one device (one thread) is

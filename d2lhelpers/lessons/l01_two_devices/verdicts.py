@@ -7,7 +7,6 @@ from d2lhelpers.core.concurrency import slowdown_model
 from d2lhelpers.core.units import cores_phrase, format_rate, plural, usable_cores
 from d2lhelpers.core.verdicts import (
     LIKELY_CAUSES,
-    NOISE_FLOOR,
     UNTESTED,
     Comparison,
     above_limit,
@@ -24,6 +23,7 @@ from d2lhelpers.timing.peaks import (
     baseline_chain,
     baseline_noise,
     baseline_not_kept,
+    below_own_peak,
 )
 
 
@@ -188,15 +188,11 @@ def _yardstick(m: Measurement, base: float, baseline: dict) -> str:
 
 
 def _own_peak(m: Measurement, base: float, times: int, baseline: dict, plural: bool) -> str:
-    peak = m.best_peak
-    peak_noise = max(m.peak_noise, NOISE_FLOOR) + baseline_noise(baseline)  # as baseline_below_peak
-    if peak and peak < times * base * (1 - peak_noise):  # their own ceiling is below it
-        return (
-            f" (but {'their' if plural else 'its'} own measured peak allows only "
-            f"{peak / base:.2f} of it: the baseline runs TensorFlow's default threads with oneDNN "
-            "on, the devices one thread per op, so 'below' here says little)"
-        )
-    return ""
+    why = (
+        ": the baseline runs TensorFlow's default threads with oneDNN on, the devices one thread "
+        "per op"
+    )
+    return below_own_peak(m, baseline, times, "their" if plural else "its", why)
 
 
 def _against(m: Measurement, base: float, times: int, baseline: dict, plural: bool) -> str:
