@@ -21,6 +21,8 @@ LESSON_TESTS = re.compile(r"test_l\d\d_")
 def is_real_run(item) -> bool:
     """Whether `item` (a lesson test) runs an experiment rather than reading given numbers."""
     fixtures = set(getattr(item, "fixturenames", ())) - LIGHT_FIXTURES
+    callspec = getattr(item, "callspec", None)  # parametrize's arguments are given numbers
+    fixtures -= set(callspec.params) if callspec else set()
     return bool(fixtures) or bool(RUNS.search(getattr(item, "originalname", item.name)))
 
 
