@@ -1,6 +1,7 @@
 """Notebook 07's experiments: verdicts on injected numbers, tiny real runs, refusals, the panel,
 and an edited notebook cell changing what the panel runs."""
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -145,6 +146,10 @@ def test_saturation_is_the_most_sustained_and_any_point_above_capacity_is_flagge
     assert near.flags() == [] and "served 1.03x its measured capacity" in str(near.above_capacity())
     assert near.above_capacity() in near.sentences()
     assert sweep.above_capacity() is None  # all points below the capacity
+    # read 82: a saturation 1.03x its capacity, within the noise, said so in the table's cell too
+    over = LayoutSweep("replicas", cap, Spread(1, 0), [point(2350, 1000, False)])
+    rows = LoadSweepResult(2, 2, cap, [over, sweep], step_flops=1e6, peak=1e12).tables()[0].rows
+    assert [row[-1] for row in rows] == ["1.03 (above 1: not a result)", "0.88"]
 
 
 def test_a_growing_queue_inside_the_noise_reads_cant_tell():
@@ -551,6 +556,12 @@ def test_saturation_below_capacity_is_taken_apart_from_the_windows_own_steps():
         sweep.per_busy_second(saturated, low=True)
     )
     assert "not a result" not in said
+    # read 82: steps of 10.2 ms every 10 ms fill 102% of the window: this is not a result either
+    saturated.log.engine_calls = [(i / 100, 0.0102, "decode") for i in range(100)]
+    assert "the busy share it divides by is above 100%, so this is not a result)" in (
+        sweep.per_busy_second(saturated)
+    )
+    saturated.log.engine_calls = [(i / 100, 0.008, "decode") for i in range(100)]
     # read 56: a noisy capacity put saturation / capacity (the sentence's first reading) within
     # the noise and tokens per busy second beyond it; one band for both, so both agree
     noisy = Capacity([Measurement("d", [0.002, 0.003, 0.004, 0.006, 0.008])], cap.prefill, [4], 4)
@@ -763,7 +774,26 @@ def test_lock_step_table_says_when_a_mode_served_above_its_capacity():
         v.startswith("independent replicas' window, 2.4 ktok/s ±6%, is above")
         for v in table.verdicts
     )
-    assert "their measured capacities not compared" in above.verdict
+    # read 83: lock step's devices hold as many sequences each: the same bound, said for it too
+    assert any(
+        v.startswith("lock step's capacity, 2.3 ktok/s ±5%, is above 1.6 ktok/s ±5%")
+        for v in table.verdicts
+    )
+    assert any(v.startswith("lock step's window, 4.0 ktok/s ±") for v in table.verdicts)
+    assert above.verdict.endswith(
+        "their measured capacities not compared (independent replicas' and lock step's are not a "
+        "result: see the notes)"
+    )
+    two = dataclasses.replace(capacity(1e-3 * 2, servers=2), at_once=1)  # 2 servers, 1 at once
+    (given,) = LockstepResult([two, cap], [near, far], sweep).tables()
+    (bound,) = [v for v in given.verdicts if v.startswith("lock step's capacity is bounded")]
+    assert bound.endswith("(the load sweep given to this run measured that: each capacity and "
+                          "window above it is set aside below)")  # fmt: skip
+    (alone,) = LockstepResult([two, cap], [near, far]).tables()
+    assert any("(expected, not measured here: without the load sweep" in v for v in alone.verdicts)
+    quiet_sweep = SimpleNamespace(**{**vars(sweep), "one_device": capacity(0.5e-3)})  # 3.6 k
+    quiet_sweep.above_reach = lambda value: LoadSweepResult.above_reach(quiet_sweep, value)
+    assert LockstepResult([cap, cap], [near, near], quiet_sweep).above_the_sweep() == {}
     assert "not compared" not in LockstepResult([cap, cap], [near, far]).verdict  # no sweep
     (quiet,) = LockstepResult([cap, cap], [point(2000, 1000, True)] * 2).tables()
     assert quiet.flags == [] and not any("served" in v for v in quiet.verdicts)
@@ -977,3 +1007,20 @@ def test_a_saturation_above_its_capacity_within_the_noise_is_not_a_result():
     )
     below = LayoutSweep("replicas", cap, Spread(1000, 50), [point(970, 400, started=False)])
     assert "above 1" not in below.sentences()[-1]
+
+
+def test_a_busy_share_above_the_window_is_not_a_result():
+    from d2lhelpers.lessons.l07_serving.sweep import busy_and_idle
+
+    # One server, window [0.1, 0.9): steps ending inside it add to 0.82 s, the first began at
+    # 0.0, before the window (read 82: 101% printed as a result).
+    calls = [(0.3, 0.3, "decode"), (0.6, 0.3, "decode"), (0.82, 0.22, "decode")]
+    log = LoadLog("replicas", [], [], calls, 1, 1.0)
+    over = LoadPoint(log, 10, Window(0.1, 0.8, 0.1), n_out=4)
+    assert over.engine_busy == pytest.approx(0.82 / 0.8)
+    assert busy_and_idle(over).startswith(
+        "the engines' steps that ended in that window add up to 102% of it, above the 100% "
+        "possible: not a result (a step that began before the window counts whole"
+    )
+    calls[0] = (0.3, 0.2, "decode")  # began at 0.1: 0.72 s, 90%
+    assert busy_and_idle(over).startswith("its engines were inside a step for 90% of that window")

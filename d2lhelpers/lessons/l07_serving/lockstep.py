@@ -31,6 +31,7 @@ from d2lhelpers.serving.engines import ServingCode
 from d2lhelpers.serving.steady import Percentile
 
 MODES = ("replicas", "replicas in lock step")
+WHOSE = {"replicas": "independent replicas'", "replicas in lock step": "lock step's"}
 
 
 def lower_or_higher(a: Percentile, b: Percentile, a_name: str, b_name: str) -> str:
@@ -54,22 +55,22 @@ class LockstepResult(Reported):
     # replicas can serve here: a capacity or window above it is not a result (read 79)
     sweep: object | None = None
 
-    def above_the_sweep(self) -> dict[str, str]:
-        """The independent replicas' capacity and window, where above what the devices computing
-        at once allow (`LoadSweepResult.above_reach`), each with its sentence."""
+    def above_the_sweep(self) -> dict[tuple[str, str], str]:
+        """Each mode's capacity and window, where above what the devices computing at once allow
+        (`LoadSweepResult.above_reach`), each with its sentence, keyed (mode, 'capacity' or
+        'window'). Lock step's devices hold as many sequences each as the independent replicas',
+        so one bound holds both (read 83: lock step's was printed above it, unflagged)."""
         sweep = self.sweep
         if sweep is None or not sweep.bounded_by_one_device(MODES[0]):
             return {}
         said = {}
-        for name, value in [
-            ("capacity", self.capacities[0].tokens_per_s),
-            ("window", self.points[0].throughput),
-        ]:
-            if above := sweep.above_reach(value):
-                said[name] = (
-                    f"independent replicas' {name}, {format_rate(value.median, 'tok/s')} "
-                    f"{noise_text(value)}, is {above} (the load sweep's): not a result"
-                )
+        for mode, c, p in zip(MODES, self.capacities, self.points, strict=True):
+            for name, value in [("capacity", c.tokens_per_s), ("window", p.throughput)]:
+                if above := sweep.above_reach(value):
+                    said[mode, name] = (
+                        f"{WHOSE[mode]} {name}, {format_rate(value.median, 'tok/s')} "
+                        f"{noise_text(value)}, is {above} (the load sweep's): not a result"
+                    )
         return said
 
     def stalled(self) -> list[str]:
@@ -93,10 +94,11 @@ class LockstepResult(Reported):
     @property
     def verdict(self) -> str:
         ca, cb = self.capacities
+        aside = [WHOSE[mode] for mode, name in self.above_the_sweep() if name == "capacity"]
         capacities = (
-            "their measured capacities not compared (independent replicas' is not a result: "
-            "see the notes)"
-            if "capacity" in self.above_the_sweep()
+            f"their measured capacities not compared ({' and '.join(aside)} "
+            f"{'is' if len(aside) == 1 else 'are'} not a result: see the notes)"
+            if aside
             else higher_or_lower(
                 ca.tokens_per_s, cb.tokens_per_s, "their measured capacity", "lock step's"
             )
@@ -124,9 +126,14 @@ class LockstepResult(Reported):
                 f"in one call, and only {independent.at_once} of them can compute at once here, "
                 "so what this machine serves cannot exceed what that many devices make alone, "
                 "each holding as many sequences as it holds here "
-                "(expected, not measured here: the load sweep measures one device's capacity, "
-                "this comparison does not); a capacity printed above that is the rough bound, "
-                "not a measurement of more"
+                + (
+                    "(the load sweep given to this run measured that: each capacity and window "
+                    "above it is set aside below)"
+                    if self.sweep is not None
+                    else "(expected, not measured here: without the load sweep, this comparison "
+                    "does not measure one device's capacity); a capacity printed above that is "
+                    "the rough bound, not a measurement of more"
+                )
             )
         notes += self.above_the_sweep().values()
         flags = self.stalled() + [w for c in self.capacities for w in c.warnings]

@@ -228,7 +228,9 @@ class LayoutSweep:
             if abs(ratio - 1) <= band  # read 76: more than the capacity allows, unflagged
             else ("more beyond the noise" if ratio > 1 else "fewer beyond the noise")
         )
-        if low:  # read 74: read against a capacity set aside as not a result
+        if _busy_overfull(point):  # its busy engine-seconds are not a result either
+            where += "; the busy share it divides by is above 100%, so this is not a result"
+        elif low:  # read 74: read against a capacity set aside as not a result
             where += (
                 "; the capacity is not a result here, so this reads how its steps were timed, "
                 "not a result"
@@ -328,12 +330,24 @@ def busy_and_idle(point: LoadPoint) -> str:
         f"inputs; and waited for {between * (1 - ran):.0%}: for a core, or for Python's lock, "
         "which the servers' threads share: read from the threads' CPU clocks)"
     )
+    busy = f"its engines were inside a step for {point.engine_busy:.0%} of that window"
+    if _busy_overfull(point):  # read 82: 101% printed as a result
+        busy = (
+            f"the engines' steps that ended in that window add up to {point.engine_busy:.0%} of "
+            "it, above the 100% possible: not a result (a step that began before the window "
+            "counts whole, as the window is cut by when steps end)"
+        )
     return (
-        f"its engines were inside a step for {point.engine_busy:.0%} of that window (a step's "
+        f"{busy} (a step's "
         "time includes any wait for a core while it runs), their servers had no "
         f"request for {no_request:.0%} of it (waiting for arrivals), and had requests but no step "
         f"running for {between:.0%} {split}"
     )
+
+
+def _busy_overfull(point: LoadPoint) -> bool:
+    """Whether the engines' busy share prints above 100% (whole percent)."""
+    return round(point.engine_busy, 2) > 1
 
 
 def _at(point: LoadPoint) -> str:
@@ -587,7 +601,15 @@ class LoadSweepResult(Reported):
                     format_rate(sat, "tok/s") if sat else "not reached",
                     "-"
                     if not sat
-                    else f"{sat / cap:.2f}" + (" (not read)" if self.capacity_doubt(s) else ""),
+                    else f"{sat / cap:.2f}"
+                    + (
+                        " (not read)"
+                        if self.capacity_doubt(s)
+                        # read 82: above 1 in the table, 'not a result' only in the sentence
+                        else " (above 1: not a result)"
+                        if round(sat / cap, 2) > 1
+                        else ""
+                    ),
                 ]
             )
         columns = [
