@@ -17,6 +17,7 @@ from d2lhelpers.parallel.pipeline_runs import (
     run_pipeline_parallel,
     trace_pipeline,
 )
+from d2lhelpers.parallel.result import REACHABLE_IS
 from d2lhelpers.timing.benchmark import Measurement
 from d2lhelpers.tracing.timeline import OpEvent
 from tests.conftest import builds_nothing
@@ -234,7 +235,7 @@ def test_the_table_prints_each_measured_time_with_its_noise_and_the_model_withou
     assert table.columns[:3] == ("run", "time per batch", "noise")
     noise = {row[0]: row[2] for row in table.rows}
     assert noise["one device"] == "±5% (floor)"  # identical times: the noise floor, and it says so
-    assert noise["reachable here (hand-overs free)"] == "(model)"
+    assert noise[f"reachable here ({REACHABLE_IS})"] == "(model)"
     assert [row[2] for row in table.rows].count("(model)") == 1
     assert table.rows[2][4].startswith("1.60x ± ")  # the measured split's speedup, with its band
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 
+from d2lhelpers.core.cache import machine_busy
 from d2lhelpers.core.progress import Progress, Steps
 from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import cores_phrase, format_seconds, usable_cores
@@ -30,6 +31,9 @@ from d2lhelpers.core.verdicts import (
 from d2lhelpers.parallel.model import MATCH_TOLERANCE
 from d2lhelpers.timing.benchmark import Measurement
 from d2lhelpers.timing.interleaved import ROUNDS, measure_in_turns
+
+# What the reachable speedup assumes (read 82: 'reachable here' read as this busy machine's)
+REACHABLE_IS = "a model: hand-overs free, no other program on the usable cores"
 
 
 def communication_note(kind: str) -> str:
@@ -210,7 +214,7 @@ class ParallelResult(Reported):
         if self.above_reachable:  # inside the noise: not impossible, but not a speedup either
             return f"{self.label}: {self.above_reachable_words}"
         outcome = faster_or_slower(self.measurement, self.reference, self.label, "one device")
-        said = f"{outcome}; reachable here: {self.reachable_speedup:.2f}x"
+        said = f"{outcome}; reachable here: {self.reachable_speedup:.2f}x ({REACHABLE_IS})"
         if self.speedup > self.reachable_speedup:  # above it by less than the floor
             return said + (
                 f" (the {self.speedup:.2f}x measured sits at it, within the noise: the part above "
@@ -253,9 +257,12 @@ class ParallelResult(Reported):
             f"{format_seconds(model.median)}, with both noises {format_seconds(band)}"
         )
         if word == "missed":
+            busy = machine_busy(self.cores)  # read 82: two spinning programs went unnamed
             return (
                 f"{where}: slower beyond the noise, so the model missed (it leaves out the "
-                "hand-overs and all the devices share; what the split lost is not measured here)"
+                "hand-overs and all the devices share; what the split lost is not measured here"
+                + (f"; {busy}: another program on the cores is a candidate too" if busy else "")
+                + ")"
             )
         if word == "held":
             return f"{where}: within the noise, so the model held"
@@ -344,7 +351,7 @@ class ParallelResult(Reported):
             ("one device", self.reference_time, self.reference_throughput, 1.0, self.reference),
             (self.label, self.time, self.throughput, self.speedup, self.measurement),
             (
-                "reachable here (hand-overs free)",
+                f"reachable here ({REACHABLE_IS})",
                 reachable_time,
                 self.samples / reachable_time,
                 self.reachable_speedup,

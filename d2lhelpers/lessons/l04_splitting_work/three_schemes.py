@@ -190,7 +190,7 @@ class ThreeSchemesResult(Reported):
             "one device's (its speedup's yardstick)",
             "samples/s",
             "speedup vs one device",
-            "reachable here",
+            "reachable here (model)",
             "its time against the reachable's",
             "outcome vs one device",
             "what was split",
