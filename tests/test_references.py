@@ -176,10 +176,11 @@ def test_the_seeds_rates_are_held_against_the_datasheet_yardstick_notebook_02_us
         "2 of them are above"
     )
     notes = seed_without_copy().tables()[0].verdicts
-    # read 80: the seed's other timing of the same run reaches past it at the seed's copy rate
+    # read 80: the seed's other timing of the same run, read the same way; read 83: its 1.01x
+    # the peak is inside the 6% that stands in for the seed's noise, so it rules nothing out
     assert notes[-1].endswith(
-        "none is ruled out (at most 321 TFLOP/s); but the seed's 'Run on GPU1' (0.0557 s, the "
-        "same run(x) and copy, timed in another cell) would need up to 502 TFLOP/s for all 50, "
-        "above that peak at 1.49 GB/s: at that copy rate, all 50 running would need a GPU faster "
-        "than any NVIDIA GPU before Blackwell."
+        "none is ruled out (at most 321 TFLOP/s); the seed's 'Run on GPU1' (0.0557 s, the same "
+        "run(x) and copy, timed in another cell) would need up to 502 TFLOP/s for all 50, 1.01x "
+        "that peak, above it within the 6% that stands in for the seed's noise (its two "
+        "single-GPU times' difference): too close to call, not a result either way."
     )

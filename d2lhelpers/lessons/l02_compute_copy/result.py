@@ -311,8 +311,14 @@ class ComputeCopyResult(Reported):
             return "run + copy - launch"
         if near_max and not near_sum:
             return "max(run, copy)"
-        if near_sum and near_max:
-            return "both (they are within the noise of each other)"
+        if near_sum and near_max:  # read 83: say which is wide, the ideals or the run
+            apart = abs(self.ideal_sequential - self.ideal_overlapped)
+            if apart <= self.ideal_sequential_noise + self.ideal_overlapped_noise:
+                return "both (they are within the noise of each other)"
+            return (
+                "both (the ideals differ beyond their own noises, but this run's spread covers "
+                "both)"
+            )
         sum_off = abs(sequential / self.ideal_sequential - 1)
         max_off = abs(sequential / self.ideal_overlapped - 1)
         closer = "run + copy - launch" if sum_off <= max_off else "max(run, copy)"
@@ -326,8 +332,10 @@ class ComputeCopyResult(Reported):
         matched = self.closest_ideal()
         if matched == "run + copy - launch":
             said = "as the worked answer says"
-        elif matched.startswith("both"):
+        elif matched.startswith("both (they"):
             said = "so this run cannot check the worked answer; try more matmuls or a larger size"
+        elif matched.startswith("both"):
+            said = "so this run cannot check the worked answer; run it again when it is quiet"
         else:
             said = "not what the worked answer says; this run's noise (see its warnings) may be why"
         return (  # each time with the noise `closest_ideal` read it with
