@@ -135,8 +135,9 @@ class SeedComputeResult(Reported):
         return f"{said}, within {differ}"
 
     def _run_on_gpu1(self) -> str:
-        """The seed's other timing of the same run(x) and copy, read the same way (read 80: it
-        reaches past the datasheet peak where 'GPU1 time' does not)."""
+        """The seed's other timing of the same run(x) and copy, read the same way (read 80):
+        above the datasheet peak where 'GPU1 time' is not, but inside the seed's noise stand-in
+        (read 83), which the sentence then says."""
         other = [seed_rate(SEED_000_MATMULS, r, "Run on GPU1") for r in self.copy_rates]
         top = max(other)
         where = above_datasheet(top)
