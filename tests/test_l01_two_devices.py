@@ -112,7 +112,7 @@ def test_a_noisy_k_does_not_hide_a_clean_miss_at_another(monkeypatch):
     assert "load average, 3.5, was above" in result.verdict
     assert "possibly another program" in result.verdict
     monkeypatch.setattr(cache.os, "getloadavg", lambda: (1.0, 0.0, 0.0), raising=False)
-    assert "does not point to another program" in result.verdict
+    assert "does not show another program beyond what this run's own" in result.verdict
 
 
 def test_virtual_gpus_print_what_was_measured_without_a_model():
@@ -512,9 +512,16 @@ def test_separate_calls_verdict_tells_overlap_from_sequence():
     assert "one after the other" in l01.separate_calls_verdict(timed(0.0165), noisy, other)
     assert "impossible" in l01.separate_calls_verdict(timed(0.007), one, other)
     assert "something else" in l01.separate_calls_verdict(timed(0.025), one, other)
+    # read 84: one device's call an outlier (71 ms against 52 ms for the same work): not read
+    outlier = l01.separate_calls_verdict(timed(0.0978), timed(0.0714), timed(0.0521))
+    assert outlier == (
+        "two separate calls took 1.37x the longer call alone; but the two calls alone, the same "
+        "work on like devices, took 71.40 ms and 52.10 ms, apart beyond their noise, so neither "
+        "the longer nor their sum is a steady yardstick: not read (run it again)"
+    )
     # read 76: within the noise of one call and of the sum (noisy runs): neither is read
     wide = Measurement("wide", [0.05, 0.07, 0.138, 0.15, 0.19])  # IQR 80 ms
-    both_ways = l01.separate_calls_verdict(wide, timed(0.049), timed(0.0558))
+    both_ways = l01.separate_calls_verdict(wide, timed(0.053), timed(0.0558))
     assert both_ways.endswith(
         "within the noise of both, so too noisy to tell whether their work overlapped or took turns"
     )
@@ -612,9 +619,10 @@ def test_each_l01_verdict_reads_as_a_whole_sentence(monkeypatch):
     assert l01.at_once_verdict(spread, timed(0.010), "logical CPU", cores=2) == (
         "2 chains launched together in one graph took 2.00x one chain, slower than the model's "
         "1.00x (2 usable CPU cores) beyond both runs' noise, wide as it is: the load average (0.4 "
-        "on 2 usable CPU cores) does not point to another program on this machine (it cannot see "
-        "other tenants of a shared host), so a hypothesis: the work did not keep the devices busy "
-        "at once (too short, or the runtime's threads)"
+        "on 2 usable CPU cores) does not show another program beyond what this run's own threads "
+        "could be (it counts them too, and cannot see other tenants of a shared host), so the "
+        "cause is not measured here; hypotheses: another program shared the cores, or the work "
+        "did not keep the devices busy at once (too short, or the runtime's threads)"
     )
     clean = l01.at_once_verdict(timed(0.016), timed(0.010), "logical CPU", cores=2)
     assert "1.00x (2 usable CPU cores): the load average" in clean  # quiet runs: no 'beyond'

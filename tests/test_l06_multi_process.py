@@ -526,6 +526,16 @@ def test_failure_demo_measures_the_loss_from_the_steps():
     )
     assert "(±5.0% before + ±5.0% after); beyond the noise)" in demo.verdict
     assert "(model: 50%; less than the model beyond the noise" in demo.verdict
+    # read 84: more after, but within the noise: 'nothing' lost would claim more than the band
+    near = [
+        _reports(1e-3, 0.0, 101),
+        _reports(1e-3, 0.0, 101) + _reports(0.476e-3, 0.1005, 400, 102),
+    ]
+    close = _failure("replicas", near, [False, True], cores=1)
+    assert -0.1 < close.lost_share < 0 and -close.lost_share < close.lost_noise
+    assert "lost nothing measurable: the survivors made 5.0% ± 10.5% more" in close.verdict
+    assert close.lost_words().startswith("nothing measurable: the survivors made ")
+    assert close.lost_words().endswith("within the noise, so not measurably more)")
     # A survivor with no steps after the kill, or a worker with none before it: said, not guessed.
     early = [_reports(1e-3, 0.0, 101), _reports(1e-3, 0.0, 80)]
     demo = _failure("replicas", early, [False, True])

@@ -493,7 +493,10 @@ def test_the_panel_runs_from_its_sliders_and_estimates_its_time(devices):
     panel.sliders["window_ms"].value = 200
     result = panel.run()
     assert panel.error is None, panel.error
-    assert len(result.sweeps[0].points) == 4
+    # up to four loads, fewer only once two saturated (the rule, not what this machine did:
+    # under load a sweep can saturate early, and once did here with 3 points)
+    points = result.sweeps[0].points
+    assert len(points) == 4 or (len(points) >= 2 and sum(p.saturated for p in points) >= 2)
     assert panel.estimate(**panel.values()) > 0
 
 

@@ -218,9 +218,11 @@ def test_a_slower_run_is_read_against_the_load_average_it_names(monkeypatch):
     load = [0.4]
     monkeypatch.setattr(cache.os, "getloadavg", lambda: (load[0], 0.0, 0.0))
     assert slower_cause(2) == (
-        "the load average (0.4 on 2 usable CPU cores) does not point to another program on this "
-        "machine (it cannot see other tenants of a shared host), so a hypothesis: the work did "
-        "not keep the devices busy at once (too short, or the runtime's threads)"
+        "the load average (0.4 on 2 usable CPU cores) does not show another program beyond what "
+        "this run's own threads could be (it counts them too, and cannot see other tenants of a "
+        "shared host), so the cause is not measured here; hypotheses: another program shared the "
+        "cores, or the work did not keep the devices busy at once (too short, or the runtime's "
+        "threads)"
     )
     assert slower_cause(2, beyond_serial=True) == (
         "slower even than the same work one after the other, so missing overlap cannot explain "
@@ -237,13 +239,15 @@ def test_a_slower_run_is_read_against_the_load_average_it_names(monkeypatch):
         "or another program; the load average, 3.5, was above 2 usable CPU cores (it counts the "
         "whole machine and this run's own threads))"
     )
-    assert slower_cause(4).startswith("the load average (3.5 on 4 usable CPU cores) does not")
+    assert slower_cause(4).startswith("the load average (3.5 on 4 usable CPU cores) does not show")
 
     def no_load():
         raise OSError("no load average")
 
     monkeypatch.setattr(cache.os, "getloadavg", no_load)
-    assert slower_cause(2).startswith("no load average can be read here, so a hypothesis: ")
+    assert slower_cause(2).startswith(
+        "no load average can be read here, so the cause is not measured here; hypotheses: "
+    )
 
 
 def test_higher_or_lower_reads_rates_against_both_noises():

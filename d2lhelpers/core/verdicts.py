@@ -318,11 +318,13 @@ def slower_cause(cores: int, beyond_serial: bool = False) -> str:
         "no load average can be read here"
         if load is None
         else (
-            f"the load average ({load:.1f} on {cores_phrase(cores)}) does not point to another "
-            "program on this machine (it cannot see other tenants of a shared host)"
+            f"the load average ({load:.1f} on {cores_phrase(cores)}) does not show another "
+            "program beyond what this run's own threads could be (it counts them too, and "
+            "cannot see other tenants of a shared host)"
         )
     )
-    return (
-        f"{seen}, so a hypothesis: the work did not keep the devices busy at once (too short, "
-        "or the runtime's threads)"
+    return (  # read 84: 'does not point to another program' beside pytest's two workers
+        f"{seen}, so the cause is not measured here; hypotheses: another program shared the "
+        "cores, or the work did not keep the devices busy at once (too short, or the runtime's "
+        "threads)"
     )

@@ -4,7 +4,7 @@ and the devices' combined rate against the usable cores' baseline, each read fro
 from __future__ import annotations
 
 from d2lhelpers.core.concurrency import slowdown_model
-from d2lhelpers.core.units import cores_phrase, format_rate, plural, usable_cores
+from d2lhelpers.core.units import cores_phrase, format_rate, format_seconds, plural, usable_cores
 from d2lhelpers.core.verdicts import (
     LIKELY_CAUSES,
     UNTESTED,
@@ -59,6 +59,7 @@ def separate_calls_verdict(
     separate: Measurement, first: Measurement, second: Measurement, at_once: int = 2
 ) -> str:
     """Two calls one after the other in Python: did their work overlap, or run in sequence?
+    `first` and `second`: each call alone, the same work on like devices (notebook 01's chains).
     `at_once`: how many of the two devices can compute at the same time (`devices_at_once`);
     with 1, any overlap beyond the noise is impossible."""
     longer = max(first, second, key=lambda m: m.median)
@@ -70,6 +71,14 @@ def separate_calls_verdict(
     in_turn = Comparison(separate.median, total, noise)
     if as_one.a_faster:
         return impossible(f"{said}, faster than that call alone")
+    apart = Comparison(first.median, second.median, noise_of(first) + noise_of(second))
+    if apart.measurable:  # read 84: the same work on like devices, 71 ms against 52 ms
+        return (
+            f"{said}; but the two calls alone, the same work on like devices, took "
+            f"{format_seconds(first.median)} and {format_seconds(second.median)}, apart beyond "
+            "their noise, so neither the longer nor their sum is a steady yardstick: not read "
+            "(run it again)"
+        )
     if at_once < 2 and in_turn.a_faster:  # less than the sum, beyond the noise, on one core
         return impossible(
             f"{said}; {sum_is}: less, beyond the noise, though at most {at_once} of the devices "

@@ -177,8 +177,10 @@ class WorkerLossResult(Reported):
         if self.lost_share < 0:  # with its band (read 70: "more" read without its noise)
             before, after = self.rate_noises
             beyond = -self.lost_share > self.lost_noise
+            # read 84: 'nothing' from a point estimate whose band reaches an 81% loss
+            lead = "nothing" if beyond else "nothing measurable"
             return (
-                f"nothing: the survivors made {-self.lost_share:.1%} ± {self.lost_noise:.1%} more "
+                f"{lead}: the survivors made {-self.lost_share:.1%} ± {self.lost_noise:.1%} more "
                 f"steps per second than all workers before (the band: {1 - self.lost_share:.3f} x "
                 f"(±{before:.1%} before + ±{after:.1%} after); "
                 + ("beyond the noise)" if beyond else "within the noise, so not measurably more)")
