@@ -335,7 +335,9 @@ class ParallelResult(Reported):
         if self.core_limited:
             lines.append(
                 f"{self.n_devices} logical devices on {cores_phrase(self.cores)}: at most "
-                f"{self.cores} compute at once, so {self.cores}x is the most reachable here"
+                f"{self.cores} compute at once, so {self.cores}x is the most reachable here "
+                "(the model's cap; a split can still beat it, e.g. by cache effects, and is then "
+                "flagged)"
             )
         if self.kind == "virtual GPU" and self.n_devices > 1:
             lines.append(
