@@ -60,6 +60,7 @@ from d2lhelpers.lessons.l01_two_devices import (
     rates_verdict,
     run_merge_probe,
     separate_calls_verdict,
+    single_samples_verdict,
 )
 from d2lhelpers.references import (
     seed_without_copy,
@@ -205,6 +206,7 @@ __all__ = [
     "run_merge_probe",
     "seed_without_copy",
     "separate_calls_verdict",
+    "single_samples_verdict",
     # notebook 02: compute and copy
     "compute_copy_panel",
     "local_copy_cost",

@@ -10,7 +10,7 @@ from d2lhelpers.core import cache
 from d2lhelpers.lessons import l01_two_devices as l01
 from d2lhelpers.lessons.l01_two_devices import ConcurrencyResult, MergeProbeResult, merging
 from d2lhelpers.lessons.l01_two_devices import verdicts as l01_verdicts
-from d2lhelpers.timing.benchmark import Measurement
+from d2lhelpers.timing.benchmark import Benchmark, Measurement
 from d2lhelpers.timing.estimate import CALL_S, measure_seconds, trace_seconds
 from d2lhelpers.tracing.optimizer_probe import SWITCHES, ProbeRun
 from d2lhelpers.workloads import chains_in_one_graph
@@ -500,6 +500,27 @@ def test_at_once_verdict_reads_the_model_for_the_usable_cores():
     assert "too noisy to check" in inside and "within their noise of the model's" in inside
     assert "impossible" in l01.at_once_verdict(timed(0.006), timed(0.010), "GPU")
     assert "no model" in l01.at_once_verdict(timed(0.012), timed(0.010), "virtual GPU")
+
+
+def test_single_samples_outside_their_runs_band_are_named():
+    def sample(name, seconds):
+        b = Benchmark(name, clock=iter([0.0, seconds]).__next__, sync=lambda: None)
+        with b:
+            pass
+        return b
+
+    runs = [timed(0.050), timed(0.050), timed(0.0505)]
+    agree = [sample("device 0", 0.0488), sample("device 1", 0.0481), sample("both", 0.0520)]
+    said = l01.single_samples_verdict(list(zip(agree, runs, strict=True)))
+    assert said.startswith("Each single sample above (48.80 ms, 48.10 ms, 52.00 ms) lies within")
+    # read 85: the pair's sample at 1.88x its runs' median, the band 5% (the floor)
+    off = agree[:2] + [sample("device 0 & device 1", 0.0952)]
+    said = l01.single_samples_verdict(list(zip(off, runs, strict=True)))
+    assert "'device 0 & device 1' 95.20 ms is 1.89x the median of its 5 runs (50.50 ms ±5% " in said
+    assert "'device 0'" not in said and "the verdicts here read the medians" in said
+    edge = [sample("at the band", 0.0524), sample("past it", 0.0526)]  # 50 ms ±2.5 ms
+    said = l01.single_samples_verdict(list(zip(edge, runs[:2], strict=True)))
+    assert "'past it'" in said and "'at the band'" not in said
 
 
 def test_separate_calls_verdict_tells_overlap_from_sequence():

@@ -393,7 +393,19 @@ def test_try_it_2_never_contradicts_the_verdict_above_it():
     assert noisy.verdict.startswith("Not a result")
     assert noisy.which_ideal().startswith(noisy.verdict)
     assert "cannot check the worked answer" in noisy.which_ideal()
-    assert "as the worked answer says" not in noisy.which_ideal()
+    assert "as the worked answer says" not in noisy.which_ideal().split("timeline half")[0]
+    # read 85: the times cannot check it, the one traced call still reads the timeline half
+    assert "Its timeline half does not hold" in noisy.which_ideal()  # fake_result's copy overlaps
+    after = [OpEvent(WORKER, "mm", "matmul", 0.0, 0.03), OpEvent(HERE, "c", "copy", 0.03, 0.04)]
+    in_turn = dataclasses.replace(noisy, rows=after)
+    assert in_turn.which_ideal().endswith(
+        "Its timeline half holds: the traced call (one call) shows no copy during a matmul, as "
+        "the worked answer expects."
+    )
+    untraced = dataclasses.replace(noisy, trace_source=DRIVER_TRACED)
+    assert untraced.which_ideal().endswith("the worker's trace is missing.")
+    overlapped = fake_result(run=0.030, copy=0.010, sequential=0.038, overlapped=0.031)
+    assert "timeline half" not in overlapped.which_ideal()
     assert not any("impossible" in f for f in noisy.flags())
 
 

@@ -22,6 +22,7 @@ from d2lhelpers.lessons.l01_two_devices.verdicts import (
     at_once_verdict,
     baseline_verdict,
     separate_calls_verdict,
+    single_samples_verdict,
 )
 
 __all__ = [
@@ -37,4 +38,5 @@ __all__ = [
     "run_concurrency",
     "run_merge_probe",
     "separate_calls_verdict",
+    "single_samples_verdict",
 ]

@@ -13,6 +13,7 @@ from d2lhelpers.core.verdicts import (
     against_limit,
     impossible,
     noise_of,
+    noise_text,
     noisy_run,
     relative_noise,
     slower_cause,
@@ -53,6 +54,29 @@ def at_once_verdict(both: Measurement, one: Measurement, kind: str, k: int = 2, 
     if want == 1.0:
         return f"{said}, as {where} says: they ran at the same time"
     return f"{said}, as {where} says: more chains than cores, so they took turns on the cores"
+
+
+def single_samples_verdict(pairs) -> str:
+    """The seed's single samples (`Benchmark`s, `.elapsed`) against the repeated runs of the same
+    calls (`Measurement`s), in (sample, runs) pairs: which samples fall outside the band every
+    verdict here reads (read 85: one sample at 1.95x one chain beside a median at 1.01x)."""
+    outside = [(b, m) for b, m in pairs if abs(b.elapsed - m.median) > noise_of(m)]
+    samples = ", ".join(format_seconds(b.elapsed) for b, _ in pairs)
+    if not outside:
+        return (
+            f"Each single sample above ({samples}) lies within the band of its repeated runs: "
+            "this time one sample agreed with them, which it need not"
+        )
+    said = "; ".join(
+        f"'{b.description}' {format_seconds(b.elapsed)} is {b.elapsed / m.median:.2f}x the "
+        f"median of its {len(m.times)} runs ({format_seconds(m.median)} {noise_text(m)})"
+        for b, m in outside
+    )
+    return (
+        f"Single samples outside the band of their repeated runs: {said}. Those calls ran "
+        "differently from their repeats (why is not measured here), so a ratio of single samples "
+        "can mislead; the verdicts here read the medians"
+    )
 
 
 def separate_calls_verdict(

@@ -326,9 +326,10 @@ class ComputeCopyResult(Reported):
 
     def which_ideal(self) -> str:
         """Try it 2, checked against this run: the sentence saying which ideal it matched."""
-        refused = self.not_a_result()
+        refused, trace = self.not_a_result(), self._traced_half()
         if refused:
-            return f"{refused} So this run cannot check the worked answer: run it again."
+            again = "So this run's times cannot check the worked answer (run it again)."
+            return f"{refused} {again}{trace}"
         matched = self.closest_ideal()
         if matched == "run + copy - launch":
             said = "as the worked answer says"
@@ -345,7 +346,26 @@ class ComputeCopyResult(Reported):
             f"±{format_seconds(self.ideal_sequential_noise)}, max(run, copy) "
             f"{format_seconds(self.ideal_overlapped)} "
             f"±{format_seconds(self.ideal_overlapped_noise)}; a match differs by less than the "
-            f"two noises summed): it matches {matched}, {said}."
+            f"two noises summed): it matches {matched}, {said}.{trace}"
+        )
+
+    def _traced_half(self) -> str:
+        """The worked answer's timeline half (copies start after the last matmul), read from the
+        one traced call; read 85: the times alone left it unchecked. Empty with overlap on."""
+        if self.overlapped is not None:
+            return ""
+        if self.trace_source != BOTH_TRACED:
+            return " Its timeline half cannot be checked either: the worker's trace is missing."
+        share = self.traced_overlap
+        if share == 0:
+            return (
+                " Its timeline half holds: the traced call (one call) shows no copy during a "
+                "matmul, as the worked answer expects."
+            )
+        return (
+            " Its timeline half does not hold: the traced call (one call) shows copies during "
+            f"matmuls for {share:.0%} of the shorter part though the order was forced, not what "
+            f"the worked answer says{_turns(share)}."
         )
 
     def tables(self) -> list[Table]:
