@@ -98,7 +98,7 @@ def test_the_pipelines_bubble_carries_its_noise_and_reading_in_the_table():
     # bubble = 1 - 1.0 / (2 x 0.7) = 29%, noise (1 - 0.29) x (5% + 5%) / (1 - 5%) = 7.5%;
     # model 1/5 = 20%; and the busy time and its noise it is made from are printed (read 61)
     assert table.rows[2][8] == (
-        "[4, 4] layers, 4 microbatches; bubble 28.6% ±7.5% = 1 - busy / (2 x the time per "
+        "[4, 4] layers, 4 microbatches; bubble 28.6% -7.5%/+6.8% = 1 - busy / (2 x the time per "
         "batch), busy (the 4 microbatches on one device) 1.000 s ±5% (floor) (model 20.0%)"
     )
     # read 60: each speedup's band needs the one-device time and its noise beside the scheme's

@@ -1,8 +1,11 @@
 """Pipeline parallelism: notebook 04's saved code (GPipe's schedule) against one device; its run."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
+from d2lhelpers.core.verdicts import compare, noise_of
 from d2lhelpers.parallel.model import dense_stack, input_batch, split_sizes, stack_weights
 from d2lhelpers.parallel.pipeline_parallel import (
     count_hand_overs,
@@ -120,6 +123,24 @@ def _pipeline(step, busy, p=2, m=4, cores=8, kind="logical CPU", noise=0.0):
         hand_overs=(p - 1) * m,
         microbatched_reference=m_("busy", busy),
     )
+
+
+def test_the_bubbles_band_is_narrower_upwards_as_the_times_compare():
+    # read 85: step 4.094 ms at 23.3% IQR, busy 5.946 ms at the 5% floor, 2 stages of 8
+    run = _pipeline(step=0.004094, busy=0.005946, m=8, noise=0.000954)
+    run.microbatched_reference = Measurement("busy", [0.005946] * 3)
+    assert run.measured_bubble == pytest.approx(0.2738, abs=1e-4)
+    assert run.bubble_noise == pytest.approx(0.268, abs=1e-3)
+    assert run.bubble_noise_up == pytest.approx(0.1667, abs=1e-3)
+    # 50% (stages taking turns) needs a step of busy / 1 = 5.946 ms, beyond both times' noises
+    turns = compare(run.measurement, 0.005946 / (2 * (1 - 0.5)))
+    turns = dataclasses.replace(turns, noise=noise_of(run.measurement) + 0.05 * 0.005946)
+    assert turns.a_faster and not run.within_bubble_noise(0.5)
+    assert "cannot tell them apart" not in run.bubble_reading
+    assert run.bubble_reading.startswith("within its noise of the least possible: too noisy")
+    assert run.bubble_text() == "27% -27%/+17%"
+    assert run.within_bubble_noise(0.44) and run.within_bubble_noise(0.01)
+    assert not run.within_bubble_noise(0.45) and not run.within_bubble_noise(0.005)
 
 
 def test_bubble_at_the_model_is_a_result():
@@ -289,7 +310,8 @@ def test_the_bubbles_printed_digits_show_which_side_of_its_noise_it_is():
     edge the printed bubble, noise and floor must show the verdict by themselves."""
     for i in range(60):
         run = _pipeline(step=0.68 + i / 3000, busy=1.0)  # bubbles around 20% + its ~7% noise
-        b, n = (float(x.rstrip("%")) for x in run.bubble_text().split(" ± "))
+        b, band = run.bubble_text().split(" ")  # '26% ±7%' or '26% -8%/+7%' (read 85)
+        b, n = float(b.rstrip("%")), float(band.lstrip("±-").split("/")[0].rstrip("%"))
         floor = round(100 * run.bubble_floor, 2)
         beyond = run.measured_bubble > run.bubble_floor + run.bubble_noise
         assert (round(b - floor, 2) > n) == beyond, run.bubble_text()

@@ -129,13 +129,38 @@ class PipelineResult(ParallelResult):
         above a level beyond its noise exactly when the step time is above that level's time
         beyond both noises, as `compare` reads two times (read 75: 54.55% ± 4.55% 'above' 50%
         beside times 6.55 and 5.96 ms that compare read as within the noise)."""
-        busy = self.microbatched_reference
-        r_t, r_b = noise_of(self.measurement) / self.time, noise_of(busy) / busy.median
+        r_t, r_b = self._relative_noises()
         if r_t >= 1:
             return float("inf")
         return (1 - self.measured_bubble) * (r_t + r_b) / (1 - r_t)
 
-    def bubble_text(self, template: str = "{b} ± {n}") -> str:
+    @property
+    def bubble_noise_up(self) -> float:
+        """How far the bubble could move up: the step time plus its noise, the busy time less
+        its own, (1 - b) (r_t + r_b) / (1 + r_t), narrower than `bubble_noise`. A level above the
+        bubble by more than this is above it beyond the noise, as `compare` reads the two times
+        (read 85: 27% '±27%' called 'within its noise' of 50%, whose time was beyond both)."""
+        r_t, r_b = self._relative_noises()
+        return (1 - self.measured_bubble) * (r_t + r_b) / (1 + r_t)
+
+    def _relative_noises(self) -> tuple[float, float]:
+        busy = self.microbatched_reference
+        return noise_of(self.measurement) / self.time, noise_of(busy) / busy.median
+
+    def within_bubble_noise(self, level: float) -> bool:
+        """Whether `level` lies inside the bubble's band, down `bubble_noise`, up `_up`."""
+        return (
+            self.measured_bubble - self.bubble_noise
+            <= level
+            <= self.measured_bubble + self.bubble_noise_up
+        )
+
+    def band_text(self, digits: int = 0) -> str:
+        """'±27%', or '-27%/+17%' when the two sides differ at the printed digits."""
+        down, up = (f"{100 * x:.{digits}f}%" for x in (self.bubble_noise, self.bubble_noise_up))
+        return f"±{down}" if down == up else f"-{down}/+{up}"
+
+    def bubble_text(self, template: str = "{b} {n}") -> str:
         """The measured bubble and its noise, in whole percent, or with the decimals (up to 4)
         that show from the printed digits whether it is above the least possible beyond its
         noise (read 69: "55% ± 5%" above 50% "beyond its noise"; read 75: 54.55% ± 4.55%)."""
@@ -146,7 +171,7 @@ class PipelineResult(ParallelResult):
         for d in range(5):
             b, n, f = (round(100 * x, d) for x in (bubble, noise, floor))
             if (round(b - f, d) > n) == beyond or d == 4:
-                return template.format(b=f"{b:.{d}f}%", n=f"{n:.{d}f}%")
+                return template.format(b=f"{b:.{d}f}%", n=self.band_text(d))
         raise AssertionError("unreachable")
 
     @property
@@ -160,11 +185,11 @@ class PipelineResult(ParallelResult):
     def bubble_flags(self) -> list[str]:
         bubble = self.measured_bubble
         flags = fraction_flags(bubble, "the measured bubble")
-        if not flags and bubble < self.bubble_floor - self.bubble_noise:
+        if not flags and bubble < self.bubble_floor - self.bubble_noise_up:
             flags.append(
                 impossible(
                     f"the measured bubble of {bubble:.0%} is below the least possible "
-                    f"{self.bubble_floor:.0%} by more than its noise (±{self.bubble_noise:.0%})",
+                    f"{self.bubble_floor:.0%} by more than its noise (+{self.bubble_noise_up:.0%})",
                     BUBBLE_CAUSES,
                 )
             )
@@ -178,7 +203,7 @@ class PipelineResult(ParallelResult):
         cores can overlap and still gain nothing)."""
         bubble, noise, p = self.measured_bubble, self.bubble_noise, self.stages
         floor, serial = self.bubble_floor, 1 - 1 / p
-        near_floor, near_serial = bubble <= floor + noise, abs(bubble - serial) <= noise
+        near_floor, near_serial = bubble <= floor + noise, self.within_bubble_noise(serial)
         bound = "the model held"
         if floor > self.model_bubble:  # fewer cores than stages: not GPipe's bound
             bound = (
@@ -275,7 +300,7 @@ class PipelineResult(ParallelResult):
             lines.append("measured bubble: flagged, not a result (see the warning)")
         else:
             lines.append(
-                f"measured bubble {self.bubble_text('{b} (±{n})')} of the "
+                f"measured bubble {self.bubble_text('{b} ({n})')} of the "
                 f"devices' time; GPipe model (p-1)/(m+p-1) = {self.model_bubble:.0%}: "
                 + self.bubble_reading
             )

@@ -187,16 +187,21 @@ class BubbleComparisonResult(Reported):
         if not (few.trusted and many.trusted):
             return "a bubble or a run was flagged, so the two cannot be compared (see the warnings)"
         gap = few.measured_bubble - many.measured_bubble
-        band = few.bubble_noise + many.bubble_noise
+        # each bubble's band is wider downwards (`bubble_noise`) than upwards (`_up`)
+        shrank = few.bubble_noise + many.bubble_noise_up
+        grew = few.bubble_noise_up + many.bubble_noise
         change = f"{few.measured_bubble:.0%} -> {many.measured_bubble:.0%}"
-        if math.isinf(band):
+        if math.isinf(shrank) or math.isinf(grew):
             said = f"too noisy to compare the two bubbles ({change}: one has no band)"
-        elif gap > band:
+        elif gap > shrank:
             said = f"more microbatches measurably shrank the bubble: {change}"
-        elif gap < -band:
+        elif gap < -grew:
             said = f"more microbatches measurably grew the bubble here: {change}"
         else:
-            said = f"no measurable difference between the two bubbles ({change}, noise ±{band:.0%})"
+            band = (
+                f"-{grew:.0%}/+{shrank:.0%}" if f"{grew:.0%}" != f"{shrank:.0%}" else f"±{grew:.0%}"
+            )
+            said = f"no measurable difference between the two bubbles ({change}, noise {band})"
         return f"{said}; {few.microbatches} microbatches: {few.bubble_reading}; " + (
             f"{many.microbatches}: {many.bubble_reading}"
         )

@@ -229,7 +229,7 @@ def _split(run: ParallelResult) -> str:
         bubble = (
             "bubble flagged"
             if run.bubble_flags
-            else f"bubble {run.measured_bubble:.1%} ±{run.bubble_noise:.1%} = 1 - busy / "
+            else f"bubble {run.measured_bubble:.1%} {run.band_text(1)} = 1 - busy / "
             f"({run.stages} x the time per batch), busy (the {run.microbatches} microbatches on "
             f"one device) {format_seconds(busy.median)} {noise_text(busy)} (model "
             f"{run.model_bubble:.1%})"
