@@ -366,16 +366,18 @@ def diagnosis(found: dict, tcp_bytes_per_s: float) -> list[str]:
         said = (
             f"TensorFlow's all-reduce moves its bytes at "
             f"{found['beta_bytes_per_s'] / tcp_bytes_per_s:.2f} of raw TCP's rate across the same "
-            "link: the rest of the gap is TensorFlow's own, not the limiter"
+            "link: the rest of the gap is on TensorFlow's path on these cores (its own work and "
+            "the kernel's TCP and veth work it causes, not separated here), not the limiter"
         )
         serial = found.get("beta_serial_bytes_per_s")
         if serial:
             ratio = found["beta_bytes_per_s"] / serial
             held = abs(ratio - 1) <= GOAL
             said += (
-                f"; if each byte paid raw TCP's time on this link and then TensorFlow's own (its "
-                f"rate with no limiter, {found['beta_unshaped_bytes_per_s'] / 1e6:.0f} MB/s, "
-                f"measured in the same make hosts run), one after the other, beta would be "
+                f"; if each byte paid raw TCP's time on this link and then the no-limiter rate's "
+                f"({found['beta_unshaped_bytes_per_s'] / 1e6:.0f} MB/s: TensorFlow's all-reduce "
+                "with no limiter, the kernel's TCP and veth work included, measured in the same "
+                "make hosts run), one after the other, beta would be "
                 f"{serial / 1e6:.1f} MB/s: the fitted beta is {ratio:.2f} of that "
                 + (
                     f"(within {GOAL:.0%}: the serial model accounts for the gap; that the two do "
@@ -453,6 +455,7 @@ def failures_across(hosts: Hosts, l06, group: dict) -> dict:
             "rate_after": result.rate_after,
             "lost": result.lost_words(),
             "model_lost": result.model_lost,
+            "collective_timeout_s": result.collective_timeout_s,
         }
     return found
 

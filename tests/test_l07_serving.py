@@ -797,6 +797,17 @@ def test_lock_step_table_says_when_a_mode_served_above_its_capacity():
     quiet_sweep = SimpleNamespace(**{**vars(sweep), "one_device": capacity(0.5e-3)})  # 3.6 k
     quiet_sweep.above_reach = lambda value: LoadSweepResult.above_reach(quiet_sweep, value)
     assert LockstepResult([cap, cap], [near, near], quiet_sweep).above_the_sweep() == {}
+    # read 85: below the reach, the reading is said too, not passed in silence
+    (read,) = LockstepResult([cap, cap], [near, near], quiet_sweep).tables()
+    assert (
+        "each mode's capacity and window read against the load sweep's 2.9 ktok/s ±5%, the most "
+        "1 device computing at once allow: none is above it"
+    ) in read.verdicts
+    assert not any("none is above it" in v for v in table.verdicts)  # some above: named instead
+    assert not any("none is above it" in v for v in alone.verdicts)  # no sweep: not read
+    # and the verdict comparing the capacities is in the table (read 85: never printed)
+    assert read.verdicts[1] == LockstepResult([cap, cap], [near, near], quiet_sweep).verdict
+    assert "their measured capacity" in read.verdicts[1]
     assert "not compared" not in LockstepResult([cap, cap], [near, far]).verdict  # no sweep
     (quiet,) = LockstepResult([cap, cap], [point(2000, 1000, True)] * 2).tables()
     assert quiet.flags == [] and not any("served" in v for v in quiet.verdicts)

@@ -94,9 +94,9 @@ def test_describe_devices_says_what_each_device_is(devices, monkeypatch):
     )
     assert text.count("(noise ") == 2  # the peak's and the baseline's
     assert "Fair baseline" in text and "200.0 GFLOP/s (noise 0%)" in text
-    assert "(measured today)." in text
+    assert "(measured in this run, at today)." in text
     monkeypatch.setattr(peaks, "machine_baseline_rate", lambda: {**fake, "not_cached": "not kept"})
-    assert "(measured today; not kept)." in d2l.describe_devices()
+    assert "(measured in this run, at today; not kept)." in d2l.describe_devices()
     assert "earlier run" not in text  # measured in this run
     monkeypatch.setattr(peaks, "machine_baseline_rate", lambda: {**fake, "from_cache": True})
     assert f"(measured today; {peaks.FROM_AN_EARLIER_RUN})." in d2l.describe_devices()
@@ -253,20 +253,21 @@ def test_the_device_table_names_each_device_its_peak_and_the_baseline(monkeypatc
             f"measured peak: 500.0 TFLOP/s (noise 2% {kept}",
             "Fair baseline: the usable cores (1 usable CPU core, /CPU:0, TensorFlow's default "
             "threading) reach 150.0 GFLOP/s (noise 3%) on one 1024x1024 matmul chain (measured "
-            "today).",
+            "in this run, at today).",
         ]
     )
     # Without a noise: 0%; not kept, or read from an earlier run: said after the date.
     monkeypatch.setattr(peaks, "machine_baseline_rate", lambda: {**baseline, "not_cached": "no"})
     assert peaks.describe_devices([gpu]).endswith(
-        "reach 150.0 GFLOP/s (noise 0%) on one 1024x1024 matmul chain (measured today; no)."
+        "reach 150.0 GFLOP/s (noise 0%) on one 1024x1024 matmul chain (measured in this run, at "
+        "today; no)."
     )
     monkeypatch.setattr(peaks, "machine_baseline_rate", lambda: {**baseline, "from_cache": True})
     assert peaks.describe_devices([gpu]).endswith(f"(measured today; {peaks.FROM_AN_EARLIER_RUN}).")
     # a cached baseline this run's peak beat, measured again: the line says why (make mutate)
     why = "the cached baseline, 100.0 GFLOP/s measured yesterday, was below ..."
     monkeypatch.setattr(peaks, "machine_baseline_rate", lambda: {**baseline, "replaced": why})
-    assert peaks.describe_devices([gpu]).endswith(f"(measured today; {why}).")
+    assert peaks.describe_devices([gpu]).endswith(f"(measured in this run, at today; {why}).")
     # read 70: a peak that spread past 10% says so where it is printed
     assert ": noisy (above 10%), a rough reference" not in peaks.describe_devices([gpu])
     monkeypatch.setattr(peaks, "_device_peaks", {})

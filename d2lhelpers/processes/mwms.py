@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from d2lhelpers.processes.schedule import StepSchedule
 
-COLLECTIVE_TIMEOUT_S = 10.0  # a collective that waits longer fails: a peer is dead or cut off
+COLLECTIVE_TIMEOUT_S = 10.0  # a collective waiting longer fails: a peer dead, cut off or slower
 
 
 def multi_worker_strategy(timeout_s=COLLECTIVE_TIMEOUT_S):

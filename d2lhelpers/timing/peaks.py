@@ -266,7 +266,8 @@ def describe_devices(devices: list[Device] | None = None) -> str:
         f"TensorFlow's default threading) reach {format_rate(baseline['flops_per_s'])} "
         f"(noise {baseline.get('noise', 0):.0%}) "
         f"on one {baseline['size']}x{baseline['size']} matmul chain (measured "
-        f"{baseline['measured_at']}"
+        + ("" if baseline.get("from_cache") else "in this run, at ")  # read 86: say which
+        + f"{baseline['measured_at']}"
         + (f"; {baseline['not_cached']}" if baseline.get("not_cached") else "")
         + (f"; {FROM_AN_EARLIER_RUN}" if baseline.get("from_cache") else "")
         + (f"; {baseline['replaced']}" if baseline.get("replaced") else "")

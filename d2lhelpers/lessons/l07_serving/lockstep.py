@@ -14,7 +14,7 @@ from collections.abc import Callable
 from d2lhelpers.core import checks
 from d2lhelpers.core.progress import Steps
 from d2lhelpers.core.report import Reported, Table
-from d2lhelpers.core.units import format_rate
+from d2lhelpers.core.units import format_rate, plural
 from d2lhelpers.core.verdicts import higher_or_lower, noise_text
 from d2lhelpers.lessons.l07_serving.points import (
     POINT_COLUMNS,
@@ -73,6 +73,20 @@ class LockstepResult(Reported):
                     )
         return said
 
+    def within_the_sweep(self) -> str | None:
+        """With the sweep, when no capacity or window lies above what the devices computing at
+        once allow: the sentence saying each was read and none is (read 85: a silent pass read
+        as 'not read'); None without the sweep, or when `above_the_sweep` has sentences."""
+        sweep = self.sweep
+        if sweep is None or not sweep.bounded_by_one_device(MODES[0]) or self.above_the_sweep():
+            return None
+        reach = sweep.one_device.tokens_per_s.scaled(sweep.at_once)
+        return (
+            "each mode's capacity and window read against the load sweep's "
+            f"{format_rate(reach.median, 'tok/s')} {noise_text(reach)}, the most "
+            f"{plural(sweep.at_once, 'device')} computing at once allow: none is above it"
+        )
+
     def stalled(self) -> list[str]:
         return [
             line for mode, p in zip(MODES, self.points, strict=True) if (line := p.stalled(mode))
@@ -113,7 +127,7 @@ class LockstepResult(Reported):
             for mode, c, p in zip(MODES, self.capacities, self.points, strict=True)
         ]
         columns = ["replicas", "capacity", *POINT_COLUMNS]
-        notes = [self.latencies("latency", "independent median latency")]
+        notes = [self.latencies("latency", "independent median latency"), self.verdict]
         notes += [line for c in self.capacities if (line := c.summed_note())]
         notes += [
             f"{mode}'s capacity: {c.inputs_text()}"
@@ -136,6 +150,7 @@ class LockstepResult(Reported):
                 )
             )
         notes += self.above_the_sweep().values()
+        notes += [line for line in [self.within_the_sweep()] if line]
         flags = self.stalled() + [w for c in self.capacities for w in c.warnings]
         for mode, c, p in zip(MODES, self.capacities, self.points, strict=True):
             found = served_above(mode, p.throughput, c.tokens_per_s, f"at {p.offered:.0f} req/s")
