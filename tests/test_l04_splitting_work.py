@@ -251,13 +251,24 @@ def test_the_table_says_whether_the_schemes_yardsticks_agree():
     """Read 72: each scheme times its own one-device run; the panel's three speedups share one
     yardstick only when those agree within their noise, and the table says which."""
     (same,) = _schemes().tables()
-    assert any("agree within their noise, so both speedups share one yardstick" in n
+    assert any("agree within their noise, so the 3 speedups share one yardstick" in n
                for n in same.verdicts)  # fmt: skip
+    (note,) = [n for n in same.verdicts if n.startswith("one device: ")]
+    assert note.count(" beside ") == 3  # read 85: the pipeline's yardstick, read too
     moved = _schemes()
     moved.runs[2].reference = _m("one device", 0.8)  # 0.8 s +-5% against 1 s +-5%: beyond
     (table,) = moved.tables()
     (note,) = [n for n in table.verdicts if n.startswith("one device: ")]
-    assert note.startswith("one device: 800.00 ms ±5% (floor) beside pipeline parallel, 1.000 s")
+    assert note.startswith("one device: 1.000 s ±5% (floor) beside replicas, 1.000 s")
+    assert (
+        ", 800.00 ms ±5% (floor) beside pipeline parallel (replicas / pipeline parallel: " in note
+    )
+    assert "they differ beyond both noises" in note
+    # the ends apart, each neighbour within (1 s, 0.92 s, 0.84 s at the floor): every pair read
+    middle = _schemes()
+    middle.runs[1].reference, middle.runs[2].reference = _m("one", 0.92), _m("one", 0.84)
+    (table,) = middle.tables()
+    (note,) = [n for n in table.verdicts if n.startswith("one device: ")]
     assert "they differ beyond both noises" in note
 
 

@@ -285,6 +285,12 @@ def test_the_parts_of_two_runs_are_read_against_each_other():
         "within both noises" in moved
     )
     assert "a part moved between the runs beyond both noises" in moved
+    # read 86: the launch (339 µs against 539 µs) enters both ideals, and is read too
+    launched = overlapped.parts_against(_overlap(13e-3, compute=10.6e-3, launch=1.6e-3))
+    assert "launch: 1.00 ms ±5% (floor) here, 1.60 ms ±5% (floor) in the other run: 0.62x" in (
+        launched
+    )
+    assert launched.endswith("the two runs' times are not compared digit by digit")
 
 
 def test_overlap_verdict_follows_the_numbers():

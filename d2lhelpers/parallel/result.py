@@ -147,27 +147,35 @@ class ParallelResult(Reported):
             "verdict reads its own run"
         )
 
-    def one_device_against(self, other: ParallelResult) -> str:
-        """This run's one-device time against another run's, of the same rows and work (each
-        scheme's cell times its own): when they differ beyond both noises, the one-device time
-        moved between the cells, and each speedup holds against its own cell's time only."""
-        if (self.samples, self.reference.work) != (other.samples, other.reference.work):
-            return f"{self.label} and {other.label}: not the same one-device work, so not compared"
-        said = (
-            f"one device: {format_seconds(self.reference_time)} {noise_text(self.reference)} "
-            f"beside {self.scheme}, {format_seconds(other.reference_time)} "
-            f"{noise_text(other.reference)} beside {other.scheme}"
+    def one_device_against(self, *others: ParallelResult) -> str:
+        """This run's one-device time against other runs', of the same rows and work (each
+        scheme's cell times its own), every pair read: when two differ beyond both noises, the
+        one-device time moved between the cells, and each speedup holds against its own cell's
+        time only (read 85: three speedups ranked, two yardsticks compared)."""
+        runs = [self, *others]
+        if any((r.samples, r.reference.work) != (self.samples, self.reference.work) for r in runs):
+            names = " and ".join(r.label for r in runs)
+            return f"{names}: not the same one-device work, so not compared"
+        said = "one device: " + ", ".join(
+            f"{format_seconds(r.reference_time)} {noise_text(r.reference)} beside {r.scheme}"
+            for r in runs
         )
-        c = compare(self.reference, other.reference)
-        if not c.measurable:
-            shared = "both speedups share one yardstick"
-            return f"{said}: " + agree_within_noise(
-                "they", [self.reference, other.reference], shared
+        pairs = [(a, b) for i, a in enumerate(runs) for b in runs[i + 1 :]]
+        apart = [(a, b) for a, b in pairs if compare(a.reference, b.reference).measurable]
+        if not apart:
+            shared = (
+                "both speedups share one yardstick"
+                if len(runs) == 2
+                else f"the {len(runs)} speedups share one yardstick"
             )
+            return f"{said}: " + agree_within_noise("they", [r.reference for r in runs], shared)
+        a, b = apart[0]
+        ratio = compare(a.reference, b.reference).ratio
+        which = "" if len(runs) == 2 else f"{a.scheme} / {b.scheme}: "
         return (
-            said + f" ({c.ratio:.2f}x): they differ beyond both noises, so the one-device time "
-            "moved between the cells (the machine's speed or load changed: a hypothesis, not "
-            "measured); each speedup holds against its own cell's one-device time, and the two "
+            said + f" ({which}{ratio:.2f}x): they differ beyond both noises, so the one-device "
+            "time moved between the cells (the machine's speed or load changed: a hypothesis, not "
+            "measured); each speedup holds against its own cell's one-device time, and the "
             "speedups are not compared digit by digit"
         )
 

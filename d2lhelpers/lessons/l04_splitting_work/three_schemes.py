@@ -197,8 +197,7 @@ class ThreeSchemesResult(Reported):
         )
         notes = [line for line in self.runs[0].details() if "compute at once" in line]
         if len(self.runs) > 1:  # each scheme timed its own yardstick: do the speedups share one?
-            by_time = sorted(self.runs, key=lambda r: r.reference_time)
-            notes.append(by_time[0].one_device_against(by_time[-1]))
+            notes.append(self.runs[0].one_device_against(*self.runs[1:]))
         notes += [
             f"pipeline's bubble: {r.bubble_reading}"
             for r in self.runs
