@@ -45,6 +45,8 @@ FLAG = re.compile(r"WARNING|impossible|not a result|untrustworthy|cannot be true
 SHARE_WORDS = re.compile(r"hidden|overlap|efficien|bubble|utili[sz]|busy|of the peak", re.I)
 # a percentage read as a share; a "±N%" beside it is its noise, which may exceed 100%
 PERCENT = re.compile(r"(?<![\w.±])(?<!± )(-?\d+(?:\.\d+)?)\s?%")
+# an asymmetric band, "-5%/+4%" (the pipeline's bubble): its noise, not two shares
+BAND = re.compile(r"-\d+(?:\.\d+)?%/\+\d+(?:\.\d+)?%")
 TIMES_IDEAL = re.compile(r"(\d+(?:\.\d+)?)x ideal")
 OF_PEAK = re.compile(r"= (\d+(?:\.\d+)?) of the peak")
 OF_BASELINE = re.compile(r"= (\d+(?:\.\d+)?) of the usable cores' baseline")
@@ -161,7 +163,7 @@ def contradictions(text: str, cores: int = 1) -> list[str]:
         if line.startswith("ERROR "):
             problems.append(f"the cell failed: {line}")
         if SHARE_WORDS.search(line) and not flagged:
-            for value in map(float, PERCENT.findall(line)):
+            for value in map(float, PERCENT.findall(BAND.sub("", line))):
                 if value > 100 or value < 0:
                     problems.append(f"a share of {value:g}% printed without a flag: {line.strip()}")
         for value in map(float, TIMES_IDEAL.findall(line)):

@@ -30,6 +30,7 @@ from tests.one_core import contradictions, html_to_text, output_texts
         "is another program using the cores? (load average now: 4.4 on 2 cores)",
         "hidden: 8% of the shorter part\ntraced: at the same time for CPU:0 100%, CPU:1 100%",
         "the bubble: 139% ±273%",  # the share beside its noise is still read
+        "measured bubble 105% (-5%/+4%) of the devices' time",  # and beside an asymmetric band
         "Not a result: overlapped came out below its ideal\nOne after the other took 38 ms: it "
         "matches run + copy - launch, as the worked answer says.",
         "hidden: (sum - launch - both) / min  85% ± 31%  ceiling 75% = 1 - launch / min",
@@ -61,6 +62,8 @@ def test_a_contradiction_is_found(text):
         "hidden  85% ± 31%  ceiling 75%\nWARNING: above its ceiling: not a result",
         # a noise above 100% is a spread, not a share (make one-core at 7ea8ef3, notebook 07)
         "n = 2 stages (GPipe's bubble); one device's steps: 1.52 ms ±273%, 2.21 ms ± 139%",
+        # an asymmetric band is its noise, not a negative share (make one-core at a20048d)
+        "measured bubble 53% (-5%/+4%) of the devices' time; GPipe model (p-1)/(m+p-1) = 11%",
     ],
 )
 def test_a_consistent_output_passes(text):
