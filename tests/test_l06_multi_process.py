@@ -949,10 +949,9 @@ def test_the_committed_training_model_prints_the_alpha_and_beta_it_used():
     data = hosts.load_hosts()
     slow = min(data["allreduce"], key=lambda f: f["rate_bit_s"])
     said = hosts._training_words(data["training"], slow)
-    alpha, beta = (
-        float(x) for x in re.search(r"alpha ([\d.]+) ms and beta ([\d.]+) MB/s", said).groups()
-    )
+    alpha, unit, beta = re.search(r"alpha ([\d.]+) (s|ms|µs) and beta ([\d.]+) MB/s", said).groups()
+    alpha_s = float(alpha) * {"s": 1, "ms": 1e-3, "µs": 1e-6}[unit]  # its unit follows its size
     one = data["training"]["step_s"][0]
-    rebuilt = one + alpha * 1e-3 + data["training"]["gradient_bytes"] / (beta * 1e6)
+    rebuilt = one + alpha_s + data["training"]["gradient_bytes"] / (float(beta) * 1e6)
     assert rebuilt == pytest.approx(data["training"]["predicted_s"][-1], rel=0.01)
     assert f"fitted on all {len(slow['sizes'])} sizes" in said
