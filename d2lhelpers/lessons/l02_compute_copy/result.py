@@ -255,8 +255,9 @@ class ComputeCopyResult(Reported):
             c = dataclasses.replace(
                 c, noise=noise_of(self.sequential) + self.ideal_sequential_noise
             )
-            how = (
-                "matches it within the noise: nothing overlapped, as forced"
+            how = (  # read 88: a partial overlap can hide inside that noise; the trace can tell
+                "matches it within the noise, as forced: no overlap measurable from the times "
+                f"(hidden {self.hidden_text()}){self._traced_words()}"
                 if not c.measurable
                 else f"is {c.ratio:.2f}x it"
             )
@@ -347,6 +348,15 @@ class ComputeCopyResult(Reported):
             f"{format_seconds(self.ideal_overlapped)} "
             f"±{format_seconds(self.ideal_overlapped_noise)}; a match differs by less than the "
             f"two noises summed): it matches {matched}, {said}.{trace}"
+        )
+
+    def _traced_words(self) -> str:
+        """'; the traced call (one call) shows copies during matmuls for X% ...' or ''."""
+        if self.trace_source != BOTH_TRACED:
+            return ""
+        return (
+            f"; the traced call (one call) shows copies during matmuls for "
+            f"{self.traced_overlap:.0%} of the shorter part"
         )
 
     def _traced_half(self) -> str:

@@ -393,7 +393,8 @@ class FailureResult(Reported):
             if not readings:
                 said.append(
                     f"{r.layout}: not read against it (its steps hold every device's sequences, "
-                    "one device's hold fewer, and a step's time depends on how many it holds)"
+                    "one device's hold fewer, and a step's time may depend on how many it holds: "
+                    "expected, not measured here)"
                 )
             for name, value, most, k in readings:
                 c = compare(value, most)

@@ -138,7 +138,9 @@ class LockstepResult(Reported):
             notes.append(
                 "lock step's capacity is bounded the same way: its one server steps every device "
                 f"in one call, and only {independent.at_once} of them can compute at once here, "
-                "so what this machine serves cannot exceed what that many devices make alone, "
+                "so by the sweep's model (each device's step is core time that adds up: not "
+                "traced) "
+                "what this machine serves cannot exceed what that many devices make alone, "
                 "each holding as many sequences as it holds here "
                 + (
                     "(the load sweep given to this run measured that: each capacity and window "

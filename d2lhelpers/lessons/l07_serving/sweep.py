@@ -457,8 +457,9 @@ class LoadSweepResult(Reported):
         held = ", ".join(f"{s.layout} {max(s.capacity.slots)}" for s in others)
         return (
             f"; it bounds only layouts whose steps hold one device's {self.one_device.slots[0]} "
-            f"sequences: a group's step holds every device's ({held}), and a step's time depends "
-            "on how many it holds, so those are not read against it"
+            f"sequences: a group's step holds every device's ({held}), and a step's time may "
+            "depend on how many it holds (expected, not measured here), so those are not read "
+            "against it"
         )
 
     @property
@@ -490,8 +491,9 @@ class LoadSweepResult(Reported):
         if self.at_once > 1:
             text += (
                 "The cost model divides that step's time among the devices as if it were all "
-                "arithmetic, so it can only be expected to hold where this share is large (the "
-                "rest of the time is not traced here: launching small ops is the hypothesis)."
+                "arithmetic, so it is expected to hold where this share is large (a hypothesis: "
+                "that the rest of a step, not traced here, does not divide among the devices; "
+                "launching small ops is the candidate)."
             )
         else:  # nothing to divide: the share cannot decide whether the model holds
             text += (
@@ -629,7 +631,8 @@ class LoadSweepResult(Reported):
             ideal_line += (
                 f"; not reachable here: {self.at_once} of the {self.n_devices} devices can "
                 f"compute at once on {cores_phrase(usable_cores())}, so {self.at_once}x one "
-                f"device, {reachable}, is the most{self.unbounded_note()}"
+                f"device, {reachable}, is the most (a model: each device's step is core time "
+                f"that adds up on the shared cores; not traced){self.unbounded_note()}"
             )
             for s, beyond in self.above_reachable():
                 cap = s.capacity.tokens_per_s
