@@ -95,6 +95,12 @@ def bubble_floor(stages: int, microbatches: int, kind: str, cores: int) -> float
     return model
 
 
+def band_words(down: float, up: float, digits: int = 0) -> str:
+    """'±27%', or '-27%/+17%' when a band's two sides differ at the printed digits."""
+    down_s, up_s = (f"{100 * x:.{digits}f}%" for x in (down, up))
+    return f"±{down_s}" if down_s == up_s else f"-{down_s}/+{up_s}"
+
+
 @dataclasses.dataclass(repr=False)  # IPython shows the tables: _repr_pretty_
 class PipelineResult(ParallelResult):
     """A measured pipeline: also its stages, microbatches, hand-overs and the bubble they leave."""
@@ -156,9 +162,8 @@ class PipelineResult(ParallelResult):
         )
 
     def band_text(self, digits: int = 0) -> str:
-        """'±27%', or '-27%/+17%' when the two sides differ at the printed digits."""
-        down, up = (f"{100 * x:.{digits}f}%" for x in (self.bubble_noise, self.bubble_noise_up))
-        return f"±{down}" if down == up else f"-{down}/+{up}"
+        """The bubble's band as printed (`band_words`)."""
+        return band_words(self.bubble_noise, self.bubble_noise_up, digits)
 
     def bubble_text(self, template: str = "{b} {n}") -> str:
         """The measured bubble and its noise, in whole percent, or with the decimals (up to 4)

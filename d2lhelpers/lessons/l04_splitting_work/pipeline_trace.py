@@ -14,6 +14,7 @@ from d2lhelpers.core.verdicts import fraction_flags, impossible
 from d2lhelpers.devices import setup_devices
 from d2lhelpers.parallel.pipeline_runs import (
     PipelineResult,
+    band_words,
     bubble_floor,
     bubble_from_trace,
     stages_together_from_trace,
@@ -198,9 +199,7 @@ class BubbleComparisonResult(Reported):
         elif gap < -grew:
             said = f"more microbatches measurably grew the bubble here: {change}"
         else:
-            band = (
-                f"-{grew:.0%}/+{shrank:.0%}" if f"{grew:.0%}" != f"{shrank:.0%}" else f"±{grew:.0%}"
-            )
+            band = band_words(grew, shrank)
             said = f"no measurable difference between the two bubbles ({change}, noise {band})"
         return f"{said}; {few.microbatches} microbatches: {few.bubble_reading}; " + (
             f"{many.microbatches}: {many.bubble_reading}"
