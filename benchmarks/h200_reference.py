@@ -117,32 +117,38 @@ class Clock:
         return ROW_BUDGET_S if self.elapsed() < SOFT_DEADLINE_S else 0.0
 
 
-def time_region(torch, body: Callable[[], object], budget_s: float, warmup: int = WARMUP):
-    """(event times, host times) in seconds of `body()`, after `warmup` untimed calls.
+def time_regions(torch, bodies: dict, budget_s: float, warmup: int = WARMUP) -> dict:
+    """name -> (event times, host times) in seconds of each `body()`, taken in turns.
 
-    `body` queues its work and joins every side stream it used back to the current stream, so the
-    stop event, recorded on the current stream, comes after all of it. The device is synchronized
-    before each start, so no earlier work is counted, and after each stop.
+    Each round times every body once, in order, so that all of them see the same clocks and
+    temperature: on the H200 at TF32, one chain timed back to back slowed from 19.2 to 20.5 ms as
+    the clocks fell (first run, 2026-12-04), and a sum of parts timed that way, group by group,
+    came out 4% above the sequential run that contained them. Each body queues its work and joins
+    every side stream it used back to the current stream, so the stop event, recorded on the
+    current stream, comes after all of it. The device is synchronized before each start, so no
+    earlier work is counted, and after each stop.
     """
-    for _ in range(warmup):
-        body()
-    times, walls = [], []
+    for body in bodies.values():
+        for _ in range(warmup):
+            body()
+    timed = {name: ([], []) for name in bodies}
     began = time.perf_counter()
-    while len(times) < MAX_RUNS:
-        start = torch.cuda.Event(enable_timing=True)
-        stop = torch.cuda.Event(enable_timing=True)
-        torch.cuda.synchronize()
-        host_start = time.perf_counter()
-        start.record()
-        kept = body()  # held until the device is done: nothing it uses is freed early
-        stop.record()
-        torch.cuda.synchronize()
-        walls.append(time.perf_counter() - host_start)
-        times.append(start.elapsed_time(stop) / 1e3)
-        del kept
-        if len(times) >= MIN_RUNS and time.perf_counter() - began > budget_s:
+    for run in range(MAX_RUNS):
+        if run >= MIN_RUNS and time.perf_counter() - began > budget_s:
             break
-    return times, walls
+        for name, body in bodies.items():
+            start = torch.cuda.Event(enable_timing=True)
+            stop = torch.cuda.Event(enable_timing=True)
+            torch.cuda.synchronize()
+            host_start = time.perf_counter()
+            start.record()
+            kept = body()  # held until the device is done: nothing it uses is freed early
+            stop.record()
+            torch.cuda.synchronize()
+            timed[name][1].append(time.perf_counter() - host_start)
+            timed[name][0].append(start.elapsed_time(stop) / 1e3)
+            del kept
+    return timed
 
 
 def set_precision(torch, precision: str) -> str:
@@ -222,10 +228,12 @@ class Experiments:
             self.best_matmul()
             self.torch.cuda.synchronize()
 
-    def measure(self, body: Callable[[], object]):
-        times, walls = time_region(self.torch, body, self.clock.measurement_budget())
-        self.shortest_s = min(self.shortest_s, statistics.median(times))
-        return times, walls
+    def measure(self, **bodies: Callable[[], object]) -> dict:
+        """name -> (times, host times) of each body, timed in turns (`time_regions`)."""
+        timed = time_regions(self.torch, bodies, self.clock.measurement_budget() * len(bodies))
+        for times, _ in timed.values():
+            self.shortest_s = min(self.shortest_s, statistics.median(times))
+        return timed
 
     def add(self, **fields) -> None:
         row = make_row(**{**self.tags, **fields})
@@ -251,7 +259,7 @@ class Experiments:
     def best_matmul(self) -> None:
         self.torch.mm(*self.big, out=self.big_out)
 
-    # Each group times its bodies back to back, so that its ratios compare like with like.
+    # Each group times its bodies in turns, so that its ratios compare like with like.
 
     def matmul_rows(self, precision: str, error: float) -> None:
         torch, x, ys, p = self.torch, self.x, self.ys, precision.lower()
@@ -262,7 +270,12 @@ class Experiments:
             ratio_of=f"rate / published {precision} peak",
             rel_error=error,
         )
-        times, walls = self.measure(self.best_matmul)
+        timed = self.measure(
+            best=self.best_matmul,
+            identical=lambda: identical_matmuls_into(torch, x, ys),
+            chain=lambda: matmul_chain_into(torch, x, ys),
+        )
+        times, walls = timed["best"]
         best_rate = matmul_flops(BEST_SIZE) / statistics.median(times) / 1e12
         self.add(
             name=f"{p}_best_matmul_{BEST_SIZE}",
@@ -275,7 +288,7 @@ class Experiments:
             **peak,
         )
         work = matmul_flops(SIZE, N_MATMULS)
-        times, walls = self.measure(lambda: identical_matmuls_into(torch, x, ys))
+        times, walls = timed["identical"]
         self.add(
             name=f"{p}_seed_{N_MATMULS}_identical",
             experiment=f"the seed's {N_MATMULS} x matmul(x, x), {SIZE}x{SIZE}",
@@ -287,7 +300,7 @@ class Experiments:
             "unlike a TensorFlow tf.function), so this rate is honest here",
             **peak,
         )
-        times, walls = self.measure(lambda: matmul_chain_into(torch, x, ys))
+        times, walls = timed["chain"]
         chain_rate = work / statistics.median(times) / 1e12
         chain = dict(unit="TFLOP/s", value=chain_rate, times=times, wall_times=walls)
         what = f"a chain of {N_MATMULS} products y <- y @ x, {SIZE}x{SIZE}"
@@ -336,9 +349,12 @@ class Experiments:
                 matmul_chain_into(torch, self.x2, self.ys2)
             current.wait_stream(s0)
 
-        one, _ = self.measure(lambda: chains_on_streams(a))
-        two, walls = self.measure(lambda: chains_on_streams(a, b))
-        serial, _ = self.measure(both_chains_on_one_stream)
+        timed = self.measure(
+            one=lambda: chains_on_streams(a),
+            two=lambda: chains_on_streams(a, b),
+            serial=both_chains_on_one_stream,
+        )
+        (one, _), (two, walls), (serial, _) = timed["one"], timed["two"], timed["serial"]
         one_s, two_s, serial_s = (statistics.median(t) for t in (one, two, serial))
         parts = {"one_stream_median_s": one_s, "both_on_one_stream_median_s": serial_s}
         two_streams = dict(times=two, wall_times=walls, components=parts)
@@ -395,11 +411,15 @@ class Experiments:
     def copy_rows(self) -> None:
         gigabytes = N_MATMULS * SIZE * SIZE * BYTES_PER_FLOAT / 1e9
         pageable = "to pageable host memory (what a plain .to('cpu') returns)"
-        for name, host, stream, how in (
-            ("copy_pinned_d2h", self.pinned, self.copy_stream, "to pinned host memory"),
-            ("copy_pageable_d2h", self.pageable, None, pageable),
+        timed = self.measure(
+            copy_pinned_d2h=lambda: self.copy_all(self.pinned, self.copy_stream),
+            copy_pageable_d2h=lambda: self.copy_all(self.pageable),
+        )
+        for name, stream, how in (
+            ("copy_pinned_d2h", self.copy_stream, "to pinned host memory"),
+            ("copy_pageable_d2h", None, pageable),
         ):
-            times, walls = self.measure(lambda h=host, s=stream: self.copy_all(h, s))
+            times, walls = timed[name]
             self.add(
                 name=name,
                 experiment=f"the {N_MATMULS} products ({gigabytes:.1f} GB), device to host, {how}",
@@ -443,10 +463,14 @@ class Experiments:
                     self.pinned[i].copy_(ys[i], non_blocking=True)
             current.wait_stream(copies)
 
-        run_s = statistics.median(self.measure(run)[0])
-        copy_s = statistics.median(self.measure(lambda: self.copy_all(self.pinned, copies))[0])
-        then_t, then_walls = self.measure(compute_then_copy)
-        while_t, while_walls = self.measure(compute_while_copy)
+        timed = self.measure(
+            run=run,
+            copy=lambda: self.copy_all(self.pinned, copies),
+            then=compute_then_copy,
+            overlapped=compute_while_copy,
+        )
+        run_s, copy_s = (statistics.median(timed[name][0]) for name in ("run", "copy"))
+        (then_t, then_walls), (while_t, while_walls) = timed["then"], timed["overlapped"]
         # A two-stage pipeline of N equal steps cannot end before max + min / N: the first
         # product has nothing to overlap with, nor has the last copy.
         parts = {
@@ -499,7 +523,9 @@ class Experiments:
         )
 
     def overhead_row(self) -> None:
-        times, walls = time_region(self.torch, lambda: None, self.clock.measurement_budget())
+        times, walls = time_regions(
+            self.torch, {"empty": lambda: None}, self.clock.measurement_budget()
+        )["empty"]
         self.add(
             name="timer_overhead_empty",
             experiment="an empty region between two CUDA events",

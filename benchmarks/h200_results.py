@@ -130,7 +130,8 @@ def ideal_flags(measured_s: float, ideal_s: float, tolerance: float = IDEAL_TOLE
     if ratio < 1 - tolerance:
         return [
             f"TIMING BUG: {ratio:.3f}x its ideal, which nothing beats by more than the noise "
-            f"allowance ({tolerance:.0%}): some work was not timed"
+            f"allowance ({tolerance:.0%}): some work was not timed, or the ideal's parts were "
+            "timed under other conditions (clocks, temperature)"
         ]
     if ratio < 1:
         return [f"below its ideal by {1 - ratio:.1%}, within the noise allowance ({tolerance:.0%})"]

@@ -1,12 +1,12 @@
 """Reference results beside the learner's own: committed runs on other machines, and the seeds'.
 
-`d2lhelpers/results/*.json` holds runs of `make bench` (TensorFlow) and, once run, of the H200
-script (PyTorch), each describing its machine. They are package data, read with
-`importlib.resources`, so an installed wheel shows them as the repository does; `make bench`
-writes its new results into the same folder of the repository. `reference_table` shows a
-notebook's rows of them as one table that names each machine once and says it is not the
-learner's. The seeds' published numbers are kept here verbatim, with the one home of the
-arithmetic that reads them.
+`d2lhelpers/results/*.json` holds runs of `make bench` (TensorFlow) and of
+`benchmarks/h200_reference.py` (PyTorch on an H200), each describing its machine. They are
+package data, read with `importlib.resources`, so an installed wheel shows them as the
+repository does; `make bench` writes its new results into the same folder of the repository.
+`reference_table` shows a notebook's rows of them as one table that names each machine once and
+says it is not the learner's. The seeds' published numbers are kept here verbatim, with the one
+home of the arithmetic that reads them.
 """
 
 from __future__ import annotations
@@ -115,6 +115,7 @@ class SeedComputeResult(Reported):
     rates that the seed's numbers cannot rule out."""
 
     copy_rates: tuple[float, ...] = ASSUMED_COPY_RATES
+    h200: dict[str, dict] = dataclasses.field(default_factory=lambda: h200_rows())
 
     def both_over(self, label: str, rate: float) -> float:
         """'GPU1 & GPU2' over `label`, both less the one copy each contains."""
@@ -184,6 +185,7 @@ class SeedComputeResult(Reported):
             + _against_datasheet([seed_rate(SEED_000_MATMULS, r) for r in self.copy_rates])
             + self._run_on_gpu1()
             + ".",
+            *_h200_scale([seed_rate(SEED_000_MATMULS, r) for r in self.copy_rates], self.h200),
         ]
         title = "The seed's times less the final 64 MB copy, at assumed copy rates"
         columns = [
@@ -196,6 +198,61 @@ class SeedComputeResult(Reported):
             "if 1 ran",
         ]
         return [Table(title, columns, rows, notes)]
+
+
+def h200_rows(results: list[dict] | None = None) -> dict[str, dict]:
+    """The committed H200 run's rows by name (`benchmarks/h200_reference.py`, PyTorch); empty
+    when none is committed."""
+    for result in load_results() if results is None else results:
+        machine = result.get("machine", {})
+        if machine.get("framework") == "PyTorch" and "H200" in machine.get("device_name", ""):
+            return {row["name"]: row for row in result.get("rows", [])}
+    return {}
+
+
+H200_RUN = "the committed H200 run (PyTorch; another machine, for scale, not a bound)"
+
+
+def h200_seed_rates(rows: dict[str, dict]) -> tuple[float, float] | None:
+    """(TF32, FP32) FLOP/s of the seed's 50 identical products in the H200 run (eager PyTorch
+    runs every one), or None without that run."""
+    tf32, fp32 = rows.get("tf32_seed_50_identical"), rows.get("fp32_seed_50_identical")
+    if not (tf32 and fp32):
+        return None
+    return tf32["value"] * 1e12, fp32["value"] * 1e12
+
+
+def _h200_scale(rates: list[float], rows: dict[str, dict]) -> list[str]:
+    """The table's 'if 50 ran' rates beside what the H200 run measured on the same products."""
+    measured = h200_seed_rates(rows)
+    if measured is None:
+        return []
+    tf32, fp32 = measured
+    return [
+        f"In {H200_RUN}, the seed's 50 products ran at {tf32 / 1e12:.0f} TFLOP/s in TF32 and "
+        f"{fp32 / 1e12:.1f} TFLOP/s in FP32; of the {len(rates)} rates 'if 50 ran' above, "
+        f"{sum(r <= tf32 for r in rates)} are at or below its TF32 rate and "
+        f"{sum(r <= fp32 for r in rates)} at or below its FP32 rate."
+    ]
+
+
+def h200_run_words(rows: dict[str, dict], copy_rate: float, matmul_rate: float) -> list[str]:
+    """Notebook 02's seed reading beside the H200 run: its copy rates and its rate on the seed's
+    products, against the seed's `copy_rate` and the `matmul_rate` its run would need."""
+    pinned, pageable = rows.get("copy_pinned_d2h"), rows.get("copy_pageable_d2h")
+    measured = h200_seed_rates(rows)
+    if not (pinned and pageable and measured):
+        return []
+    slowest = min(pinned["value"], pageable["value"]) * GB
+    return [
+        f"In {H200_RUN}, the device-to-host copy of the same 3.2 GB ran at "
+        f"{pinned['value']:.1f} GB/s into pinned and {pageable['value']:.1f} GB/s into pageable "
+        "host memory (each as 50 copies of one product, one tensor per call, as the seed's); "
+        f"the seed's {copy_rate / GB:.2f} GB/s is {slowest / copy_rate:.1f}x below "
+        f"the slower of those, and the seed's 50 products ran there at "
+        f"{measured[0] / 1e12:.0f} TFLOP/s in TF32: {matmul_rate / 1e12:.0f} TFLOP/s is "
+        f"{matmul_rate / measured[0]:.2f}x that."
+    ]
 
 
 def _against_datasheet(rates: list[float]) -> str:
@@ -220,12 +277,19 @@ def seed_without_copy(copy_rates: tuple[float, ...] = ASSUMED_COPY_RATES) -> See
 
 # Which rows of each results file belong to a notebook's topic (substrings of row names).
 TOPICS = {
-    "concurrency": ("concurrent", "two_streams", "workload rate", "chain_vs_best"),
+    "concurrency": (
+        "concurrent",
+        "two_streams",
+        "workload rate",
+        "seed_50_identical",
+        "chain_50",
+        "chain_vs_best",
+    ),
     "copy": ("compute_then_copy", "compute_while_copy", "copy_pinned", "run and copy", "copy"),
     "allreduce": ("all-reduce",),
     "split": ("tensor parallel", "pipeline", "MLP"),
 }
-REFERENCE_TITLE = "Reference results (make bench's run, not this one)"
+REFERENCE_TITLE = "Reference results (committed runs, not this one)"
 
 
 def load_results(directory: Traversable = RESULTS_DIR) -> list[dict]:
@@ -245,10 +309,47 @@ def machine_label(result: dict) -> str:
     )
 
 
+def _quantity(value: float, unit: str) -> str:
+    return format_seconds(value) if unit == "s" else f"{value:.3g} {unit}"
+
+
+def _is_script_row(row: dict) -> bool:
+    """A row of the H200 script (value, reference and what the ratio is), not of make bench."""
+    return "ratio_of" in row
+
+
+def _script_flags(row: dict) -> tuple[list[str], list[str]]:
+    """(flags about the bound, other warnings) of an H200 script row."""
+    flags = row.get("flags") or []
+    bound = [f for f in flags if f.startswith(("TIMING BUG", "IMPOSSIBLE")) or "allowance" in f]
+    return bound, [f for f in flags if f not in bound]
+
+
+def row_detail(row: dict) -> str:
+    """What a committed row measured: make bench's detail, or the H200 script's ratio spelled out
+    (value against its reference, then its notes and warnings)."""
+    if not _is_script_row(row):
+        return row.get("detail") or row.get("notes", "")
+    unit = row["unit"]
+    said = (
+        f"{row['ratio_of']}: {_quantity(row['value'], unit)} vs "
+        f"{_quantity(row['reference'], unit)} ({row['reference_kind']})"
+    )
+    warnings = _script_flags(row)[1]
+    return "; ".join([said, *([row["notes"]] if row.get("notes") else []), *warnings])
+
+
 def bound_note(row: dict) -> str:
     """A committed ratio past the bound it cannot pass (a rate above its peak, a time below its
-    ideal): flagged, never shown as a plain result. Within `make bench`'s noise floor it was
-    let through there; here it still says so."""
+    ideal): flagged, never shown as a plain result. Within the run's noise allowance (make
+    bench's floor, the H200 script's) it was let through there; here it still says so."""
+    if _is_script_row(row):
+        bound = _script_flags(row)[0]
+        if any(f.startswith(("TIMING BUG", "IMPOSSIBLE")) for f in bound):
+            return "impossible: past its bound beyond the noise, so not a result"
+        if bound:
+            return f"{bound[0]}: not impossible, and not a result below the bound either"
+        return ""
     ceiling, floor, ratio = row.get("ceiling"), row.get("floor"), row["ratio"]
     if row.get("verdict") == "IMPOSSIBLE":
         return "impossible: past its bound beyond the noise, so not a result"
@@ -282,7 +383,7 @@ def reference_table(topic: str, results: list[dict] | None = None) -> Table:
     bounded = any(bound_note(r) for _, rs in found for r in rs)  # a column only when needed
     rows = [
         ([chr(65 + i)] if several else [])
-        + [row["name"], f"{row['ratio']:.2f}", (row.get("detail") or row.get("notes", ""))]
+        + [row["name"], f"{row['ratio']:.2f}", row_detail(row)]
         + ([bound_note(row)] if bounded else [])
         for i, (_, machine_rows) in enumerate(found)
         for row in machine_rows

@@ -22,7 +22,7 @@ printed output is read as a sceptical learner would:
 - an output that says a run is "not a result" does not also say it checks a worked answer
   (notebook 02's Try-it: "... as the worked answer says").
 
-Lines quoting committed reference results (a table titled "Reference results (make bench's run,
+Lines quoting committed reference results (a table titled "Reference results (committed runs,
 not this one)", up to its end, or lines like "[4 logical CPU devices ...]" or with a "·" label)
 are not about this run.
 
@@ -52,7 +52,7 @@ OF_PEAK = re.compile(r"= (\d+(?:\.\d+)?) of the peak")
 OF_BASELINE = re.compile(r"= (\d+(?:\.\d+)?) of the usable cores' baseline")
 WITHIN_NOISE = re.compile(r"by less than the noise|within the noise")
 BASELINE = re.compile(r"baseline\b.*?(\d+(?:\.\d+)?) ([kMGT]?FLOP/s)")
-REFERENCE_TITLE = "Reference results (make bench's run, not this one)"
+REFERENCE_TITLE = "Reference results (committed runs, not this one)"
 CORES = re.compile(r"(\d+) (?:usable )?(?:CPU )?cores?\b")
 HIDDEN = re.compile(r"hidden(?: by overlap)?: (-?\d+(?:\.\d+)?)%")
 TRACED = re.compile(r"traced|at the same time")

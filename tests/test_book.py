@@ -148,6 +148,38 @@ def test_each_page_says_where_it_ran_how_the_references_differ_and_how_to_move_t
     assert "unknown" in unknown and "No committed reference results" in unknown
 
 
+def test_the_h200_scripts_file_is_described_in_the_same_words():
+    """The H200 script names its machine `label` and `cpu_count` and dates the file, not the
+    machine; the box and the table read them as make bench's keys."""
+    h200 = {
+        "file": "d2lhelpers/results/h200-pytorch.json",
+        "date": "2026-12-04T13:14:54+00:00",
+        "machine": {"label": "NVIDIA H200 · PyTorch 2.11", "cpu_count": 16, "framework": "PyTorch"},
+        "rows": [
+            {
+                "name": "tf32_compute_then_copy",
+                "ratio": 0.998,
+                "goal": "report",
+                "ratio_of": "sequential / (run + copy)",
+                "flags": ["below its ideal by 0.2%, within the noise allowance (2%)"],
+            }
+        ],
+    }
+    assert build.machine_differences(MACHINE, h200) == [
+        "devices: NVIDIA H200 · PyTorch 2.11",
+        "16 CPU cores, not 2",
+        "no TensorFlow (PyTorch)",
+    ]
+    box = build.machine_box({"machine": MACHINE, "seconds": 3}, [h200])
+    assert "(d2lhelpers/results/h200-pytorch.json, 2026-12-04)" in box
+    table = build.references_table([h200])
+    assert "1.00<br>sequential / (run + copy); below its ideal by 0.2%" in table
+    assert (
+        "- `d2lhelpers/results/h200-pytorch.json`: NVIDIA H200 · PyTorch 2.11 (PyTorch, 16 CPU"
+        in table
+    )
+
+
 def test_the_box_goes_under_the_title():
     made = notebook(nbformat.v4.new_markdown_cell("# 07 · Title\n\nThe idea.\n\nMore."), code())
     build.add_machine_box(made, "BOX")

@@ -262,6 +262,21 @@ def test_the_experiments_write_every_row_row_by_row(stand_in_h200, tmp_path, mon
     assert not list(tmp_path.rglob("*.partial"))
 
 
+def test_a_group_is_timed_in_turns_after_each_body_is_warmed(stand_in_h200, monkeypatch):
+    """One run of each body per round, so all see the same clocks (not one body's runs, then the
+    next's: back to back, the H200's TF32 chain slowed 7% as its clocks fell)."""
+    calls = []
+    bodies = {name: (lambda name=name: calls.append(name)) for name in "abc"}
+    monkeypatch.setattr(reference, "MAX_RUNS", 6)
+    timed = reference.time_regions(stand_in_h200, bodies, budget_s=60.0, warmup=2)
+    assert calls == ["a", "a", "b", "b", "c", "c"] + ["a", "b", "c"] * 6
+    assert {name: len(t[0]) for name, t in timed.items()} == {"a": 6, "b": 6, "c": 6}
+    assert all(len(times) == len(walls) and min(times) >= 0 for times, walls in timed.values())
+    calls.clear()  # past its budget, a group stops after MIN_RUNS rounds
+    reference.time_regions(stand_in_h200, bodies, budget_s=0.0, warmup=0)
+    assert calls == ["a", "b", "c"] * reference.MIN_RUNS
+
+
 # --- Pure parts --------------------------------------------------------------------------------
 
 

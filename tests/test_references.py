@@ -10,8 +10,10 @@ from d2lhelpers.references import (
     SEED_000_MATMULS,
     SEED_000_SIZE,
     SeedComputeResult,
+    bound_note,
     machine_label,
     reference_table,
+    row_detail,
     seed_compute_s,
     seed_copy_rate,
     seed_final_copy_s,
@@ -34,6 +36,22 @@ H200 = {
     "machine": {"label": "NVIDIA H200 · PyTorch 2.9"},
     "rows": [{"name": "fp32_two_streams_vs_one", "ratio": 1.9, "notes": "one chip"}],
 }
+
+
+def script_row(**overrides) -> dict:
+    """An H200 script row (benchmarks/h200_results.make_row's fields), made up."""
+    row = {
+        "name": "tf32_compute_then_copy",
+        "value": 0.0750,
+        "unit": "s",
+        "reference": 0.0751,
+        "reference_kind": "ideal",
+        "ratio": 0.0750 / 0.0751,
+        "ratio_of": "sequential / (run + copy)",
+        "notes": "its ideal is the sum",
+        "flags": ["below its ideal by 0.1%, within the noise allowance (2%)"],
+    }
+    return {**row, **overrides}
 
 
 def test_one_machine_is_named_once_above_its_rows_as_not_yours():
@@ -60,6 +78,31 @@ def test_several_machines_are_named_once_each_and_keyed_in_a_column():
     ]
     assert str(table).count("NVIDIA H200") == 1
     assert machine_label({}) == "unknown machine · TensorFlow ?"
+
+
+def test_an_h200_script_row_spells_out_its_ratio_and_its_bound():
+    row = script_row()
+    assert row_detail(row) == (
+        "sequential / (run + copy): 75.00 ms vs 75.10 ms (ideal); its ideal is the sum"
+    )
+    assert bound_note(row) == (
+        "below its ideal by 0.1%, within the noise allowance (2%): not impossible, and not a "
+        "result below the bound either"
+    )
+    bug = script_row(flags=["TIMING BUG: 0.960x its ideal", "noisy: IQR is 12% of the median"])
+    assert bound_note(bug).startswith("impossible")
+    assert row_detail(bug).endswith("; noisy: IQR is 12% of the median")  # not a bound: detail
+    rate = script_row(value=48.3, unit="TFLOP/s", reference=67.0, flags=[], notes="")
+    assert row_detail(rate).endswith(": 48.3 TFLOP/s vs 67 TFLOP/s (ideal)")
+    assert bound_note(rate) == ""
+    table = reference_table("copy", [{"machine": H200["machine"], "rows": [row, rate]}])
+    assert table.columns[-1] == "bound" and table.rows[1][-1] == ""
+
+
+def test_the_one_core_checker_skips_the_same_reference_title():
+    from tests import one_core
+
+    assert one_core.REFERENCE_TITLE == REFERENCE_TITLE
 
 
 def test_no_results_says_so():
@@ -175,7 +218,7 @@ def test_the_seeds_rates_are_held_against_the_datasheet_yardstick_notebook_02_us
     assert _against_datasheet([100e12, 1.01 * H100_TF32_PEAK, 2 * H100_TF32_PEAK]).startswith(
         "2 of them are above"
     )
-    notes = seed_without_copy().tables()[0].verdicts
+    notes = SeedComputeResult(h200={}).tables()[0].verdicts  # no H200 run: its note is absent
     # read 80: the seed's other timing of the same run, read the same way; read 83: its 1.01x
     # the peak is inside the 6% that stands in for the seed's noise, so it rules nothing out
     assert notes[-1].endswith(
@@ -184,3 +227,43 @@ def test_the_seeds_rates_are_held_against_the_datasheet_yardstick_notebook_02_us
         "that peak, above it within the 6% that stands in for the seed's noise (its two "
         "single-GPU times' difference): too close to call, not a result either way."
     )
+
+
+H200_ROWS = {
+    "tf32_seed_50_identical": {"value": 333.0},
+    "fp32_seed_50_identical": {"value": 48.6},
+    "copy_pinned_d2h": {"value": 55.1},
+    "copy_pageable_d2h": {"value": 12.8},
+}
+
+
+def test_the_seed_rates_are_set_beside_the_h200_runs_rates_on_the_same_products():
+    from d2lhelpers.references import h200_rows
+
+    notes = SeedComputeResult(h200=H200_ROWS).tables()[0].verdicts
+    assert notes[-1] == (
+        "In the committed H200 run (PyTorch; another machine, for scale, not a bound), the seed's "
+        "50 products ran at 333 TFLOP/s in TF32 and 48.6 TFLOP/s in FP32; of the 6 rates 'if 50 "
+        "ran' above, 6 are at or below its TF32 rate and 0 at or below its FP32 rate."
+    )
+    slower = {**H200_ROWS, "tf32_seed_50_identical": {"value": 150.0}}  # counts, not constants
+    assert "4 are at or below its TF32" in SeedComputeResult(h200=slower).tables()[0].verdicts[-1]
+    assert "committed H200 run" not in SeedComputeResult(h200={}).tables()[0].verdicts[-1]
+    pytorch = {"machine": {"framework": "PyTorch", "device_name": "NVIDIA H200"}, "rows": [
+        {"name": "fp32_chain_50", "value": 48.3}]}  # fmt: skip
+    tensorflow = {"machine": {"summary": "4 logical CPU devices"}, "rows": [{"name": "x"}]}
+    assert h200_rows([tensorflow, pytorch]) == {"fp32_chain_50": {"name": "fp32_chain_50",
+                                                                  "value": 48.3}}  # fmt: skip
+    assert h200_rows([tensorflow]) == {}
+    committed = h200_rows()  # the file in d2lhelpers/results/, when committed
+    assert not committed or {"tf32_seed_50_identical", "copy_pinned_d2h"} <= set(committed)
+
+
+def test_the_seeds_copy_and_rate_beside_the_h200_run():
+    from d2lhelpers.references import h200_run_words
+
+    (line,) = h200_run_words(H200_ROWS, copy_rate=1.49e9, matmul_rate=502e12)
+    assert "55.1 GB/s into pinned and 12.8 GB/s into pageable host memory" in line
+    assert "the seed's 1.49 GB/s is 8.6x below the slower of those" in line
+    assert line.endswith("333 TFLOP/s in TF32: 502 TFLOP/s is 1.51x that.")
+    assert h200_run_words({}, 1.49e9, 502e12) == []

@@ -193,9 +193,21 @@ def load_references(directory: Path) -> list[dict]:
     return found
 
 
+def described(reference: dict) -> dict:
+    """A results file's machine in make bench's keys (the H200 script names them `label`,
+    `cpu_count`, and dates the file, not the machine)."""
+    machine = dict(reference.get("machine", {}))
+    machine.setdefault("summary", machine.get("label", "machine not described"))
+    if "cpu_count" in machine:
+        machine.setdefault("cpu_cores", machine["cpu_count"])
+    if "date" in reference:
+        machine.setdefault("date", str(reference["date"])[:10])
+    return machine
+
+
 def machine_differences(here: dict, reference: dict) -> list[str]:
     """How the reference run's machine differs from this one, in words; [] when alike."""
-    there = reference.get("machine", {})
+    there = described(reference)
     differences = []
     if there.get("summary") != here.get("summary"):
         differences.append(f"devices: {there.get('summary', 'not recorded')}")
@@ -220,7 +232,7 @@ def machine_box(run: dict, references: list[dict]) -> str:
             f" · {here['date']} · this notebook ran in {run['seconds']:.0f} s",
         ]
     for reference in references:
-        label, date = reference["file"], reference["machine"].get("date", "undated")
+        label, date = reference["file"], described(reference).get("date", "undated")
         differences = machine_differences(here or {}, reference)
         if differences:
             lines.append(
@@ -299,14 +311,14 @@ def references_table(references: list[dict]) -> str:
                 continue
             goal = goal or row.get("goal", "")
             verdict = f" **{row['verdict']}**" if row.get("verdict") else ""
-            detail = f"<br>{row['detail']}" if row.get("detail") else ""
+            said = row.get("detail") or "; ".join([row.get("ratio_of", ""), *row.get("flags", [])])
+            detail = f"<br>{said}" if said.strip("; ") else ""
             cells.append(f"{ratio_text(row['ratio'])}{verdict}{detail}")
         rows.append(
             f"| {cell_text(name)} | {cell_text(goal)} | {' | '.join(map(cell_text, cells))} |"
         )
     machines = "\n".join(
-        f"- `{r['file']}`: {r['machine'].get('summary', 'machine not described')} "
-        f"({', '.join(machine_facts(r['machine']))})"
+        f"- `{r['file']}`: {described(r)['summary']} ({', '.join(machine_facts(described(r)))})"
         for r in references
     )
     return f"{machines}\n\n" + "\n".join(rows)

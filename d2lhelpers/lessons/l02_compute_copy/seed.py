@@ -26,6 +26,8 @@ from d2lhelpers.references import (
     SEED_000_SIZE,
     SEED_SPREAD,
     above_datasheet,
+    h200_rows,
+    h200_run_words,
     seed_compute_s,
     seed_copy_rate,
     seed_final_copy_s,
@@ -52,6 +54,9 @@ class SeedReadingResult(Reported):
     matmul_rate = chain_flops(SEED_000_SIZE, SEED_000_MATMULS) / run_s
     ideal_sequential_s = run_s + SEED_COPY_S
     ideal_overlapped_s = max(run_s, SEED_COPY_S)
+
+    def __init__(self, h200: dict[str, dict] | None = None):
+        self.h200 = h200_rows() if h200 is None else h200
 
     @property
     def verdict(self) -> str:
@@ -114,6 +119,7 @@ class SeedReadingResult(Reported):
             "TF32 rate if that GPU is an Ampere or newer (the seed does not say), a float32 one "
             "if older.",
         ]
+        verdicts += h200_run_words(self.h200, self.copy_rate, self.matmul_rate)
         flags = []
         where = above_datasheet(self.matmul_rate)
         if where == "within":  # read 83: 1.01x the peak, inside the seed's noise stand-in
@@ -141,5 +147,6 @@ class SeedReadingResult(Reported):
 
 
 def seed_reading() -> SeedReadingResult:
-    """The seed's compute-and-copy timings and what they allow us to infer (no measurement)."""
+    """The seed's compute-and-copy timings and what they allow us to infer (no measurement here;
+    the committed H200 run, when there, for scale)."""
     return SeedReadingResult()
