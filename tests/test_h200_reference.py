@@ -277,6 +277,18 @@ def test_a_group_is_timed_in_turns_after_each_body_is_warmed(stand_in_h200, monk
     assert calls == ["a", "b", "c"] * reference.MIN_RUNS
 
 
+def test_two_streams_against_one_after_the_other_is_read_against_both_spreads():
+    steady = [1.0, 1.0, 1.0, 1.0, 1.0]
+    faster = reference.streams_vs_serial_words([0.94] * 5, steady)
+    assert faster.startswith("6% below 1.0, beyond the two medians' spread (0%)")
+    assert "left some of the chip's capacity unused" in faster
+    assert reference.streams_vs_serial_words([1.05] * 5, steady).startswith("5% above 1.0")
+    noisy = [0.80, 0.90, 0.94, 1.00, 1.10]  # IQR 0.10 of a 0.94 median: 11%
+    assert reference.streams_vs_serial_words(noisy, steady).startswith(
+        "within the two medians' spread (11%) of 1.0"
+    )
+
+
 # --- Pure parts --------------------------------------------------------------------------------
 
 
