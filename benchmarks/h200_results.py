@@ -134,7 +134,7 @@ def ideal_flags(measured_s: float, ideal_s: float, tolerance: float = IDEAL_TOLE
             "timed under other conditions (clocks, temperature)"
         ]
     if ratio < 1:
-        return [f"below its ideal by {1 - ratio:.1%}, within the noise allowance ({tolerance:.0%})"]
+        return [f"below its ideal by {1 - ratio:.2%}, within the noise allowance ({tolerance:.0%})"]
     return []
 
 

@@ -278,10 +278,19 @@ def device_summary() -> str:
     devices = setup_devices()
     kind, count, cores = devices[0].kind, len(devices), usable_cores()
     if kind == "logical CPU":
+        # read 89: the threads are as configured (setup_devices), and a collective's
+        # transfers run on TensorFlow's own collective threads, not in the op pool
+        at_once = (
+            f"so at most {cores} can compute at the same time, one per core"
+            if cores <= count
+            else f"so at most {count} ops can compute at the same time (a collective's threads "
+            "can use the other cores)"
+        )
         line = (
-            f"{count} logical CPU devices sharing {cores_phrase(cores)} (no GPU): every op runs "
-            f"on one thread, from one pool of {count} op threads they share, so at most "
-            f"{min(count, cores)} can compute at the same time."
+            f"{count} logical CPU devices sharing {cores_phrase(cores)} (no GPU): as configured "
+            f"here, each op runs on one thread from one pool of {count} op threads the devices "
+            "share, and a collective's transfers on TensorFlow's own collective threads; "
+            f"{at_once}."
         )
     elif kind == "virtual GPU":
         line = f"{count} virtual GPUs carved from one {_gpu_model_name()}: they share its SMs."

@@ -110,6 +110,12 @@ def test_device_summary_speaks_of_usable_cores_and_a_small_machine(devices, monk
     monkeypatch.setattr(devices_module, "usable_cores", lambda: 2)
     line = d2l.device_summary()
     assert "sharing 2 usable CPU cores" in line and "at most 2 can compute" in line
+    assert "as configured here" in line and "collective threads" in line  # read 89
+    monkeypatch.setattr(devices_module, "usable_cores", lambda: 8)  # more cores than devices
+    line = d2l.device_summary()
+    assert "at most 4 ops can compute at the same time (a collective's threads can use" in line
+    monkeypatch.setattr(devices_module, "usable_cores", lambda: 2)
+    line = d2l.device_summary()
     assert "small machine" not in line
     monkeypatch.setattr(devices_module, "available_memory_bytes", lambda: 2 * GiB)
     assert "small machine: smaller defaults (2 usable CPU cores, 2.0 GiB" in d2l.device_summary()

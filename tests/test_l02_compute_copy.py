@@ -399,8 +399,16 @@ def test_try_it_2_never_contradicts_the_verdict_above_it():
     after = [OpEvent(WORKER, "mm", "matmul", 0.0, 0.03), OpEvent(HERE, "c", "copy", 0.03, 0.04)]
     in_turn = dataclasses.replace(noisy, rows=after)
     assert in_turn.which_ideal().endswith(
-        "Its timeline half holds: the traced call (one call) shows no copy during a matmul, as "
-        "the worked answer expects."
+        "Its timeline half holds: in the traced call (one call) the first copy starts 0.0 µs "
+        "after the worker's last matmul ends, as the worked answer expects."
+    )
+    # read 89: no copy during a matmul, but one in a gap between matmuls: not the answer's order
+    between = [*after[:1], OpEvent(HERE, "c", "copy", 0.03, 0.035)]
+    between.append(OpEvent(WORKER, "mm", "matmul", 0.036, 0.05))
+    gapped = dataclasses.replace(noisy, rows=between)
+    assert gapped.traced_overlap == 0
+    assert gapped.which_ideal().endswith(
+        "its first copy starts 20.00 ms before the worker's last matmul ends (between matmuls)."
     )
     untraced = dataclasses.replace(noisy, trace_source=DRIVER_TRACED)
     assert untraced.which_ideal().endswith("the worker's trace is missing.")
@@ -525,12 +533,13 @@ def test_the_seed_reading_takes_the_numpy_copy_off_before_inferring_rates():
     assert "42.95 ms" in text and "12.75 ms" in text and "1.19x one after the other" in text
     # read 83: 1.01x the datasheet peak, inside the 6% that stands in for the seed's noise
     assert "502 TFLOP/s" in text and "above its datasheet's peak" not in text
-    assert "1.01x that peak, above it within the 6% that stands in for the seed's noise" in text
+    assert "1.01x that peak, above it within the 13% that stands in for the seed's noise" in text
     assert reading.tables()[0].flags == []
     from d2lhelpers import references
 
-    assert references.above_datasheet(1.07 * references.H100_TF32_PEAK) == "beyond"
-    assert references.above_datasheet(1.06 * references.H100_TF32_PEAK) == "within"
+    assert references.above_datasheet(1.14 * references.H100_TF32_PEAK) == "beyond"
+    assert references.above_datasheet(1.12 * references.H100_TF32_PEAK) == "within"
+    assert references.SEED_SPREAD == pytest.approx(0.0629 / 0.0557 - 1)  # the larger gap
     assert references.above_datasheet(references.H100_TF32_PEAK) is None
     assert "TF32" in text and "names neither its GPU nor its link" in text
     assert "hypothesis" in text

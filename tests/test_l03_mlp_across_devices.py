@@ -1,5 +1,6 @@
 """Notebook 03's lesson: the split MLP's model and verdicts, the experiment, the panel."""
 
+import dataclasses
 import types
 
 import matplotlib
@@ -327,3 +328,22 @@ def test_a_rate_above_its_peak_within_the_noise_is_labelled_in_the_table():
         "peak's 91%, a peak too noisy to judge a rate against: not a result)"
     )
     assert table.rows[1][4] == "0.78 of 250.0 GFLOP/s"
+
+
+def test_two_runs_of_the_same_split_are_read_part_by_part():
+    """Read 89: cell 18's 'no measurable difference' and the panel's '1.84x faster' at the same
+    sliders went uncompared; the two runs are now read part by part."""
+    first, rerun = result(0.0115, 0.0110), result(0.0113, 0.0061)
+    said = first.against_rerun(rerun)
+    assert said.startswith("speedup 1.05x here, 1.85x in the other run; one device: 11.50 ms")
+    assert (
+        "one branch per device: 11.00 ms ±5% (floor) here, 6.10 ms ±5% (floor) in the other "
+        "run: 1.80x, beyond both noises" in said
+    )
+    assert said.endswith("neither run alone is the result")
+    same = first.against_rerun(result(0.0114, 0.0111))
+    assert same.endswith(
+        "the parts agree within their noise, so both verdicts read the same machine"
+    )
+    other = dataclasses.replace(rerun, branches=3)
+    assert first.against_rerun(other).startswith("not the same experiment")

@@ -290,7 +290,9 @@ def test_the_parts_of_two_runs_are_read_against_each_other():
     assert "launch: 1.00 ms ±5% (floor) here, 1.60 ms ±5% (floor) in the other run: 0.62x" in (
         launched
     )
-    assert launched.endswith("the two runs' times are not compared digit by digit")
+    assert launched.endswith(
+        "each run's verdict holds against its own parts, and neither run alone is the result"
+    )
 
 
 def test_overlap_verdict_follows_the_numbers():
@@ -375,6 +377,14 @@ def test_overlap_traced_fraction_and_its_hypothesis():
     one_core = _overlap(12.5e-3, rows=rows)
     one_core.cores = 1
     assert "With 1 usable CPU core, ops at the same time in a trace" in one_core.verdict
+    assert "took turns" not in fully.verdict  # one traced device on 2 cores: each had a core
+    rows.append(OpEvent("/device:CPU:1", "allreduce_1", "other", 0.0, 4.0, "all-reduce"))
+    rows.append(OpEvent("/device:CPU:1", "MatMul", "matmul", 0.0, 10.0))
+    two = _overlap(12.5e-3, rows=rows)  # read 89: 2 devices' matmuls and the ring on 2 cores
+    two.devices = ["/device:CPU:0", "/device:CPU:1"]
+    assert "With 2 usable CPU cores for 2 devices' matmuls and the ring's own threads" in (
+        two.verdict
+    )
     table = str(fully)
     assert "hidden" in table and "traced at the same time on CPU:0" in table
 

@@ -415,6 +415,15 @@ def test_the_failure_verdict_compares_after_with_n_minus_1_over_n():
         "(1.2 ktok/s ±24%" in wide.sentence()
     )
     assert "(not at capacity before: (n - 1) / n not tested)" in FailureResult([held], 2).verdict
+    # read 89: a window set aside (after above one device's capacity) that also served
+    # measurably less than capacity before says that too; not when it did not
+    aside = dataclasses.replace(held, set_aside="after: above one device")
+    assert aside.test == "set aside" and aside.served_below_capacity
+    assert aside.sentence().endswith(
+        "measurably less: (n - 1) / n compares capacities, so it would not be tested here either"
+    )
+    at = dataclasses.replace(wide, set_aside="after: above one device")
+    assert at.test == "set aside" and "measurably less" not in at.sentence()
 
 
 def test_a_serving_run_reads_its_window(devices):

@@ -291,6 +291,14 @@ def test_traced_overlap_is_the_shared_time_over_the_shorter_part():
     assert tf_servers.traced_overlap([row(WORKER, "matmul", 0.0, 1.0)], WORKER, HERE) == 0.0
 
 
+def test_the_copies_order_after_the_matmuls_is_read_from_the_trace():
+    after = [row(WORKER, "matmul", 0.0, 1.0), row(HERE, "copy", 1.25, 2.0)]
+    assert tf_servers.copies_after_matmuls_s(after, WORKER, HERE) == pytest.approx(0.25)
+    between = [*after, row(WORKER, "matmul", 1.5, 3.0), row(HERE, "other", 0.0, 0.5)]
+    assert tf_servers.copies_after_matmuls_s(between, WORKER, HERE) == pytest.approx(-1.75)
+    assert tf_servers.copies_after_matmuls_s(after[:1], WORKER, HERE) is None  # no copy
+
+
 def test_c_level_output_is_dropped_inside_and_kept_after(capfd):
     with tf_servers.c_stdout_silenced():
         os.write(1, b"from C inside\n")

@@ -21,6 +21,7 @@ from d2lhelpers.core.verdicts import (
     noise_of,
     noise_text,
     noisy_run,
+    parts_between_runs,
     ratio_noise,
     relative_noise,
 )
@@ -315,3 +316,21 @@ def test_agreeing_within_the_noise_shares_a_yardstick_only_when_no_run_is_noisy(
         "they agree within their noise, but a run among them spread by more than 10% of its "
         "median: too noisy to tell whether both share one yardstick"
     )
+
+
+def test_two_runs_are_read_part_by_part_against_both_noises():
+    def m(seconds, spread=0.0):
+        return Measurement("x", [seconds * (1 + spread * k) for k in (-1, -0.5, 0, 0.5, 1)])
+
+    same = parts_between_runs([("a", m(0.010), m(0.0102)), ("b", m(0.020), m(0.0199))], "x")
+    assert same.startswith("a: 10.00 ms ±5% (floor) here, 10.20 ms ±5% (floor) in the other run")
+    assert same.endswith("the parts agree within their noise, so x")
+    moved = parts_between_runs([("a", m(0.010), m(0.0102)), ("b", m(0.020), m(0.012))], "x")
+    assert (
+        "b: 20.00 ms ±5% (floor) here, 12.00 ms ±5% (floor) in the other run: 1.67x, "
+        "beyond both noises (1.60 ms)" in moved
+    )
+    assert moved.endswith("each run's verdict holds against its own parts, and neither run alone "
+                          "is the result")  # fmt: skip
+    noisy = parts_between_runs([("a", m(0.010, 0.4), m(0.0102))], "x")  # IQR 40%: too noisy
+    assert "too noisy to tell whether x" in noisy

@@ -36,6 +36,7 @@ from d2lhelpers.core.verdicts import (
     impossible,
     noise_of,
     noisy_run,
+    parts_between_runs,
     slower_cause,
 )
 from d2lhelpers.devices import Device, check_fits, cpu, on_gpu, setup_devices
@@ -280,6 +281,22 @@ class BranchResult(Reported):
         return (
             f"{outcome}; measured speedup {self.speedup:.2f}x: the {where} holds "
             f"({self._model_band('within')})"
+        )
+
+    def against_rerun(self, other: BranchResult) -> str:
+        """This run against another run of the same experiment (the panel's, at the same
+        sliders), part by part: one verdict alone is this run's, not the machine's (read 89)."""
+        if (self.branches, self.split.work) != (other.branches, other.split.work):
+            return "not the same experiment (branches or work differ), so not compared"
+        return (
+            f"speedup {self.speedup:.2f}x here, {other.speedup:.2f}x in the other run; "
+            + parts_between_runs(
+                [
+                    ("one device", self.one_device, other.one_device),
+                    ("one branch per device", self.split, other.split),
+                ],
+                "both verdicts read the same machine",
+            )
         )
 
     def _model_band(self, where: str) -> str:

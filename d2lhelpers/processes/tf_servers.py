@@ -437,6 +437,18 @@ def traced_overlap(rows: Sequence[OpEvent], worker_device: str, host: str = HOST
     return overlap_seconds(computing, copying) / shorter if shorter > 0 else 0.0
 
 
+def copies_after_matmuls_s(
+    rows: Sequence[OpEvent], worker_device: str, host: str = HOST
+) -> float | None:
+    """The first copy here's start less the worker's last matmul's end, from a trace: >= 0 when
+    every copy started after the last matmul ended; None when either is missing."""
+    computing = busy_intervals(rows, worker_device, "matmul")
+    copying = busy_intervals(rows, host, "copy")
+    if not (computing and copying):
+        return None
+    return min(start for start, _ in copying) - max(end for _, end in computing)
+
+
 def main(argv=None) -> None:
     """`python -m d2lhelpers.processes.tf_servers --address HOST:PORT`: a TF server (task 0 of
     job 'worker' at that address) and its TCP source, until ended (Ctrl-C)."""

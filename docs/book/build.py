@@ -70,7 +70,8 @@ RUNTIME_LOG = re.compile(
 TRACEBACK = re.compile(r"Traceback \(most recent call last\)|^Error: ", re.MULTILINE)
 LAB_LINE = (
     "Panels show one run at their default settings; the sliders and Run work when you open the "
-    "notebook in JupyterLab: `make lab`."
+    "notebook in JupyterLab: `make lab` (their design, which `tests/test_browser.py` checks in a "
+    "browser; this page cannot show it)."
 )
 
 

@@ -29,7 +29,8 @@ def _d2l_book_install():
     shell = get_ipython()
     note = (
         "In this page the panel is a picture of one run: its sliders and its Run button work "
-        "when the notebook is opened in JupyterLab (<code>make lab</code>)."
+        "when the notebook is opened in JupyterLab (<code>make lab</code>; their design, which "
+        "the browser test checks: this page cannot show it)."
     )
 
     def title_of(panel) -> str:

@@ -41,7 +41,12 @@ from d2lhelpers.core.verdicts import (
     noise_of,
     ratio_noise,
 )
-from d2lhelpers.processes.tf_servers import BOTH_TRACED, HOST, traced_overlap
+from d2lhelpers.processes.tf_servers import (
+    BOTH_TRACED,
+    HOST,
+    copies_after_matmuls_s,
+    traced_overlap,
+)
 from d2lhelpers.timing.benchmark import Measurement
 from d2lhelpers.tracing.timeline import OpEvent, plot_timeline
 
@@ -367,11 +372,21 @@ class ComputeCopyResult(Reported):
         if self.trace_source != BOTH_TRACED:
             return " Its timeline half cannot be checked either: the worker's trace is missing."
         share = self.traced_overlap
-        if share == 0:
+        gap = copies_after_matmuls_s(self.rows, self.worker_device, HOST)
+        if share == 0 and gap is not None and gap >= 0:  # read 89: the order, not only no overlap
             return (
-                " Its timeline half holds: the traced call (one call) shows no copy during a "
-                "matmul, as the worked answer expects."
+                " Its timeline half holds: in the traced call (one call) the first copy starts "
+                f"{format_seconds(gap)} after the worker's last matmul ends, as the worked answer "
+                "expects."
             )
+        if share == 0 and gap is not None:
+            return (
+                " Its timeline half does not hold as the worked answer puts it: the traced call "
+                "(one call) shows no copy during a matmul, but its first copy starts "
+                f"{format_seconds(-gap)} before the worker's last matmul ends (between matmuls)."
+            )
+        if share == 0:
+            return " Its timeline half cannot be checked: the traced call has no matmul or copy."
         return (
             " Its timeline half does not hold: the traced call (one call) shows copies during "
             f"matmuls for {share:.0%} of the shorter part though the order was forced, not what "

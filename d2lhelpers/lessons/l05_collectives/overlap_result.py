@@ -28,15 +28,13 @@ from d2lhelpers.core.units import (
 from d2lhelpers.core.verdicts import (
     LIKELY_CAUSES,
     Comparison,
-    agree_within_noise,
     beats_ideal,
-    compare,
     hidden_ceiling,
     hidden_share,
     how_below_ideal,
     impossible,
     noise_of,
-    noise_text,
+    parts_between_runs,
 )
 from d2lhelpers.timing.benchmark import Measurement
 from d2lhelpers.tracing.timeline import (
@@ -222,6 +220,13 @@ class AllreduceOverlapResult(Reported):
                 "progress, taking turns on that core wherever both needed it (an op waiting for "
                 "its peer needs none; which was waiting is not traced)."
             )
+        elif self.kind == "logical CPU" and len(self.devices) >= self.cores > 1:  # read 89
+            sentence += (
+                f" With {cores_phrase(self.cores)} for {len(self.devices)} devices' matmuls and "
+                "the ring's own threads, ops at the same time in a trace were in progress "
+                "together, not each on a core of its own: they took turns wherever more needed a "
+                "core than there are (which were waiting is not traced)."
+            )
         traced = statistics.mean(fractions.values())
         hidden = self.hidden_fraction if c.a_faster else 0.0
         if self.overlap and traced - hidden > self.hidden_noise:
@@ -240,36 +245,14 @@ class AllreduceOverlapResult(Reported):
         """This run's parts alone against another run's (each run times its own): where one
         differs beyond both noises, the machine's speed moved between the cells, and each run's
         verdict holds against its own parts only (read 54: 10.39 ms against 13.95 ms, unsaid)."""
-        said, moved = [], False
-        for name, mine, theirs in [
-            ("all-reduce alone", self.allreduce, other.allreduce),
-            ("matmul chains alone", self.compute, other.compute),
-            ("launch", self.launch, other.launch),  # read 86: it enters both ideals too
-        ]:
-            c = compare(mine, theirs)
-            moved = moved or c.measurable
-            where = (
-                "within both noises"
-                if not c.measurable
-                else f"{c.ratio:.2f}x, beyond both noises ({format_seconds(c.noise)})"
-            )
-            said.append(
-                f"{name}: {format_seconds(mine.median)} {noise_text(mine)} here, "
-                f"{format_seconds(theirs.median)} {noise_text(theirs)} in the other run: {where}"
-            )
-        said.append(
-            "a part moved between the runs beyond both noises (the machine's speed or load "
-            "changed: a hypothesis, not measured), so each run's verdict holds against its own "
-            "parts, and the two runs' times are not compared digit by digit"
-            if moved
-            else agree_within_noise(
-                "the parts",
-                [self.allreduce, other.allreduce, self.compute, other.compute]
-                + [self.launch, other.launch],
-                "both runs share one yardstick",
-            )
+        return parts_between_runs(
+            [
+                ("all-reduce alone", self.allreduce, other.allreduce),
+                ("matmul chains alone", self.compute, other.compute),
+                ("launch", self.launch, other.launch),  # read 86: it enters both ideals too
+            ],
+            "both runs share one yardstick",
         )
-        return "; ".join(said)
 
     def tables(self) -> list[Table]:
         parts = [self.allreduce, self.compute, self.launch, self.combined]

@@ -458,7 +458,8 @@ class LoadSweepResult(Reported):
         return (
             f"; it bounds only layouts whose steps hold one device's {self.one_device.slots[0]} "
             f"sequences: a group's step holds every device's ({held}), and a step's time may "
-            "depend on how many it holds (expected, not measured here), so those are not read "
+            "depend on how many it holds (one device's step at 4 to 32 sequences is timed in the "
+            "pipeline's cell below; this bound is not re-derived from it), so those are not read "
             "against it"
         )
 
