@@ -289,7 +289,8 @@ def device_summary() -> str:
         line = (
             f"{count} logical CPU devices sharing {cores_phrase(cores)} (no GPU): as configured "
             f"here, each op runs on one thread from one pool of {count} op threads the devices "
-            "share, and a collective's transfers on TensorFlow's own collective threads; "
+            "share, and a collective's transfers on TensorFlow's own collective threads "
+            "(its source: the collective executor's work queue; not traced here); "
             f"{at_once}."
         )
     elif kind == "virtual GPU":

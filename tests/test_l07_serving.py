@@ -189,6 +189,20 @@ def test_the_in_flight_verdict_says_where_the_pipeline_missed_its_model():
     assert missed.verdict.endswith("at every m: here the model did not hold")
     part = result([0.010, 0.0075, 0.012])
     assert part.verdict.endswith("slower than its model at m = [4]")
+    # read 92: one device's step here (10 ms for 4 sequences) against the sweep's yardstick
+    sweep = SimpleNamespace(one_device=capacity(6.2e-3))  # 4 slots, 6.2 ms a step
+    said = held.one_device_against(sweep)
+    assert said.startswith(
+        "one device's step of 4 sequences: 10.00 ms ±5% (floor) here, 6.20 ms ±5% (floor) in "
+        "the load sweep: 1.61x, beyond both noises"
+    )
+    assert said.endswith("neither run alone is the result")
+    sweep.one_device = capacity(10.2e-3)
+    assert held.one_device_against(sweep).endswith(
+        "so the sweep's one-device yardstick holds for this cell too"
+    )
+    sweep.one_device = capacity(1e-3, slots=3)
+    assert held.one_device_against(sweep).startswith("no row here decodes the sweep's 3")
     noisy = PipelineInFlightResult(
         2,
         2,
@@ -529,6 +543,7 @@ def test_an_edited_notebook_cell_changes_what_the_panel_runs():
         "failure.runs[0].plot()\nfailure": "",
         "print(failure.against_reachable())": "",
         "pipe = d2l.run_pipeline_in_flight(2, width=width, code=code)\npipe": "",
+        "print(pipe.one_device_against(sweep))": "",
         "d2l.check_layout_tokens(2, width=width, code=code)": "",
         "panel = d2l.serving_panel(code)": "panel = d2l.serving_panel(code)\n"
         "panel.sliders['width'].value, panel.sliders['n_out'].value = 16, 3\n"
@@ -931,16 +946,35 @@ def test_failure_rows_are_read_against_what_the_devices_computing_at_once_allow(
         "both noises; its window after the loss, 500.0 tok/s ±5% (floor), above 1x one device's "
         "(307.7 tok/s from the sweep) beyond both noises, not a result; its measured capacity is "
         "not read either: 1.1 ktok/s ±5% (floor), above 307.7 tok/s from the sweep beyond both "
-        "noises"
+        "noises, so the model's premise, the window before at capacity, is untested here"
     )
     assert "(a window above what the devices allow: not a result)" in given.verdict
     assert "is not read (the table says so too)" in given.against_reachable()  # its own sweep
+    assert not any(v.startswith("Capacities") for v in given.tables()[0].verdicts)  # none
+    # read 91: the capacity timed here (1.1 ktok/s) against the sweep's own for the layout
+    sweep.sweeps = [SimpleNamespace(layout="replicas", capacity=SimpleNamespace(
+        tokens_per_s=Spread(2400, 100)))]  # fmt: skip
+    moved = FailureResult([run], 1, sweep).capacities_against_sweep()
+    assert moved.startswith(
+        "Capacities, this run's against the sweep's (the same timing, in another cell): replicas "
+        "1.1 ktok/s ±5% (floor) here, 2.4 ktok/s ±5% (floor) in the sweep: 0.46x, beyond both"
+    )
+    assert moved.endswith("neither capacity alone is the layout's")
+    assert moved in FailureResult([run], 1, sweep).tables()[0].verdicts
+    sweep.sweeps[0].capacity.tokens_per_s = Spread(1150, 50)
+    assert (
+        FailureResult([run], 1, sweep)
+        .capacities_against_sweep()
+        .endswith("in the sweep: within both; they agree within both noises")
+    )
+    del sweep.sweeps
     sweep.one_device = capacity(3.75e-3)  # 1.05 ktok/s: only the capacity, within the noise
     inside = FailureResult([run], 1, sweep).tables()[0].verdicts[0]
     assert inside.startswith("replicas: throughput after is 0.50x")  # the windows are read
     assert inside.endswith(
         "; its measured capacity is not read either: 1.1 ktok/s ±5% (floor), above 1.0 ktok/s "
-        "from the sweep, within both noises"
+        "from the sweep, within both noises, so the model's premise, the window before at "
+        "capacity, is untested here"
     )
     assert "served 0.91x" in FailureResult([run], 1).tables()[0].verdicts[0]  # no sweep: read
     assert "served 0.91x" not in inside

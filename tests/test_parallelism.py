@@ -265,9 +265,9 @@ def test_two_runs_of_one_experiment_are_read_against_each_other():
     wobbly = _run(times=(0.45, 0.5, 0.56))  # IQR 55 ms: 11% of the 0.5 s median
     assert (first.reachable_test, wobbly.reachable_test) == ("held", "noisy")
     assert first.against_rerun(wobbly).endswith(
-        "though against the reachable one reads 'held' and the other 'noisy': the 'noisy' run's "
-        "runs spread by more than 10% of their median, so it does not read the model (its time "
-        "is inside the model's band as well)"
+        "though against the reachable one reads 'held' and the other 'not tested (too noisy)': "
+        "the run read 'not tested (too noisy)': its runs spread by more than 10% of their "
+        "median, so it does not read the model (its time is inside the model's band as well)"
     )
     # read 77: a run above the reachable beyond the noise is flagged, not 'missed'
     fast = _run(times=(0.45, 0.45, 0.45))  # 2.22x against the reachable 2.00x

@@ -94,7 +94,9 @@ def agree_within_noise(subject: str, runs, shared: str) -> str:
     return f"{subject} agree within their noise, so {shared}"
 
 
-def parts_between_runs(parts: list[tuple[str, Timed, Timed]], shared: str) -> str:
+def parts_between_runs(
+    parts: list[tuple[str, Timed, Timed]], shared: str, other: str = "the other run"
+) -> str:
     """Two runs of one experiment, part by part ((name, this run's, the other's)): where a part
     differs beyond both noises, the machine's speed moved between the runs, and each run's
     verdict holds against its own parts only (read 54: 10.39 ms against 13.95 ms, unsaid; read
@@ -110,7 +112,7 @@ def parts_between_runs(parts: list[tuple[str, Timed, Timed]], shared: str) -> st
         )
         said.append(
             f"{name}: {format_seconds(mine.median)} {noise_text(mine)} here, "
-            f"{format_seconds(theirs.median)} {noise_text(theirs)} in the other run: {where}"
+            f"{format_seconds(theirs.median)} {noise_text(theirs)} in {other}: {where}"
         )
     said.append(
         "a part moved between the runs beyond both noises (the machine's speed or load "

@@ -285,6 +285,13 @@ class PipelineResult(ParallelResult):
     def trusted(self) -> bool:
         return super().trusted and not self.bubble_flags and not self.yardstick_flag
 
+    @property
+    def bubble_trusted(self) -> bool:
+        """Whether the bubble can be read: the split computed the right thing and the bubble is
+        not flagged. The yardstick's doubt does not reach it (the bubble reads the pipeline
+        against the microbatches' own time, read 91), nor does a speedup above the reachable."""
+        return self.matches and not self.bubble_flags
+
     def flags(self) -> list[str]:
         busy = self.microbatched_reference
         return [

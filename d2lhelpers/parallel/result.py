@@ -57,6 +57,10 @@ def communication_note(kind: str) -> str:
     )
 
 
+# `reachable_test`'s codes as the verdicts show them (read 91: 'noisy' quoted, never printed)
+WORDS_SHOWN = {"noisy": "not tested (too noisy)", "untestable": "not tested (its band is too wide)"}
+
+
 @dataclasses.dataclass(repr=False)  # IPython shows the tables: _repr_pretty_
 class ParallelResult(Reported):
     """One measured run of a scheme on `devices`, beside the same work on `devices[0]` alone."""
@@ -122,18 +126,19 @@ class ParallelResult(Reported):
             said += ": they agree within their noise"
             words = (self.reachable_word, other.reachable_word)
             if words[0] != words[1]:  # read 73: "agree" beside two words
+                shown = [WORDS_SHOWN.get(w, w) for w in words]  # read 91: as verdicts print
                 said += (
-                    f", though against the reachable one reads '{words[0]}' and the other "
-                    f"'{words[1]}': "
+                    f", though against the reachable one reads '{shown[0]}' and the other "
+                    f"'{shown[1]}': "
                 )
                 untested = [w for w in words if w in UNTESTED]
                 if any("not a result" in w for w in words):  # read 77: a flagged run, 'missed'
                     said += "a run that is not a result is not read against the model"
                 elif untested and "missed" not in words:  # read 75: one band, not two sides
                     said += (
-                        f"the '{untested[0]}' run's {UNTESTED[untested[0]].removeprefix('its ')}, "
-                        "so it does not read the model (its time is inside the model's band as "
-                        "well)"
+                        f"the run read '{WORDS_SHOWN[untested[0]]}': "
+                        f"{UNTESTED[untested[0]]}, so it does not read the model (its time is "
+                        "inside the model's band as well)"
                     )
                 else:
                     said += (
@@ -349,8 +354,9 @@ class ParallelResult(Reported):
             lines.append(
                 f"{self.n_devices} logical devices on {cores_phrase(self.cores)}: at most "
                 f"{self.cores} compute at once, so {self.cores}x is the most reachable here "
-                "(the model's cap; a split can still beat it, e.g. by cache effects, and is then "
-                "flagged)"
+                "(the model's cap; a split can still beat it, e.g. by cache effects, a "
+                "hypothesis not measured here: beyond the noise it is flagged, within it not a "
+                "result)"
             )
         if self.kind == "virtual GPU" and self.n_devices > 1:
             lines.append(

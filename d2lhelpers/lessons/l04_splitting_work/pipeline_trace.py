@@ -185,7 +185,7 @@ class BubbleComparisonResult(Reported):
     @property
     def verdict(self) -> str:
         few, many = self.runs
-        if not (few.trusted and many.trusted):
+        if not (few.bubble_trusted and many.bubble_trusted):
             return "a bubble or a run was flagged, so the two cannot be compared (see the warnings)"
         gap = few.measured_bubble - many.measured_bubble
         # each bubble's band is wider downwards (`bubble_noise`) than upwards (`_up`)
@@ -208,10 +208,10 @@ class BubbleComparisonResult(Reported):
     def tables(self) -> list[Table]:
         rows = []
         for run in self.runs:
-            measured = (  # a run flagged for any reason gives no bubble to read
-                "flagged" if not run.trusted else run.bubble_text()
+            measured = (  # a wrong split or a flagged bubble gives no bubble to read
+                "flagged" if not run.bubble_trusted else run.bubble_text()
             )
-            if run.trusted and run.below_floor:  # read 80: 26% ± 118% beside a least of 33%
+            if run.bubble_trusted and run.below_floor:  # read 80: 26% ± 118% beside a least of 33%
                 measured += f", below the least possible {run.bubble_floor:.0%}: not a result"
             rows.append((run.microbatches, measured, f"{run.model_bubble:.0%}"))
         columns = ("microbatches", "measured bubble", "GPipe model (p-1)/(m+p-1)")

@@ -224,8 +224,8 @@ class AllreduceOverlapResult(Reported):
             sentence += (
                 f" With {cores_phrase(self.cores)} for {len(self.devices)} devices' matmuls and "
                 "the ring's own threads, ops at the same time in a trace were in progress "
-                "together, not each on a core of its own: they took turns wherever more needed a "
-                "core than there are (which were waiting is not traced)."
+                "together, taking turns on the cores wherever more needed a core than there are "
+                "(an op waiting for its peer needs none; which were waiting is not traced)."
             )
         traced = statistics.mean(fractions.values())
         hidden = self.hidden_fraction if c.a_faster else 0.0

@@ -224,7 +224,10 @@ class Failover:
                 f"= {self.expected:.2f}: {self.set_aside}, not a result"
             )
         if self.capacity_aside:
-            said += f"; its measured capacity is not read either: {self.capacity_aside}"
+            said += (
+                f"; its measured capacity is not read either: {self.capacity_aside}, so the "
+                "model's premise, the window before at capacity, is untested here"
+            )
         elif self.utilisation is not None:
             before, capacity = self.throughput_before, self.capacity
             # the band `test` compares the two with (both noises over the capacity), so that
@@ -325,6 +328,40 @@ class FailureResult(Reported):
     def __post_init__(self):
         if self.sweep is not None:  # read 74: the table read a window the line under it set aside
             self.runs = [self._set_aside(r) for r in self.runs]
+
+    def capacities_against_sweep(self) -> str:
+        """Each layout's capacity timed here against the sweep's (the same timing, another cell):
+        read 91, 5.6 ktok/s here beside the sweep's 2.6, beyond both noises and unsaid, while
+        the sweep read its own against the model. '' without the sweep."""
+        if self.sweep is None:
+            return ""
+        said, moved = [], False
+        for r in self.runs:
+            layouts = getattr(self.sweep, "sweeps", [])  # a sweep of one device has none
+            found = next((s for s in layouts if s.layout == r.layout), None)
+            if r.capacity is None or found is None:
+                continue
+            theirs = found.capacity.tokens_per_s
+            c = compare(r.capacity, theirs)
+            moved = moved or c.measurable
+            said.append(
+                f"{r.layout} {format_rate(c.a, 'tok/s')} {noise_text(r.capacity)} here, "
+                f"{format_rate(c.b, 'tok/s')} {noise_text(theirs)} in the sweep"
+                + (f": {c.ratio:.2f}x, beyond both noises" if c.measurable else ": within both")
+            )
+        if not said:
+            return ""
+        return (
+            "Capacities, this run's against the sweep's (the same timing, in another cell): "
+            + "; ".join(said)
+            + (
+                "; a capacity moved between the cells beyond both noises (the machine's speed "
+                "or load changed: a hypothesis, not measured), so each verdict read against a "
+                "capacity holds for its own cell only, and neither capacity alone is the layout's"
+                if moved
+                else "; they agree within both noises"
+            )
+        )
 
     @property
     def verdict(self) -> str:
@@ -484,21 +521,26 @@ class FailureResult(Reported):
         ]
         model = " or ".join(dict.fromkeys(r.model for r in self.runs))
         notes = [r.sentence() for r in self.runs] + [
-            "restarted: in flight or queued on the lost device, started again from the prompt "
-            "(their KV cache was there). Rebuild pause: re-placing the weights on the survivors "
-            "and building and warming new tf.functions, during which the group serves nothing; "
+            "restarted: in flight or queued on the lost device, queued again from the prompt "
+            "(an in-flight request's KV cache was there; a queued one had none to lose). Rebuild "
+            "pause: re-placing the weights on the survivors and building and warming new "
+            "tf.functions, during which the group serves nothing; "
             "replicas need none.",
             self._model_note()
             + "; a group's window after starts once its rebuild is done (the pause is not in "
             "it), and the requests it restarted are read again from their prompts there. The "
             "model assumes the window before served at capacity (its share is in each sentence "
-            "above).",
+            "above that reads its capacity; where the capacity is not read, that premise is "
+            "untested).",
             # named as the sentences name it: min(n - 1, a) / min(n, a) where fewer compute
             # at once (read 73: the note named (n - 1) / n beside sentences that did not)
             f"each ± beside 'after is ...x {model} x before' is both windows' noises over the "
             f"model's after ({model} x before): the printed x times the after window's ± plus "
             "the before window's ±",
         ]
+        against = self.capacities_against_sweep()
+        if against:
+            notes.append(against)
         rows = [r.row() for r in self.runs]
         title = "throughput before and after one device is lost"
         return [Table(title, columns, rows, notes, self.flags())]

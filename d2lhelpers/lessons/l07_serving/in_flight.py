@@ -29,6 +29,7 @@ from d2lhelpers.core.verdicts import (
     model_test,
     noise_of,
     noise_text,
+    parts_between_runs,
 )
 from d2lhelpers.devices import select_devices
 from d2lhelpers.lessons.l07_serving.points import ready_engines
@@ -121,6 +122,21 @@ class PipelineInFlightResult(Reported):
         the devices at once): None, or `how_below_ideal`'s "inside" or "beyond" the noise."""
         ideal = self.model(m)
         return how_below_ideal(pipe, one.median / ideal, noise_of(one) / ideal)
+
+    def one_device_against(self, sweep) -> str:
+        """One device's step here against the load sweep's for as many sequences (the yardstick
+        the sweep, lock step and failure cells read against): read 92, 1.59 ms here beside the
+        sweep's 989.4 µs ±5%, unsaid."""
+        slots = sweep.one_device.slots[0]
+        rows = [i for i, m in enumerate(self.microbatches) if m * self.per_microbatch == slots]
+        if not rows:
+            return f"no row here decodes the sweep's {slots} sequences on one device: not compared"
+        here, there = self.one[rows[0]], sweep.one_device.decode[0]
+        return parts_between_runs(
+            [(f"one device's step of {slots} sequences", here, there)],
+            "the sweep's one-device yardstick holds for this cell too",
+            other="the load sweep",
+        )
 
     def drift(self) -> list[str]:
         """One device's step measured faster for more sequences than for fewer, beyond both
