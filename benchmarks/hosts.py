@@ -366,8 +366,9 @@ def diagnosis(found: dict, tcp_bytes_per_s: float) -> list[str]:
         said = (
             f"TensorFlow's all-reduce moves its bytes at "
             f"{found['beta_bytes_per_s'] / tcp_bytes_per_s:.2f} of raw TCP's rate across the same "
-            "link: the rest of the gap is on TensorFlow's path on these cores (its own work and "
-            "the kernel's TCP and veth work it causes, not separated here), not the limiter"
+            f"link ({tcp_bytes_per_s / 1e6:.1f} MB/s): the rest of the gap is not the limiter, "
+            "and that it is on TensorFlow's path on these cores (its own work and the kernel's "
+            "TCP and veth work it causes, not separated here) is a hypothesis, not traced"
         )
         serial = found.get("beta_serial_bytes_per_s")
         if serial:

@@ -222,21 +222,24 @@ def test_the_estimates_op_counts_are_the_traced_graphs(devices, n, m):
 def test_three_schemes_verdicts_follow_the_data():
     ahead = _schemes(replicas=0.55, tensor=0.8, pipeline=0.7)
     assert ahead.verdict == (
-        "On 2 logical CPU devices, replicas (1.82x one device) was fastest, measurably ahead "
-        "of tensor parallel (1.25x) and pipeline parallel (1.43x)"
+        "On 2 logical CPU devices, replicas (550.00 ms a batch, 1.82x its one device) was "
+        "fastest, measurably ahead of tensor parallel (800.00 ms, 1.25x) and pipeline parallel "
+        "(700.00 ms, 1.43x); ranked by time per batch (each speedup is against its own "
+        "one-device time)"
     )
     tied = _schemes(replicas=0.55, tensor=0.56, pipeline=0.9)
     assert tied.verdict == (
-        "On 2 logical CPU devices, replicas (1.82x one device) was the fastest measured but not "
-        "measurably ahead of tensor parallel (1.79x): the noise cannot rank the two; replicas is "
-        "measurably ahead of pipeline parallel (1.11x)"
+        "On 2 logical CPU devices, replicas (550.00 ms a batch, 1.82x its one device) was the "
+        "fastest measured but not measurably ahead of tensor parallel (560.00 ms, 1.79x): the "
+        "noise cannot rank the two; replicas is measurably ahead of pipeline parallel (900.00 "
+        "ms, 1.11x); ranked by time per batch (each speedup is against its own one-device time)"
     )
     # the microbatches on one device within both noises of the whole batch (0.95 s against 1 s)
     three = _schemes(replicas=0.55, tensor=0.56, pipeline=0.56, busy=0.95)
     assert three.verdict.startswith(
-        "On 2 logical CPU devices, replicas (1.82x one device) was the fastest measured but not "
-        "measurably ahead of tensor parallel (1.79x) and pipeline parallel (1.79x): the noise "
-        "cannot rank them"
+        "On 2 logical CPU devices, replicas (550.00 ms a batch, 1.82x its one device) was the "
+        "fastest measured but not measurably ahead of tensor parallel (560.00 ms, 1.79x) and "
+        "pipeline parallel (560.00 ms, 1.79x): the noise cannot rank them"
     )
     none = _schemes(replicas=0.98, tensor=1.5, pipeline=1.02)
     assert (
@@ -410,8 +413,10 @@ def test_traced_idle_share_is_read_against_the_model_within_the_calls_spread():
         "2 stages on 1 usable CPU core: at most 1 stage computes at a time, so the time idle "
         in (one_core)
     )
-    assert "cannot fall below 50% here; a trace may count an op busy while it waits its turn " in (
-        one_core
+    assert (
+        "cannot fall below 50% here while no two stages have ops in flight together (a bar counts "
+        "an op's waiting as busy); a trace may count an op busy while it waits its turn "
+        in one_core
     )
     assert (  # 20% < 50%: said why, as a hypothesis (read 81)
         "so a traced share can read lower (20% here; a hypothesis: the trace does not show which "
@@ -481,6 +486,10 @@ def test_bubble_comparison_is_computed_from_both_runs():
         "below the least possible 33%, inside its noise: not a result"
     )
     assert "inf" not in str(compared)
+    # read 94: a bubble below its least possible is not a result, so it is not compared
+    assert compare_bubbles(below, many).verdict.startswith(
+        "a bubble below its least possible is not a result, so not compared (26% -> 10%)"
+    )
 
 
 def test_results_show_their_tables_in_ipython_not_their_fields():

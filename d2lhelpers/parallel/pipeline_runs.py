@@ -319,7 +319,9 @@ class PipelineResult(ParallelResult):
         if self.kind == "logical CPU" and p > self.cores:
             lines.append(
                 f"{p} stages on {cores_phrase(self.cores)}: at most {self.cores} compute at once, "
-                f"so the bubble cannot fall below {1 - self.cores / p:.0%} here"
+                f"so the bubble cannot fall below {1 - self.cores / p:.0%} here in the model "
+                "(its floor: a stage's ops no faster than in the one-device run; a split may beat "
+                "it by cache effects, a hypothesis, and below it beyond the noise is flagged)"
             )
         return [*lines, *super().details()]
 

@@ -147,9 +147,9 @@ class ParallelResult(Reported):
                     )
             return said
         return (
-            said + ": they differ beyond it, so the machine changed between them (its load, "
-            "another program); each run's noise holds only what happened during it, and each "
-            "verdict reads its own run"
+            said + ": they differ beyond it, so something changed between the runs that neither "
+            "run's noise holds (a hypothesis, not measured: the machine's load, another program, "
+            "the experiment's own threads); each verdict reads its own run"
         )
 
     def one_device_against(self, *others: ParallelResult) -> str:

@@ -114,9 +114,11 @@ class WorkerGroup(WorkerMessages):
     `tf_config_job` names a job, and `env` last. A worker whose port was taken before it bound it
     (its error says so) makes the group start over on new ports, up to `port_attempts` times.
 
-    `watch(group)`, if given, is called after each message and at least every `POLL_S` while the
-    group waits (starting, `results`, `wait_for_progress`): a caller's progress display reads
-    `states` and `latest_progress` there, and a KeyboardInterrupt it raises ends the group.
+    `watch(group)`, if given, is called after the messages already said are taken in, at least
+    once per wait and every `POLL_S` while the group waits (starting, `results`,
+    `wait_for_progress`), the last time after the answer it waited for: a caller's progress
+    display reads `states` and `latest_progress` there, and a KeyboardInterrupt it raises ends
+    the group.
     """
 
     def __init__(

@@ -95,12 +95,12 @@ class WorkerMessages:
             failure = failure_to_report(self._workers, force=past_deadline or not missing)
             if failure is not None:
                 raise failure
+            if self.watch is not None:  # at least once a wait, also when all had answered
+                self.watch(self)
             if not missing:
                 return
             if past_deadline:
                 raise timeout_error(missing, self.count, _describe(wanted), timeout)
-            if self.watch is not None:
-                self.watch(self)
             try:
                 index, kind, payload = self._events.get(timeout=POLL_S)
             except queue.Empty:

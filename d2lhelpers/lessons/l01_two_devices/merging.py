@@ -8,6 +8,7 @@ compared with its control (the same settings but the one under test).
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable
 
 from d2lhelpers.core.checks import require_count, require_memory, require_processes
@@ -116,11 +117,14 @@ class MergeProbeResult(Reported):
         title += "tf.function, a fresh function per row, a fresh process per classic setting"
         columns = ["switched off", "how", "MatMuls executed", "time per call (median of 5)"]
         columns.append("noise")
+        # read 94: the probe's processes inherit this kernel's setting (optimizer_probe)
+        onednn = "on" if os.environ.get("TF_ENABLE_ONEDNN_OPTS", "0") == "1" else "off"
         where = (
-            "each process runs on TensorFlow's own CPU device with its default threading (every "
-            "usable core), not on one of this kernel's logical devices: its times are not one "
-            "device's, and only the counts, and each row's time against its control's (both run "
-            "that way), are read"
+            "each process runs on TensorFlow's own CPU device with its default thread pools "
+            f"(every usable core) and oneDNN {onednn}, as in this kernel (TF_ENABLE_ONEDNN_OPTS; "
+            "the baseline always runs with it on), not on one of this kernel's logical devices: "
+            "its times are not one device's, and only the counts, and each row's time against "
+            "its control's (both run that way), are read"
         )
         return [Table(title, columns, rows, [self.verdict, where])]
 

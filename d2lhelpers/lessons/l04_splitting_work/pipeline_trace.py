@@ -148,7 +148,8 @@ class PipelineTraceResult(Reported):
                 f"{len(self.devices)} stages on {cores_phrase(self.cores)}: at most "
                 f"{plural(self.cores, 'stage')} {'computes' if self.cores == 1 else 'compute'} "
                 "at a time, so the time idle cannot fall below "
-                f"{self.floor:.0%} here"
+                f"{self.floor:.0%} here while no two stages have ops in flight together (a bar "
+                "counts an op's waiting as busy)"
             )
             if self.bubbles and min(self.bubbles) < self.floor:
                 note += (
@@ -194,6 +195,8 @@ class BubbleComparisonResult(Reported):
         change = f"{few.measured_bubble:.0%} -> {many.measured_bubble:.0%}"
         if math.isinf(shrank) or math.isinf(grew):
             said = f"too noisy to compare the two bubbles ({change}: one has no band)"
+        elif few.below_floor or many.below_floor:  # read 94: a 'not a result' was compared
+            said = f"a bubble below its least possible is not a result, so not compared ({change})"
         elif gap > shrank:
             said = f"more microbatches measurably shrank the bubble: {change}"
         elif gap < -grew:

@@ -109,6 +109,14 @@ class HostsReferenceResult(Reported):
         for found in self.hosts["allreduce"]:  # why the check holds or not, from the measurements
             rate = f"{found['rate_bit_s'] / 1e6:.0f} Mbit/s"
             notes += [f"{rate}: {why}" for why in found.get("why", [])]
+            if found.get("why") and "tcp_over_rate" in found:  # read 94: its rate, and the label
+                tcp = found["tcp_over_rate"] * found["rate_bit_s"] / 8
+                notes.append(
+                    f"{rate}: raw TCP (one socket stream) reached {tcp / 1e6:.1f} MB/s through the "
+                    f"same limiter ({found['tcp_over_rate']:.2f} of the set rate); that the rest "
+                    "of TensorFlow's gap is its path on these cores is the committed run's "
+                    "hypothesis (not traced), which its serial model puts to the test"
+                )
         failures = [
             (name, found["verdict"], _survivors_error(found.get("errors", [])))
             for name, found in self.hosts.get("failure", {}).items()

@@ -33,7 +33,9 @@ class TokenCheckResult(Reported):
         rows = [["one device", " ".join(map(str, self.reference[0]))]] + [
             [name, " ".join(map(str, tokens[0]))] for name, tokens in self.layouts.items()
         ]
-        return [Table("tokens of the first prompt", ["layout", "tokens"], rows)]
+        # read 94: the verdict over every prompt, printed (the table shows the first only)
+        title = f"tokens of the first of {len(self.reference)} prompts"
+        return [Table(title, ["layout", "tokens"], rows, [self.verdict])]
 
 
 def check_layout_tokens(
