@@ -335,7 +335,10 @@ def test_two_runs_of_the_same_split_are_read_part_by_part():
     sliders went uncompared; the two runs are now read part by part."""
     first, rerun = result(0.0115, 0.0110), result(0.0113, 0.0061)
     said = first.against_rerun(rerun)
-    assert said.startswith("speedup 1.05x here, 1.85x in the other run; one device: 11.50 ms")
+    # each speedup with its band: (11.5 + 11.0) x 5% / 11.0 and (11.3 + 6.1) x 5% / 6.1
+    assert said.startswith(
+        "speedup 1.05x ±0.10 here, 1.85x ±0.14 in the other run; one device: 11.50 ms"
+    )
     assert (
         "one branch per device: 11.00 ms ±5% (floor) here, 6.10 ms ±5% (floor) in the other "
         "run: 1.80x, beyond both noises" in said

@@ -956,8 +956,9 @@ def test_failure_rows_are_read_against_what_the_devices_computing_at_once_allow(
         tokens_per_s=Spread(2400, 100)))]  # fmt: skip
     moved = FailureResult([run], 1, sweep).capacities_against_sweep()
     assert moved.startswith(
-        "Capacities, this run's against the sweep's (the same timing, in another cell): replicas "
-        "1.1 ktok/s ±5% (floor) here, 2.4 ktok/s ±5% (floor) in the sweep: 0.46x, beyond both"
+        "Capacities, this run's against the sweep's (the same timing, in another cell): replicas: "
+        "1.1 ktok/s ±5% (floor) here, 2.4 ktok/s ±5% (floor) in the sweep: 0.46x, beyond both "
+        "noises (175.0 tok/s)"
     )
     assert moved.endswith("neither capacity alone is the layout's")
     assert moved in FailureResult([run], 1, sweep).tables()[0].verdicts
@@ -965,7 +966,10 @@ def test_failure_rows_are_read_against_what_the_devices_computing_at_once_allow(
     assert (
         FailureResult([run], 1, sweep)
         .capacities_against_sweep()
-        .endswith("in the sweep: within both; they agree within both noises")
+        .endswith(
+            "in the sweep: within both noises; the parts agree within their noise, so each "
+            "verdict read against a capacity holds for either cell"
+        )
     )
     del sweep.sweeps
     sweep.one_device = capacity(3.75e-3)  # 1.05 ktok/s: only the capacity, within the noise

@@ -95,12 +95,17 @@ def agree_within_noise(subject: str, runs, shared: str) -> str:
 
 
 def parts_between_runs(
-    parts: list[tuple[str, Timed, Timed]], shared: str, other: str = "the other run"
+    parts: list[tuple[str, Timed, Timed]],
+    shared: str,
+    other: str = "the other run",
+    show=format_seconds,
+    holds: str = "",
 ) -> str:
     """Two runs of one experiment, part by part ((name, this run's, the other's)): where a part
-    differs beyond both noises, the machine's speed moved between the runs, and each run's
-    verdict holds against its own parts only (read 54: 10.39 ms against 13.95 ms, unsaid; read
-    89: one verdict 'no measurable difference', the rerun's '1.84x faster', uncompared)."""
+    differs beyond both noises, the machine's speed moved between the runs, and `holds` says
+    what that leaves (read 54: 10.39 ms against 13.95 ms, unsaid; read 89: one verdict 'no
+    measurable difference', the rerun's '1.84x faster', uncompared). `show` prints a value
+    (times by default; rates for capacities)."""
     said, moved = [], False
     for name, mine, theirs in parts:
         c = compare(mine, theirs)
@@ -108,20 +113,24 @@ def parts_between_runs(
         where = (
             "within both noises"
             if not c.measurable
-            else f"{c.ratio:.2f}x, beyond both noises ({format_seconds(c.noise)})"
+            else f"{c.ratio:.2f}x, beyond both noises ({show(c.noise)})"
         )
         said.append(
-            f"{name}: {format_seconds(mine.median)} {noise_text(mine)} here, "
-            f"{format_seconds(theirs.median)} {noise_text(theirs)} in {other}: {where}"
+            f"{name}: {show(mine.median)} {noise_text(mine)} here, "
+            f"{show(theirs.median)} {noise_text(theirs)} in {other}: {where}"
         )
     said.append(
         "a part moved between the runs beyond both noises (the machine's speed or load "
-        "changed: a hypothesis, not measured), so each run's verdict holds against its own "
-        "parts, and neither run alone is the result"
+        f"changed: a hypothesis, not measured), so {holds or EACH_RUN_HOLDS}"
         if moved
         else agree_within_noise("the parts", [m for _, *pair in parts for m in pair], shared)
     )
     return "; ".join(said)
+
+
+EACH_RUN_HOLDS = (
+    "each run's verdict holds against its own parts, and neither run alone is the result"
+)
 
 
 def noisy_warning(m: Timed) -> str | None:

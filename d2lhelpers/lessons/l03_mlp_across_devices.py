@@ -203,6 +203,12 @@ class BranchResult(Reported):
         return self.one_device.median / self.split.median
 
     @property
+    def speedup_noise(self) -> float:
+        """The speedup's band: both times' noises over the split's time (`compare`'s band, as
+        `ParallelResult.speedup_noise`), so it holds 1 exactly when the times do not differ."""
+        return (noise_of(self.one_device) + noise_of(self.split)) / self.split.median
+
+    @property
     def model(self) -> float | None:
         """The model's speedup of the split over one device (notebook 01's max(1, k/c))."""
         return model_speedup(self.branches, self.cores, self.kind)
@@ -289,7 +295,8 @@ class BranchResult(Reported):
         if (self.branches, self.split.work) != (other.branches, other.split.work):
             return "not the same experiment (branches or work differ), so not compared"
         return (
-            f"speedup {self.speedup:.2f}x here, {other.speedup:.2f}x in the other run; "
+            f"speedup {self.speedup:.2f}x ±{self.speedup_noise:.2f} here, {other.speedup:.2f}x "
+            f"±{other.speedup_noise:.2f} in the other run; "
             + parts_between_runs(
                 [
                     ("one device", self.one_device, other.one_device),

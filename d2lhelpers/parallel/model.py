@@ -16,8 +16,8 @@ from typing import NamedTuple
 import tensorflow as tf
 
 from d2lhelpers.core.checks import require_counts
-from d2lhelpers.core.counts import mlp_bytes
-from d2lhelpers.core.units import device_name
+from d2lhelpers.core.counts import mlp_bytes, mlp_flops
+from d2lhelpers.core.units import device_name, device_names
 from d2lhelpers.devices import Device, check_fits, select_devices
 
 # Outputs are ~1, and float32 sums taken in another order differ by ~1e-6: a split that differs
@@ -153,3 +153,22 @@ def check_mlp_run(
     devices = select_devices(n_devices)
     check_fits(mlp_bytes(batch, width, hidden), devices[:1], "the one-device reference")
     return hidden, devices
+
+
+class MLPSetup(NamedTuple):
+    """What a split MLP is timed beside: the devices' names, the weights and a batch on the
+    first device, the FLOPs of one pass, and the one-device reference run."""
+
+    names: list[str]
+    weights: MLPWeights
+    x: tf.Tensor
+    flops: float
+    reference_run: Callable
+
+
+def mlp_setup(width: int, hidden: int, batch: int, devices: Sequence[Device]) -> MLPSetup:
+    names = list(device_names(devices))
+    weights = mlp_weights(width, hidden, names[0])
+    x = input_batch(batch, width, names[0])
+    reference = on_one_device(mlp, names[0])
+    return MLPSetup(names, weights, x, mlp_flops(batch, width, hidden), reference)

@@ -10,18 +10,14 @@ import math
 from collections.abc import Callable
 
 from d2lhelpers.core.checks import require_measure_options, require_rate
-from d2lhelpers.core.counts import mlp_bytes, mlp_flops
+from d2lhelpers.core.counts import mlp_bytes
 from d2lhelpers.core.progress import Progress
-from d2lhelpers.core.units import device_names
 from d2lhelpers.devices import Device, check_fits
 from d2lhelpers.parallel import replicas
 from d2lhelpers.parallel.model import (
     check_mlp_run,
-    input_batch,
     max_difference,
-    mlp,
-    mlp_weights,
-    on_one_device,
+    mlp_setup,
     split_sizes,
 )
 from d2lhelpers.parallel.result import ParallelResult, measure_calls
@@ -72,12 +68,7 @@ def run_replicas(
     require_measure_options(measure_options)
     hidden, devices = check_replicas(width, batch, n_devices, hidden)
     build = in_one_graph or replicas.replicas_in_one_graph
-    names = list(device_names(devices))
-
-    weights = mlp_weights(width, hidden, names[0])
-    x = input_batch(batch, width, names[0])
-    flops = mlp_flops(batch, width, hidden)
-    reference_run = on_one_device(mlp, names[0])
+    names, weights, x, flops, reference_run = mlp_setup(width, hidden, batch, devices)
     run = build(weights, names)
     label = f"replicas on {n_devices} device{'s' if n_devices > 1 else ''}"
     calls = [("one device", lambda: reference_run(x, weights), 1)]

@@ -16,18 +16,14 @@ import math
 from collections.abc import Callable
 
 from d2lhelpers.core.checks import require_measure_options, require_rate
-from d2lhelpers.core.counts import mlp_flops
 from d2lhelpers.core.progress import Progress
-from d2lhelpers.core.units import BYTES_PER_FLOAT, device_names
+from d2lhelpers.core.units import BYTES_PER_FLOAT
 from d2lhelpers.devices import Device, check_fits
 from d2lhelpers.parallel import tensor_parallel
 from d2lhelpers.parallel.model import (
     check_mlp_run,
-    input_batch,
     max_difference,
-    mlp,
-    mlp_weights,
-    on_one_device,
+    mlp_setup,
     split_sizes,
 )
 from d2lhelpers.parallel.result import ParallelResult, measure_calls
@@ -91,12 +87,7 @@ def run_tensor_parallel(
     require_measure_options(measure_options)
     hidden, devices, shard_widths = check_tensor_parallel(width, batch, n_devices, hidden)
     build = in_one_graph or tensor_parallel.tensor_parallel_in_one_graph
-    names = list(device_names(devices))
-
-    weights = mlp_weights(width, hidden, names[0])
-    x = input_batch(batch, width, names[0])
-    flops = mlp_flops(batch, width, hidden)
-    reference_run = on_one_device(mlp, names[0])
+    names, weights, x, flops, reference_run = mlp_setup(width, hidden, batch, devices)
     run = build(weights, names)
     label = f"tensor parallel on {n_devices}"
     calls = [

@@ -29,6 +29,7 @@ from d2lhelpers.core.verdicts import (
     noise_of,
     noise_text,
     numbered,
+    parts_between_runs,
     ratio_noise,
     relative_noise,
 )
@@ -333,33 +334,22 @@ class FailureResult(Reported):
         """Each layout's capacity timed here against the sweep's (the same timing, another cell):
         read 91, 5.6 ktok/s here beside the sweep's 2.6, beyond both noises and unsaid, while
         the sweep read its own against the model. '' without the sweep."""
-        if self.sweep is None:
-            return ""
-        said, moved = [], False
+        layouts = getattr(self.sweep, "sweeps", [])  # none without a sweep, or on one device
+        parts = []
         for r in self.runs:
-            layouts = getattr(self.sweep, "sweeps", [])  # a sweep of one device has none
             found = next((s for s in layouts if s.layout == r.layout), None)
-            if r.capacity is None or found is None:
-                continue
-            theirs = found.capacity.tokens_per_s
-            c = compare(r.capacity, theirs)
-            moved = moved or c.measurable
-            said.append(
-                f"{r.layout} {format_rate(c.a, 'tok/s')} {noise_text(r.capacity)} here, "
-                f"{format_rate(c.b, 'tok/s')} {noise_text(theirs)} in the sweep"
-                + (f": {c.ratio:.2f}x, beyond both noises" if c.measurable else ": within both")
-            )
-        if not said:
+            if r.capacity is not None and found is not None:
+                parts.append((r.layout, r.capacity, found.capacity.tokens_per_s))
+        if not parts:
             return ""
-        return (
-            "Capacities, this run's against the sweep's (the same timing, in another cell): "
-            + "; ".join(said)
-            + (
-                "; a capacity moved between the cells beyond both noises (the machine's speed "
-                "or load changed: a hypothesis, not measured), so each verdict read against a "
-                "capacity holds for its own cell only, and neither capacity alone is the layout's"
-                if moved
-                else "; they agree within both noises"
+        return "Capacities, this run's against the sweep's (the same timing, in another cell): " + (
+            parts_between_runs(
+                parts,
+                "each verdict read against a capacity holds for either cell",
+                other="the sweep",
+                show=lambda v: format_rate(v, "tok/s"),
+                holds="each verdict read against a capacity holds for its own cell only, and "
+                "neither capacity alone is the layout's",
             )
         )
 
