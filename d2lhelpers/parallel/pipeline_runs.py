@@ -259,6 +259,12 @@ class PipelineResult(ParallelResult):
                 "taking turns would be, so something else cost time (shared cores, the "
                 "hand-overs and another program are candidates)"
             )
+        elif p > 1 and not near_serial and floor < serial:  # read 95: always placed against it
+            said += (
+                f"; below {serial:.0%} = 1 - 1/p beyond its noise: faster than the {p} stages "
+                "taking turns, so overlapping them gained time (which ops ran at once is the "
+                "trace's to say)"
+            )
         return said
 
     @property
