@@ -68,6 +68,12 @@ HARD_DEADLINE_S = 150.0  # past this, the remaining experiments are skipped (lim
 EXIT_OK, EXIT_NO_TORCH, EXIT_NO_GPU, EXIT_NOT_H200 = 0, 3, 4, 5
 EXIT_INVALID_FILE, EXIT_FAILED_CHECKS = 6, 7
 
+# read 96: a mechanism with its source, not measured by this script
+PAGEABLE_NOTE = (
+    "blocking copies; the driver stages pageable memory through a pinned buffer (CUDA's "
+    "documentation of pageable transfers, not measured here)"
+)
+
 GPU_STATE = "clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw,power.limit"
 
 
@@ -482,7 +488,7 @@ class Experiments:
                 wall_times=walls,
                 notes="cudaMemcpyAsync on its own stream, non_blocking=True"
                 if stream is not None
-                else "blocking copies; the driver stages pageable memory through a pinned buffer",
+                else PAGEABLE_NOTE,
             )
 
     def overlap_rows(self, precision: str) -> None:

@@ -592,6 +592,15 @@ def test_local_copy_verdict_follows_the_measurement():
         handed_over.verdict
     )
     assert "most 40.6 KiB at the real copy's rate, 0.1% of the 63.0 MiB" in handed_over.verdict
+    assert "(below 1.0" not in handed_over.verdict
+    # read 96: the larger hand-over faster beyond the noise is flagged, not read as a result
+    shrank = dataclasses.replace(
+        handed_over, copies=[measurement("c", 1.2e-5), measurement("c", 1e-5)]
+    )
+    assert shrank.verdict.startswith(
+        "64x the bytes took 0.83x ± 0.08 the time (below 1.0, a hand-over of no bytes, beyond its "
+        "noise: more bytes cannot take less time, so this ratio is not a result;"
+    )
     # the same median at both sizes: the noises still bound it (read 70: not "at most 0 B")
     same = dataclasses.replace(handed_over, copies=[handed_over.copies[0]] * 2)
     assert same.added_at_most_s == pytest.approx(1e-6) and same.bytes_copied_at_most > 0

@@ -402,6 +402,14 @@ def test_the_model_step_is_read_against_the_noise_of_both_step_times():
     assert "-27% from the model, beyond the noise of the step times" in said
     assert "the alpha-beta fit's own noise is not counted here (the Try-it below prints" in said
     assert said in str(off)
+    assert "shorter than the model's all-reduce alone" not in said  # 2.2 ms holds 2.004 ms
+    # read 95: a step shorter than the modelled all-reduce it should hold says so
+    short = l06.TrainingSweepResult([_fake_training(1, 1e-3), _fake_training(2, 1.5e-3)], link, 2)
+    assert short.model_sentence(short.jobs[1]).endswith(
+        "; the step is shorter than the model's all-reduce alone (2.00 ms), so it cannot hold that "
+        "all-reduce as fitted: either the fit overstates it, or the step's all-reduce costs less "
+        "than the sweep's (hypotheses, not told apart here)"
+    )
     two_cores = l06.break_even(
         l06.TrainingSweepResult(
             [_fake_training(1, 1e-3), _fake_training(2, 0.8e-3)], AlphaBeta(1e-3, 1e9), cores=2
@@ -955,3 +963,24 @@ def test_the_committed_training_model_prints_the_alpha_and_beta_it_used():
     rebuilt = one + alpha_s + data["training"]["gradient_bytes"] / (float(beta) * 1e6)
     assert rebuilt == pytest.approx(data["training"]["predicted_s"][-1], rel=0.01)
     assert f"fitted on all {len(slow['sizes'])} sizes" in said
+
+
+def test_raw_tcps_rate_is_read_against_tensorflows_beta():
+    """Read 96: 'the rest of TensorFlow's gap ... its serial model puts to the test' was printed
+    for a link where TensorFlow's beta was 1.01x raw TCP's and no serial model was read."""
+    from d2lhelpers.lessons.l06_multi_process.hosts import _against_raw_tcp
+
+    link = {"rate_bit_s": 1e8, "tcp_over_rate": 0.9, "why": ["beta is 0.98 of the payload rate"]}
+    # raw TCP: 0.9 x 12.5 MB/s = 11.25 MB/s
+    level = _against_raw_tcp({**link, "beta_bytes_per_s": 11.4e6}, 0.15)
+    assert level == (
+        "raw TCP (one socket stream) reached 11.2 MB/s through the same limiter (0.90 of the set "
+        "rate); TensorFlow's fitted beta is 1.01 of it, within the fixed ±15%: no gap past raw "
+        "TCP to explain at this rate"
+    )
+    below = _against_raw_tcp({**link, "beta_bytes_per_s": 8e6}, 0.15)  # 0.71 of raw TCP
+    assert "beta is 0.71 of it, below by more than the fixed ±15%: that the rest" in below
+    assert "is a hypothesis (not traced" in below
+    # where the run's own reading already places raw TCP, only the rate is added
+    read = {**link, "beta_bytes_per_s": 8e6, "why": ["0.72 of raw TCP's rate ... a hypothesis"]}
+    assert _against_raw_tcp(read, 0.15).endswith("(0.90 of the set rate)")

@@ -95,6 +95,15 @@ def test_an_h200_script_row_spells_out_its_ratio_and_its_bound():
     rate = script_row(value=48.3, unit="TFLOP/s", reference=67.0, flags=[], notes="")
     assert row_detail(rate).endswith(": 48.3 TFLOP/s vs 67 TFLOP/s (ideal)")
     assert bound_note(rate) == ""
+    # read 96: a 4% gap the script calls beyond its quiet runs' spread is within this book's floor
+    beyond = "4% below 1.0, beyond the two medians' spread (0%): the streams finished sooner"
+    streams = script_row(value=0.254, reference=0.264, flags=[], notes=beyond)
+    assert row_detail(streams).endswith(
+        f"{beyond} (the script's rule, its runs' own spread with no floor; by this book's, each "
+        "time's noise at least 5% of it, this gap is within the noise)"
+    )
+    wide = script_row(value=0.20, reference=0.264, flags=[], notes=beyond)  # 24%: beyond both
+    assert row_detail(wide).endswith("finished sooner")
     table = reference_table("copy", [{"machine": H200["machine"], "rows": [row, rate]}])
     assert table.columns[-1] == "bound" and table.rows[1][-1] == ""
 

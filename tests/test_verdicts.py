@@ -204,6 +204,12 @@ def test_a_model_holds_only_where_the_run_could_have_told_it_from_no_gain():
     spread = Measurement("m", [0.8, 1.0, 1.0, 1.0, 1.2])  # IQR 0: quiet, a wide-ish band
     assert model_test(spread, 1.0, alternative=3.0) == "held"
     assert model_test(quiet, 1.0, alternative=1.0) == "held"  # the model is the alternative
+    # read 96: a model scaled from a noisy run (one device's step at ±48%) holds nothing either
+    from d2lhelpers.core.verdicts import Spread
+
+    assert model_test(quiet, Spread(1.0, 0.48), alternative=3.0) == "noisy yardstick"
+    assert model_test(quiet, Spread(1.0, 0.09), alternative=3.0) == "held"  # within NOISY_IQR
+    assert model_test(quiet, Spread(3.0, 0.48), alternative=1.0) == "missed"  # a miss still is
     # The edges, exactly: an alternative at the floor's distance is the same prediction (held);
     # one at exactly the band's distance is inside the band (untestable).
     at_floor = Measurement("m", [21.0] * 5)

@@ -312,17 +312,21 @@ def higher_or_lower(a: Timed | float, b: Timed | float, a_name: str, b_name: str
 
 
 def model_test(measured: Timed | float, model: Timed | float, alternative: float) -> str:
-    """'missed', 'held', 'noisy' or 'untestable': whether `measured` matched `model` within both
-    noises, and whether that agreement means anything. Never 'held' on a noisy run (`noisy_run`,
-    as everywhere else); and a model holds only where this run could have told it from
-    `alternative` (what a reader would expect with no model at all, e.g. no gain over one
-    device): when the same band covers both, the test could not have failed ('untestable'). A
-    model within the noise floor of the alternative predicts it: only a miss tests it."""
+    """'missed', 'held', 'noisy', 'noisy yardstick' or 'untestable': whether `measured` matched
+    `model` within both noises, and whether that agreement means anything. Never 'held' on a
+    noisy run (`noisy_run`, as everywhere else), nor against a model scaled from one (read 96:
+    'held' against one device's ±48% step); and a model holds only where this run could have
+    told it from `alternative` (what a reader would expect with no model at all, e.g. no gain
+    over one device): when the same band covers both, the test could not have failed
+    ('untestable'). A model within the noise floor of the alternative predicts it: only a miss
+    tests it."""
     c = compare(measured, model)
     if c.measurable:
         return "missed"
     if isinstance(measured, Timed) and noisy_run(measured):
         return "noisy"
+    if isinstance(model, Timed) and noisy_run(model):
+        return "noisy yardstick"
     gap = abs(median_of(model) - alternative)
     if gap <= NOISE_FLOOR * abs(alternative):  # the same prediction as no model at all
         return "held"
@@ -332,6 +336,9 @@ def model_test(measured: Timed | float, model: Timed | float, alternative: float
 UNTESTED = {  # why `model_test` could not call a model held, for a sentence
     "noisy": f"its runs spread by more than {NOISY_IQR:.0%} of their median",
     "untestable": "its noise band covers the no-model outcome too",
+    "noisy yardstick": (
+        f"the runs its model is scaled from spread by more than {NOISY_IQR:.0%} of their median"
+    ),
 }
 
 

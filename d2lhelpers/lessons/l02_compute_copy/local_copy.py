@@ -85,7 +85,7 @@ class LocalCopyResult(Reported):
                 f"{format_seconds(self.added_at_most_s)} within both runs' noise, would copy at "
                 f"most {format_bytes(at_most)} at the real copy's rate, {at_most / extra:.1%} "
                 f"of the {format_bytes(extra)} more it holds (hypothesis: the receiver is handed "
-                "the sender's buffer, and what time grew is per-call cost, not bytes)"
+                "the sender's buffer, so a hand-over's time is per-call cost, not bytes)"
             )
         else:
             what = (
@@ -94,10 +94,18 @@ class LocalCopyResult(Reported):
             )
         against = compare(self.copies[-1], self.memcpy)
         where = "within" if against.outcome == "no measurable difference" else "beyond"
+        shrank = ""
+        if self.time_ratio + self.time_ratio_noise < 1:  # read 96: 0.82x ± 0.12, unflagged
+            shrank = (
+                " (below 1.0, a hand-over of no bytes, beyond its noise: more bytes cannot take "
+                "less time, so this ratio is not a result; the per-call cost moved between the "
+                "sizes' runs, a hypothesis)"
+            )
         return (
             f"{self.size_ratio:.0f}x the bytes took {self.time_ratio:.2f}x ± "
-            f"{self.time_ratio_noise:.2f} the time, and the largest took {against.ratio:.2f}x a "
-            f"real copy's ({against.outcome}, {where} both runs' noise): {what}"
+            f"{self.time_ratio_noise:.2f} the time{shrank}, and the largest took "
+            f"{against.ratio:.2f}x a real copy's ({against.outcome}, {where} both runs' noise): "
+            f"{what}"
         )
 
     def tables(self) -> list[Table]:

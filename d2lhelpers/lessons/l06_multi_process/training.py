@@ -274,11 +274,20 @@ class TrainingSweepResult(Reported):
         )
         if not c.measurable:
             return f"{said}: within the noise of the step times (±{noise / predicted:.0%})"
-        return (
-            f"{said}: {(job.step_s - predicted) / predicted:+.0%} from the model, beyond the "
+        said += (
+            f": {(job.step_s - predicted) / predicted:+.0%} from the model, beyond the "
             f"noise of the step times (±{noise / predicted:.0%}); the alpha-beta fit's own noise "
             "is not counted here (the Try-it below prints the all-reduce's band from it)"
         )
+        ring = predicted - compute
+        if job.step_s < ring:  # read 95: a step shorter than the all-reduce it is modelled with
+            said += (
+                f"; the step is shorter than the model's all-reduce alone "
+                f"({format_seconds(ring)}), so it cannot hold that all-reduce as fitted: either "
+                "the fit overstates it, or the step's all-reduce costs less than the sweep's "
+                "(hypotheses, not told apart here)"
+            )
+        return said
 
     def tables(self) -> list[Table]:
         first, one = self.jobs[0], self.one

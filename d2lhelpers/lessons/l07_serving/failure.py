@@ -287,6 +287,7 @@ class Failover:
         return {
             "held": f"as {model} predicts",
             "noisy": f"too noisy to test {model}",
+            "noisy yardstick": f"too noisy to test {model}",
             "untestable": f"too noisy to test {model}",
             "below capacity": f"not at capacity before: {model} not tested",
             "nothing after": "no tokens in the window after: not a result",
