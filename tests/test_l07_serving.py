@@ -1085,3 +1085,17 @@ def test_a_busy_share_above_the_window_is_not_a_result():
     )
     calls[0] = (0.3, 0.2, "decode")  # began at 0.1: 0.72 s, 90%
     assert busy_and_idle(over).startswith("its engines were inside a step for 90% of that window")
+
+
+def test_the_idle_share_splits_into_parts_that_add_up_as_printed():
+    """Read 95: 'no step running for 11% (their threads ran for 10% ... waited for 0%)'."""
+    from d2lhelpers.lessons.l07_serving.sweep import busy_and_idle
+
+    point = SimpleNamespace(
+        idle_shares=lambda: (0.2, 0.108), ran_between_steps=lambda: 0.104 / 0.108, engine_busy=0.69
+    )  # ran 10.4%, waited 0.4% of 10.8%: each rounded alone, 10% + 0% beside 11%
+    said = busy_and_idle(point)
+    assert "running for 11% (their threads ran for 10%: " in said
+    assert "; and waited for 1%: for a core" in said
+    point.ran_between_steps = lambda: None
+    assert "running for 11% (not split: no gap between steps was logged)" in busy_and_idle(point)

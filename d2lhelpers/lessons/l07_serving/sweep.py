@@ -323,11 +323,15 @@ def busy_and_idle(point: LoadPoint) -> str:
     what their servers held and by their threads' CPU clocks."""
     no_request, between = point.idle_shares()
     ran = point.ran_between_steps()
+    # the two parts in whole percents that add up to the printed total (read 95: 11% printed
+    # as 10% + 0%)
+    total = round(between * 100)
+    part = None if ran is None else min(round(between * ran * 100), total)
     split = (
         "(not split: no gap between steps was logged)"
-        if ran is None
-        else f"(their threads ran for {between * ran:.0%}: the loops' own Python and the steps' "
-        f"inputs; and waited for {between * (1 - ran):.0%}: for a core, or for Python's lock, "
+        if part is None
+        else f"(their threads ran for {part}%: the loops' own Python and the steps' "
+        f"inputs; and waited for {total - part}%: for a core, or for Python's lock, "
         "which the servers' threads share: read from the threads' CPU clocks)"
     )
     busy = f"its engines were inside a step for {point.engine_busy:.0%} of that window"
@@ -341,7 +345,7 @@ def busy_and_idle(point: LoadPoint) -> str:
         f"{busy} (a step's "
         "time includes any wait for a core while it runs), their servers had no "
         f"request for {no_request:.0%} of it (waiting for arrivals), and had requests but no step "
-        f"running for {between:.0%} {split}"
+        f"running for {total}% {split}"
     )
 
 
