@@ -63,10 +63,20 @@ class LocalCopyResult(Reported):
         return grew_little and compare(self.copies[-1], self.memcpy).a_faster
 
     @property
+    def shrank(self) -> bool:
+        """The largest faster than the smallest beyond the ratio's noise: more bytes cannot take
+        less time, so the per-call cost moved between the sizes' runs."""
+        return self.time_ratio + self.time_ratio_noise < 1
+
+    @property
     def added_at_most_s(self) -> float:
         """The most time the largest can have added over the smallest within both runs' noise:
-        the gap of the medians plus both noises (read 70: a median gap of 0 bounds nothing)."""
+        the gap of the medians plus both noises (read 70: a median gap of 0 bounds nothing).
+        When the two sizes' times cannot bound it (`shrank`), the largest's whole time and its
+        noise (read 97: 'at most 0 B' from a gap just called not a result)."""
         small, large = self.copies[0], self.copies[-1]
+        if self.shrank:
+            return large.median + noise_of(large)
         return max(0.0, large.median - small.median + noise_of(large) + noise_of(small))
 
     @property
@@ -80,9 +90,16 @@ class LocalCopyResult(Reported):
         if self.moved_no_bytes:
             extra = self.sizes[-1] - self.sizes[0]
             at_most = self.bytes_copied_at_most
+            spent = (
+                "its whole time, at most "
+                f"{format_seconds(self.added_at_most_s)} within its noise (the two sizes' times "
+                "cannot bound it, as said)"
+                if self.shrank
+                else f"the time the largest added, at most {format_seconds(self.added_at_most_s)} "
+                "within both runs' noise"
+            )
             what = (
-                "(almost) none of the bytes were copied: the time the largest added, at most "
-                f"{format_seconds(self.added_at_most_s)} within both runs' noise, would copy at "
+                f"(almost) none of the bytes were copied: {spent}, would copy at "
                 f"most {format_bytes(at_most)} at the real copy's rate, {at_most / extra:.1%} "
                 f"of the {format_bytes(extra)} more it holds (hypothesis: the receiver is handed "
                 "the sender's buffer, so a hand-over's time is per-call cost, not bytes)"
@@ -95,7 +112,7 @@ class LocalCopyResult(Reported):
         against = compare(self.copies[-1], self.memcpy)
         where = "within" if against.outcome == "no measurable difference" else "beyond"
         shrank = ""
-        if self.time_ratio + self.time_ratio_noise < 1:  # read 96: 0.82x ± 0.12, unflagged
+        if self.shrank:  # read 96: 0.82x ± 0.12, unflagged
             shrank = (
                 " (below 1.0, a hand-over of no bytes, beyond its noise: more bytes cannot take "
                 "less time, so this ratio is not a result; the per-call cost moved between the "
