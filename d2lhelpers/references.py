@@ -352,26 +352,26 @@ def row_detail(row: dict) -> str:
     notes = row.get("notes", "")
     if notes.endswith(PAGEABLE_MECHANISM):  # its source, for a file written before it was said
         notes += PAGEABLE_SOURCE
-    return "; ".join([said, *([notes] if notes else []), *warnings]) + (_floor_words(row))
+    if _within_book_floor(row):  # this book's rule first (read 98: the script's led)
+        notes = (
+            f"by this book's rule (each time's noise at least {NOISE_FLOOR:.0%} of it) this gap "
+            f"is within the noise; the script's reading, against its runs' own spread with no "
+            f"floor: {notes}"
+        )
+    return "; ".join([said, *([notes] if notes else []), *warnings])
 
 
 PAGEABLE_MECHANISM = "the driver stages pageable memory through a pinned buffer"
 PAGEABLE_SOURCE = " (CUDA's documentation of pageable transfers, not measured here)"
 
 
-def _floor_words(row: dict) -> str:
+def _within_book_floor(row: dict) -> bool:
     """Read 96: the H200 script reads a gap against its quiet runs' own spread (0% there), while
     every verdict in these notebooks takes each time's noise as at least `NOISE_FLOOR` of it:
-    a gap the script calls beyond the spread may be within that floor, and says so."""
-    gap = abs(row["value"] - row["reference"])
+    whether a gap the script calls beyond the spread is within that floor."""
     if "beyond the two medians' spread" not in row.get("notes", ""):
-        return ""
-    if gap > NOISE_FLOOR * (row["value"] + row["reference"]):
-        return ""
-    return (
-        f" (the script's rule, its runs' own spread with no floor; by this book's, each time's "
-        f"noise at least {NOISE_FLOOR:.0%} of it, this gap is within the noise)"
-    )
+        return False
+    return abs(row["value"] - row["reference"]) <= NOISE_FLOOR * (row["value"] + row["reference"])
 
 
 def bound_note(row: dict) -> str:

@@ -277,6 +277,9 @@ def test_a_noisy_size_is_flagged_as_every_table_flags_a_noisy_run():
     )
     job.worker_iqrs_s = [[0.05e-3, 0.1e-3], [0.05e-3, 0.1e-3]]
     assert job.tables()[0].flags == []
+    # read 97: 10.04% printed as '(10%)' under 'above 10%'
+    job.worker_iqrs_s = [[0.05e-3, 0.2008e-3], [0.05e-3, 0.2008e-3]]
+    assert "at 8.0 KiB (10.04%); possible" in job.tables()[0].flags[0]
 
 
 def test_alpha_and_the_rings_time_carry_the_fits_band():

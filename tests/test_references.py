@@ -99,8 +99,8 @@ def test_an_h200_script_row_spells_out_its_ratio_and_its_bound():
     beyond = "4% below 1.0, beyond the two medians' spread (0%): the streams finished sooner"
     streams = script_row(value=0.254, reference=0.264, flags=[], notes=beyond)
     assert row_detail(streams).endswith(
-        f"{beyond} (the script's rule, its runs' own spread with no floor; by this book's, each "
-        "time's noise at least 5% of it, this gap is within the noise)"
+        "(ideal); by this book's rule (each time's noise at least 5% of it) this gap is within "
+        f"the noise; the script's reading, against its runs' own spread with no floor: {beyond}"
     )
     wide = script_row(value=0.20, reference=0.264, flags=[], notes=beyond)  # 24%: beyond both
     assert row_detail(wide).endswith("finished sooner")

@@ -156,3 +156,12 @@ def test_plural_counts_words_as_a_sentence_does():
     assert plural(1, "matmul") == "1 matmul" and plural(20, "matmul") == "20 matmuls"
     assert plural(3, "branch") == "3 branches" and plural(0, "process") == "0 processes"
     assert plural(2, "box") == "2 boxes" and plural(2, "flash") == "2 flashes"
+
+
+def test_a_percent_beside_its_limit_never_prints_the_limit_itself():
+    from d2lhelpers.core.units import percent_beside
+
+    assert percent_beside(0.35, 0.10) == "35%"
+    assert percent_beside(0.1004, 0.10) == "10.04%"  # read 97: not '10%' under 'above 10%'
+    assert percent_beside(0.104, 0.10) == "10.4%"
+    assert percent_beside(0.20, 0.10, least=1) == "20.0%"

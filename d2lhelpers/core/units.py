@@ -80,6 +80,16 @@ def format_bytes(n: float) -> str:
     raise AssertionError("unreachable")
 
 
+def percent_beside(share: float, limit: float, least: int = 0) -> str:
+    """`share` as a percent with as many decimals (`least` up to 2) as it takes not to print
+    `limit` itself: read 97, 10.04% printed '10%' under 'above 10%'."""
+    for digits in range(least, 3):
+        shown = f"{share:.{digits}%}"
+        if shown != f"{limit:.{digits}%}":
+            return shown
+    return shown
+
+
 def plural(n: int, word: str) -> str:
     """'1 matmul', '20 matmuls', '3 branches'."""
     if n == 1:

@@ -12,7 +12,7 @@ import dataclasses
 from typing import Protocol, runtime_checkable
 
 from d2lhelpers.core.cache import load_average, machine_busy
-from d2lhelpers.core.units import cores_phrase, format_seconds
+from d2lhelpers.core.units import cores_phrase, format_seconds, percent_beside
 
 NOISE_FLOOR = 0.05  # even a quiet run's median moves this much between runs of a notebook
 NOISY_IQR = 0.1  # IQR / median above this: too noisy to trust (pyperf, torch.utils.benchmark)
@@ -139,7 +139,8 @@ def noisy_warning(m: Timed) -> str | None:
     if not (m.median > 0 and noisy_run(m)):
         return None
     share = m.iqr / m.median
-    return f"noisy: IQR is {share:.1%} of the median (above {NOISY_IQR:.0%}); {NOISY_CAUSES}"
+    shown = percent_beside(share, NOISY_IQR, 1)
+    return f"noisy: IQR is {shown} of the median (above {NOISY_IQR:.0%}); {NOISY_CAUSES}"
 
 
 NOISY_CAUSES = (

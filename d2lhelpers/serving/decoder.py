@@ -1,6 +1,6 @@
 """A small decoder-only transformer with a KV cache, and the step of each layout that serves it.
 
-The model (pre-norm, as GPT-2): x = E[token] + P[position]; per layer
+The model (pre-norm, as GPT-2: Radford et al. 2019, §2.3): x = E[token] + P[position]; per layer
     x = x + Attention(norm(x)) W_o        (causal, keys and values cached)
     x = x + relu(norm(x) W_1) W_2
 and the next token is argmax(norm(x) U): greedy decoding, random weights from a fixed seed.

@@ -249,7 +249,7 @@ def machine_box(run: dict, references: list[dict]) -> str:
         else:
             lines.append(
                 f"- Same machine kind as the reference results ({label}, {date}): the same "
-                "configuration, not the same speed (compare the rates, not the labels)."
+                "configuration, not necessarily the same speed (compare the rates, not the labels)."
             )
     if not references:
         lines.append("- No committed reference results (`d2lhelpers/results/`) to compare with.")

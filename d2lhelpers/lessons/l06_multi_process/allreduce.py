@@ -21,7 +21,13 @@ from d2lhelpers.collectives.costs import (
 )
 from d2lhelpers.core.checks import require_count, require_sweep
 from d2lhelpers.core.report import Reported, Table
-from d2lhelpers.core.units import BYTES_PER_FLOAT, format_bytes, format_rate, format_seconds
+from d2lhelpers.core.units import (
+    BYTES_PER_FLOAT,
+    format_bytes,
+    format_rate,
+    format_seconds,
+    percent_beside,
+)
 from d2lhelpers.core.verdicts import (
     NOISY_CAUSES,
     NOISY_IQR,
@@ -214,7 +220,7 @@ class AllReduceJobResult(Reported):
                 )
             )
         noisy = [
-            f"{format_bytes(size)} ({noise.iqr / noise.median:.0%})"
+            f"{format_bytes(size)} ({percent_beside(noise.iqr / noise.median, NOISY_IQR)})"
             for size, noise in zip(self.sizes, self.noises, strict=True)
             if noise is not None and noisy_run(noise)
         ]  # as every measurement's table says it (read 54: ±33-39% printed with no word)
