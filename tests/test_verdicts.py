@@ -336,7 +336,20 @@ def test_two_runs_are_read_part_by_part_against_both_noises():
         "b: 20.00 ms ±5% (floor) here, 12.00 ms ±5% (floor) in the other run: 1.67x, "
         "beyond both noises (1.60 ms)" in moved
     )
-    assert moved.endswith("each run's verdict holds against its own parts, and neither run alone "
-                          "is the result")  # fmt: skip
+    assert moved == (  # the whole sentence, parts joined by '; ' (mutation: wording unpinned)
+        "a: 10.00 ms ±5% (floor) here, 10.20 ms ±5% (floor) in the other run: within both "
+        "noises; b: 20.00 ms ±5% (floor) here, 12.00 ms ±5% (floor) in the other run: 1.67x, "
+        "beyond both noises (1.60 ms); a part moved between the runs beyond both noises (the "
+        "machine's speed or load changed: a hypothesis, not measured), so each run's verdict "
+        "holds against its own parts, and neither run alone is the result"
+    )
+    rates = parts_between_runs(
+        [("c", m(2.0), m(1.0))], "x", other="the sweep", show=lambda v: f"{v:.1f} u", holds="y"
+    )
+    assert rates == (
+        "c: 2.0 u ±5% (floor) here, 1.0 u ±5% (floor) in the sweep: 2.00x, beyond both noises "
+        "(0.2 u); a part moved between the runs beyond both noises (the machine's speed or load "
+        "changed: a hypothesis, not measured), so y"
+    )
     noisy = parts_between_runs([("a", m(0.010, 0.4), m(0.0102))], "x")  # IQR 40%: too noisy
     assert "too noisy to tell whether x" in noisy
