@@ -27,7 +27,7 @@ from d2lhelpers.core.verdicts import NOISE_FLOOR
 from d2lhelpers.lessons.l01_two_devices import run_concurrency
 from d2lhelpers.lessons.l06_multi_process.failure import COLLECTIVE_TIMEOUT_S
 from d2lhelpers.lessons.l07_serving.sweep import busy_and_idle
-from d2lhelpers.references import RESULTS_DIR
+from d2lhelpers.references import COPY_RATIO_DETAIL, RESULTS_DIR
 from d2lhelpers.timing import stopping
 from d2lhelpers.timing.benchmark import MIN_BLOCK_S
 from d2lhelpers.tracing.timeline import busy_intervals, busy_seconds, overlap_seconds
@@ -216,7 +216,7 @@ def trace_and_copy_rows(devices, size: int, n: int) -> list[Row]:
                 "'copy' of 64 MiB / 'copy' of 1 MiB between logical CPUs",
                 copy.time_ratio,
                 "<= 4",
-                "ideal 1.0 (no bytes move); 64 if every byte were copied",
+                COPY_RATIO_DETAIL,
             ),
         ]
     return rows

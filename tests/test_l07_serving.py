@@ -26,7 +26,7 @@ from d2lhelpers.lessons.l07_serving import (
     tokens,
 )
 from d2lhelpers.lessons.l07_serving.failure import Failover, FailureResult
-from d2lhelpers.lessons.l07_serving.points import Capacity, LoadPoint
+from d2lhelpers.lessons.l07_serving.points import Capacity, LoadPoint, reach_label
 from d2lhelpers.lessons.l07_serving.sweep import MAX_LOAD, LayoutSweep, LoadSweepResult
 from d2lhelpers.serving.config import bytes_per_device, decoder_config
 from d2lhelpers.serving.load import LoadLog
@@ -657,7 +657,7 @@ def test_a_capacity_timed_slow_is_not_read_against_the_model():
     over = LoadSweepResult(2, 1, cap, [LayoutSweep("replicas", cap, Spread(1000, 50), [fast])],
                            step_flops=1e6, peak=1e12).regime()  # fmt: skip
     assert "Instead, replicas's saturation is 1.20x its model" in over
-    assert "; but it is above 1.0 ktok/s ±5%, the most 1 device computing at once allow, " in over
+    assert f"; but it is above 1.0 ktok/s ±5% ({reach_label(1)}), beyond " in over
     assert "both noises: not a result." in over
     assert "but it is above" not in result.regime()  # 200 tok/s: below the ceiling
     two = LoadSweepResult(2, 2, cap, [slow], step_flops=1e6, peak=1e12).regime()
@@ -701,9 +701,12 @@ def test_a_capacity_timed_slow_is_not_read_against_the_model():
     two = LoadSweepResult(2, 2, one, [near], step_flops=1e6, peak=1e12)
     said = two.capacity_doubt(near)
     assert said.startswith("replicas: its measured capacity, 1.0 ktok/s ±5% (floor), is 1.04x")
-    assert (
-        "the most 2 devices computing at once allow (2x one device's capacity, 1.0 ktok/s ±5%"
-        in (said)
+    assert f"is 1.04x 1.0 ktok/s ±5% ({reach_label(2)}), above it" in said
+    # read 99: the bound is a model from one timing, and says so
+    assert reach_label(2) == (
+        "2x one device's capacity as the sweep timed it: the most 2 devices computing at once "
+        "allow if each runs as fast as it did then, a model (one device's timing moves between "
+        "cells)"
     )
     assert "above it within the noise: not a result" in said
     assert near.sentences(said)[0] == said and "(not a result)" in str(two)
@@ -792,9 +795,8 @@ def test_lock_step_table_says_when_a_mode_served_above_its_capacity():
     above = LockstepResult([cap, cap], [near, far], sweep)
     (table,) = above.tables()
     assert any(
-        v.startswith("independent replicas' capacity, 2.3 ktok/s ±5%, is above 1.6 ktok/s ±5%, "
-                     "the most 1 device computing at once allow, beyond both noises (the load "
-                     "sweep's): not a result")
+        v.startswith("independent replicas' capacity, 2.3 ktok/s ±5%, is above 1.6 ktok/s ±5% "
+                     f"({reach_label(1)}), beyond both noises (the load sweep's): not a result")
         for v in table.verdicts
     )  # fmt: skip
     assert any(
@@ -824,8 +826,8 @@ def test_lock_step_table_says_when_a_mode_served_above_its_capacity():
     # read 85: below the reach, the reading is said too, not passed in silence
     (read,) = LockstepResult([cap, cap], [near, near], quiet_sweep).tables()
     assert (
-        "each mode's capacity and window read against the load sweep's 2.9 ktok/s ±5%, the most "
-        "1 device computing at once allow: none is above it"
+        "each mode's capacity and window read against the load sweep's 2.9 ktok/s ±5% "
+        f"({reach_label(1)}): none is above it"
     ) in read.verdicts
     assert not any("none is above it" in v for v in table.verdicts)  # some above: named instead
     assert not any("none is above it" in v for v in alone.verdicts)  # no sweep: not read
@@ -914,7 +916,7 @@ def test_failure_rows_are_read_against_what_the_devices_computing_at_once_allow(
         FailureResult([run, group], 1).against_reachable(sweep)
     )
     said = FailureResult([run], 1).against_reachable(sweep)
-    assert said.startswith("against 1x one device's capacity from the sweep, 2.3 ktok/s ±5%,")
+    assert said.startswith(f"against 2.3 ktok/s ±5% ({reach_label(1)}): ")
     assert "replicas before the loss: 1.0 ktok/s" in said and "not above it" in said
     assert "is not read either" not in said  # a capacity below the most stands
     sweep.one_device = capacity(8e-3)  # 571 tok/s: both readings above it, beyond the noise

@@ -282,3 +282,17 @@ def test_the_seeds_copy_and_rate_beside_the_h200_run():
     assert "the seed's 1.49 GB/s is 8.6x below the slower of those" in line
     assert line.endswith("333 TFLOP/s in TF32: 502 TFLOP/s is 1.51x that.")
     assert h200_run_words({}, 1.49e9, 502e12) == []
+
+
+def test_a_committed_detail_reworded_since_reads_as_it_now_does():
+    # read 99: '64 if every byte were copied' ignores the per-call cost
+    from d2lhelpers.references import COPY_RATIO_DETAIL
+
+    old = {
+        "name": "x",
+        "ratio": 1.4,
+        "detail": "ideal 1.0 (no bytes move); 64 if every byte were copied",
+    }
+    assert row_detail(old) == COPY_RATIO_DETAIL
+    assert "up to 64" in COPY_RATIO_DETAIL and "per-call cost" in COPY_RATIO_DETAIL
+    assert row_detail({"name": "y", "ratio": 1.0, "detail": "other"}) == "other"

@@ -37,6 +37,7 @@ from d2lhelpers.lessons.l07_serving.plots import plot_requests
 from d2lhelpers.lessons.l07_serving.points import (
     Window,
     measure_capacity,
+    reach_label,
     ready_engines,
     run_point,
     setup_run,
@@ -423,9 +424,8 @@ class FailureResult(Reported):
         sweep = self.sweep if sweep is None else sweep
         reach = sweep.one_device.tokens_per_s.scaled(sweep.at_once)
         ceiling = (
-            f"{sweep.at_once}x one device's capacity from the sweep, "
-            f"{format_rate(reach.median, 'tok/s')} {noise_text(reach)}, the most "
-            f"{sweep.at_once} device{'s' if sweep.at_once > 1 else ''} computing at once allow"
+            f"{format_rate(reach.median, 'tok/s')} {noise_text(reach)} "
+            f"({reach_label(sweep.at_once)})"
         )
         said = []
         for r in self.runs:

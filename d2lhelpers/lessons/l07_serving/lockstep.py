@@ -14,7 +14,7 @@ from collections.abc import Callable
 from d2lhelpers.core import checks
 from d2lhelpers.core.progress import Steps
 from d2lhelpers.core.report import Reported, Table
-from d2lhelpers.core.units import format_rate, plural
+from d2lhelpers.core.units import format_rate
 from d2lhelpers.core.verdicts import higher_or_lower, noise_text
 from d2lhelpers.lessons.l07_serving.points import (
     POINT_COLUMNS,
@@ -22,6 +22,7 @@ from d2lhelpers.lessons.l07_serving.points import (
     LoadPoint,
     Window,
     measure_capacity,
+    reach_label,
     ready_engines,
     run_point,
     served_above,
@@ -83,8 +84,8 @@ class LockstepResult(Reported):
         reach = sweep.one_device.tokens_per_s.scaled(sweep.at_once)
         return (
             "each mode's capacity and window read against the load sweep's "
-            f"{format_rate(reach.median, 'tok/s')} {noise_text(reach)}, the most "
-            f"{plural(sweep.at_once, 'device')} computing at once allow: none is above it"
+            f"{format_rate(reach.median, 'tok/s')} {noise_text(reach)} "
+            f"({reach_label(sweep.at_once)}): none is above it"
         )
 
     def stalled(self) -> list[str]:

@@ -16,7 +16,7 @@ import numpy as np
 
 from d2lhelpers.core import checks
 from d2lhelpers.core.concurrency import at_once_here
-from d2lhelpers.core.units import cores_phrase, format_rate, format_seconds, usable_cores
+from d2lhelpers.core.units import cores_phrase, format_rate, format_seconds, plural, usable_cores
 from d2lhelpers.core.verdicts import Spread, compare, impossible, noise_of, noise_text
 from d2lhelpers.devices import check_fits, select_devices, setup_devices
 from d2lhelpers.serving.config import ModelConfig, bytes_per_device, decoder_config
@@ -391,3 +391,14 @@ def served_above(name: str, served: Spread, capacity: Spread, at: str) -> tuple[
         "allow, but above 1, so not a result: with a band that wide its capacity is a rough "
         "bound on this run, not a ceiling"  # read 76: a share above 1 within the noise, unflagged
     ), False
+
+
+def reach_label(at_once: int) -> str:
+    """What the sweep's bound on layouts one device bounds is (read 99: 'the most 2 devices
+    computing at once allow' printed as a ceiling, beside one device timed 0.75x as long in a
+    later cell): a model from one timing, not a measured ceiling."""
+    return (
+        f"{at_once}x one device's capacity as the sweep timed it: the most "
+        f"{plural(at_once, 'device')} computing at once allow if each runs as fast as it did "
+        "then, a model (one device's timing moves between cells)"
+    )

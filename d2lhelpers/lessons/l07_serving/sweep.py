@@ -24,7 +24,6 @@ from d2lhelpers.core.units import (
     device_names,
     format_rate,
     format_seconds,
-    plural,
     usable_cores,
 )
 from d2lhelpers.core.verdicts import (
@@ -46,6 +45,7 @@ from d2lhelpers.lessons.l07_serving.points import (
     LoadPoint,
     Window,
     measure_capacity,
+    reach_label,
     ready_engines,
     run_point,
     served_above,
@@ -387,9 +387,8 @@ class LoadSweepResult(Reported):
         if c.a <= c.b:
             return ""
         return (
-            f"above {format_rate(reach.median, 'tok/s')} {noise_text(reach)}, the most "
-            f"{plural(self.at_once, 'device')} computing at once allow, "
-            f"{'beyond' if c.measurable else 'within'} both noises"
+            f"above {format_rate(reach.median, 'tok/s')} {noise_text(reach)} "
+            f"({reach_label(self.at_once)}), {'beyond' if c.measurable else 'within'} both noises"
         )
 
     def _above_reach(self, s: LayoutSweep, point: LoadPoint) -> str:
@@ -444,10 +443,9 @@ class LoadSweepResult(Reported):
         reach = self.one_device.tokens_per_s.scaled(self.at_once)
         return (
             f"{sweep.layout}: its measured capacity, {format_rate(cap.median, 'tok/s')} "
-            f"{noise_text(cap)}, is {cap.median / reach.median:.2f}x the most "
-            f"{plural(self.at_once, 'device')} computing at once allow ({self.at_once}x one "
-            f"device's capacity, {format_rate(reach.median, 'tok/s')} {noise_text(reach)}), "
-            "above it "
+            f"{noise_text(cap)}, is {cap.median / reach.median:.2f}x "
+            f"{format_rate(reach.median, 'tok/s')} {noise_text(reach)} "
+            f"({reach_label(self.at_once)}), above it "
             + ("beyond both noises" if above[sweep.layout] else "within the noise")
             + ": not a result (the two were timed at different moments, and which is off is not "
             "measured), and every reading against the capacity below is a rough bound"
