@@ -987,3 +987,16 @@ def test_raw_tcps_rate_is_read_against_tensorflows_beta():
     # where the run's own reading already places raw TCP, only the rate is added
     read = {**link, "beta_bytes_per_s": 8e6, "why": ["0.72 of raw TCP's rate ... a hypothesis"]}
     assert _against_raw_tcp(read, 0.15).endswith("(0.90 of the set rate)")
+
+
+def test_a_latency_the_fit_clamped_to_zero_is_not_called_below_the_noise():
+    """Read 100: 'latency below this link's noise' beside 2.76 ms fitted on a faster link; a
+    clamp at 0 says the straight line misfits, not how small the latency is."""
+    from d2lhelpers.lessons.l06_multi_process.allreduce import alpha_text
+
+    assert alpha_text(0.0).startswith("not resolved (the fit hit alpha = 0: the best straight")
+    assert "below this link's noise" not in alpha_text(0.0)
+    assert alpha_text(2e-3, 1e-3) == "2.00 ms ±1.00 ms"
+    assert alpha_text(1e-3, 2e-3).endswith("not resolved (its band reaches 0: the times' noise "
+                                           "hides the latency)")  # fmt: skip
+    assert alpha_text(2e-3) == "2.00 ms"  # a committed run that kept no noise

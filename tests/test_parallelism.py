@@ -312,3 +312,13 @@ def test_the_speedups_band_holds_one_exactly_when_the_verdict_finds_no_differenc
             run = _run(times=(median - spread, median, median + spread))
             inside = abs(run.speedup - 1) <= run.speedup_noise
             assert inside == run.verdict.startswith("no measurable difference"), (median, spread)
+
+
+def test_a_speedup_just_above_the_reachable_sits_at_it_and_says_the_model_held():
+    # read 100: 'sits at it ... the part above it is noise' beside a rerun line reading 'held'
+    run = _run(times=(0.49, 0.49, 0.49))  # 2.04x against 2.00x: above it by less than the floor
+    assert run.reachable_test == "held" and not run.above_reachable
+    assert run.verdict.endswith(
+        "(the 2.04x measured sits at it, within the noise: the model held, and the part above it "
+        "is noise, not a result)"
+    )

@@ -30,8 +30,9 @@ def mlp_branches_in_one_graph(devices, join, one_at_a_time=False):
 
     Call it as run(x, weights). The branches share only x, so nothing orders them: the runtime is
     free to run them at once (the trace shows whether it did); the join waits for all of them.
-    With `one_at_a_time`, each branch waits for the one before (a control dependency): what one
-    device with one stream of work does.
+    With `one_at_a_time`, each branch waits for the one before (a control dependency): what a GPU
+    with one compute stream is expected to do (not measured here); logical CPU devices sharing one
+    thread pool might run both at once without it (a hypothesis: the "Does it pay?" section).
     """
 
     @tf.function

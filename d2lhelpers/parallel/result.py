@@ -231,7 +231,9 @@ class ParallelResult(Reported):
         if self.speedup > self.reachable_speedup:  # above it by less than the floor
             at_it = f" (the {self.speedup:.2f}x measured sits at it, within the noise"
             if self.reachable_test == "held":
-                return said + at_it + ": the part above it is noise, not a result)"
+                return (
+                    said + at_it + ": the model held, and the part above it is noise, not a result)"
+                )
             # read 86: a noisy run 'sat at' the reachable, which every notebook calls unchecked
             return said + at_it + f", but not tested: {self._untested_why()})"
         return f"{said} ({self.reachable_reading})"
