@@ -249,13 +249,14 @@ class AllReduceJobResult(Reported):
 
 def alpha_text(alpha_s: float, band_s: float | None = None) -> str:
     """A fitted latency with its band, or why it is not resolved: the fit keeps alpha >= 0, so 0
-    means the best line through the times would start below zero (read 100: called 'latency
-    below this link's noise' beside a faster link's 2.76 ms on the same stack); a band that
-    reaches 0 means the times' noise hides it."""
+    means the line through the times would start below zero; why, these times cannot say (reads
+    100 and 101: 'below this link's noise' beside 2.76 ms on a faster link, and 'the line
+    misfits' beside held-out residuals of 1%); a band that reaches 0: the noise hides it."""
     if alpha_s <= 0:
         return (
-            "not resolved (the fit hit alpha = 0: the best straight line through these times "
-            "would start below zero, so the line misfits them; the latency is not measured here)"
+            "not resolved (the fit hit alpha = 0: a line through these times would start below "
+            "zero; these sizes do not resolve a latency, whether it is small beside their times "
+            "or a straight line does not describe them)"
         )
     if band_s is None:  # a run that kept no noise: the value alone, as it was recorded
         return format_seconds(alpha_s)

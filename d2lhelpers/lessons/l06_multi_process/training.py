@@ -280,12 +280,14 @@ class TrainingSweepResult(Reported):
             "is not counted here (the Try-it below prints the all-reduce's band from it)"
         )
         ring = predicted - compute
-        if job.step_s < ring:  # read 95: a step shorter than the all-reduce it is modelled with
+        step_noise = job.step_s * relative_noise(job.per_sample)
+        if job.step_s + step_noise < ring:  # read 95; beyond the step's noise (read 101)
             said += (
                 f"; the step is shorter than the model's all-reduce alone "
-                f"({format_seconds(ring)}), so it cannot hold that all-reduce as fitted: either "
-                "the fit overstates it, or the step's all-reduce costs less than the sweep's "
-                "(hypotheses, not told apart here)"
+                f"({format_seconds(ring)}) beyond the step's noise (the fit's band not counted), "
+                "so it cannot hold that all-reduce as fitted: either the fitted all-reduce is off "
+                "at this size, or the step's all-reduce costs less than the sweep's (hypotheses, "
+                "not told apart here)"
             )
         return said
 
