@@ -402,8 +402,9 @@ def test_the_model_step_is_read_against_the_noise_of_both_step_times():
     assert on.model_sentence(on.jobs[1]).endswith("within the noise of the step times (±7%)")
     off = l06.TrainingSweepResult([_fake_training(1, 1e-3), _fake_training(2, 2.2e-3)], link, 2)
     said = off.model_sentence(off.jobs[1])
-    assert "-27% from the model, beyond the noise of the step times" in said
-    assert "the alpha-beta fit's own noise is not counted here (the Try-it below prints" in said
+    assert "-27% from the model, outside the noise of the step times" in said
+    assert "the alpha-beta fit's own band is not counted here (the Try-it below prints" in said
+    assert "so this is not read as the model missing" in said  # read 102
     assert said in str(off)
     assert "shorter than the model's all-reduce alone" not in said  # 2.2 ms holds 2.004 ms
     # read 95: a step shorter than the modelled all-reduce it should hold says so

@@ -163,12 +163,19 @@ def test_the_reading_spans_the_rates_and_says_what_it_cannot_tell():
     assert [row[4] for row in table.rows][::5] == ["2.20x", "1.38x"]
     assert [row[5] for row in table.rows][::5] == ["321", "102"]  # TFLOP/s if all 50 ran
     assert table.rows[-1][1] == "none"
-    assert reading.verdict.startswith("At every rate here, 'GPU1 & GPU2' took 1.30x or more")
-    # reads 89, 95: the three timings of the same code, every pair: the largest gap, 20%
-    assert (
-        "more than the 20% that stands in for the seed's noise (the gap between 'GPU2 time' "
-        "and 'Run on GPU1', the seed's timings of the same work that differ most" in reading.verdict
+    # read 101: the stand-in for the seed's noise is the gap between its timings of the same work
+    # on the verdict's own basis, each less its copy at that rate: 87% at 1.49 GB/s (23.85 ms
+    # against 12.75 ms), 20% with a free copy (reads 89, 95: every pair of the three)
+    from d2lhelpers.references import spread_less_copy
+
+    assert spread_less_copy(seed_copy_rate()) == pytest.approx(23.85 / 12.75 - 1, abs=0.01)
+    assert spread_less_copy(float("inf")) == pytest.approx(0.0668 / 0.0557 - 1)
+    assert reading.verdict.startswith(
+        "'GPU1 & GPU2' over the slower GPU alone is within the seed's noise at 1.49 GB/s (1.84x, "
+        "gap 87%), so at that rate its numbers cannot tell whether the two jobs took the time of "
+        "one; beyond it at 3.00 GB/s (1.44x, gap 32%); "
     )
+    assert "; free (1.30x, gap 20%): there they did not (the largest gap" in reading.verdict
     assert "runs from 1.38x to 2.20x" in table.verdicts[1]
     assert "would take longer than all of 'GPU1 time'" in table.verdicts[1]
     assert any("names no GPU" in line for line in table.verdicts)
@@ -177,11 +184,18 @@ def test_the_reading_spans_the_rates_and_says_what_it_cannot_tell():
 def test_a_ratio_within_the_spread_of_the_single_times_is_not_called_a_difference(monkeypatch):
     monkeypatch.setitem(SEED_000, "GPU1 & GPU2", 0.0680)  # 1.02x GPU2's 66.8 ms: within 20%
     verdict = SeedComputeResult((float("inf"),)).verdict
-    assert verdict.endswith(
-        "within the 20% that stands in for the seed's noise (the gap between 'GPU2 time' and "
-        "'Run on GPU1', the seed's timings of the same work that differ most; the seed gives one "
-        "time each, so that gap stands in for its noise: an assumption)"
+    assert verdict.startswith(
+        "'GPU1 & GPU2' over the slower GPU alone is within the seed's noise at free (1.02x, gap "
+        "20%), so at that rate its numbers cannot tell"
     )
+    assert "beyond it" not in verdict
+    wide = SeedComputeResult((float("inf"), 12e9))
+    monkeypatch.setitem(SEED_000, "GPU1 & GPU2", 0.0869)  # the seed's own: beyond at both
+    assert wide.verdict.startswith(
+        "At every copy rate here, 'GPU1 & GPU2' over the slower GPU alone is beyond the seed's "
+        "noise (free (1.30x, gap 20%); 12.00 GB/s (1.33x, gap 22%);"
+    )
+    assert wide.verdict.endswith("together, the two jobs did not take the time of one")
 
 
 @pytest.mark.parametrize("rates", [(), (1e9,), (2e9, slowest_copy_rate())])

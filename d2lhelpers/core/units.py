@@ -81,13 +81,13 @@ def format_bytes(n: float) -> str:
 
 
 def percent_beside(share: float, limit: float, least: int = 0) -> str:
-    """`share` as a percent with as many decimals (`least` up to 2) as it takes not to print
-    `limit` itself: read 97, 10.04% printed '10%' under 'above 10%'."""
-    for digits in range(least, 3):
+    """`share` as a percent with as many decimals (`least` up to 5) as it takes not to print
+    `limit` itself: read 97, 10.04% printed '10%' under 'above 10%'; read 102, '10.00%'."""
+    for digits in range(least, 6):
         shown = f"{share:.{digits}%}"
         if shown != f"{limit:.{digits}%}":
             return shown
-    return shown
+    return f"{limit:.{least}%} (at the limit, above it by less than 0.00001 points)"
 
 
 def plural(n: int, word: str) -> str:
