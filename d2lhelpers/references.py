@@ -106,10 +106,6 @@ SEED_SPREAD_SOURCE = (
     f"the gap between '{SEED_SPREAD_PAIR[0]}' and '{SEED_SPREAD_PAIR[1]}', the seed's timings of "
     "the same work that differ most"
 )
-ONE_TIME = (
-    f" ({SEED_SPREAD_SOURCE}; the seed gives one time each, so that gap stands in for its "
-    "noise: an assumption)"
-)
 
 
 def above_datasheet(rate: float) -> str | None:
