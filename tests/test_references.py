@@ -104,6 +104,12 @@ def test_an_h200_script_row_spells_out_its_ratio_and_its_bound():
         "script, reading its runs' own spread with no floor, found: 4% below 1.0, beyond the two "
         "medians' spread (0%))"
     )
+    # read 101: within the script's own spread, no mechanism either
+    inside = "within the two medians' spread (8%) of 1.0: as far as these times can tell, one chain"
+    assert row_detail(script_row(value=0.0379, reference=0.0406, flags=[], notes=inside)).endswith(
+        "(ideal); within the two medians' spread (8%) of 1.0: these times cannot say whether "
+        "running at once gained anything"
+    )
     wide = script_row(value=0.20, reference=0.264, flags=[], notes=beyond)  # 24%: beyond both
     assert row_detail(wide).endswith("finished sooner")
     table = reference_table("copy", [{"machine": H200["machine"], "rows": [row, rate]}])
