@@ -225,7 +225,8 @@ class AllreduceOverlapResult(Reported):
                 f" With {cores_phrase(self.cores)} for {len(self.devices)} devices' matmuls and "
                 "the ring's own threads, ops at the same time in a trace were in progress "
                 "together, taking turns on the cores wherever more needed a core than there are "
-                "(an op waiting for its peer needs none; which were waiting is not traced)."
+                "(expected from how the operating system shares cores, not traced; an op waiting "
+                "for its peer needs none, and which were waiting is not traced either)."
             )
         traced = statistics.mean(fractions.values())
         hidden = self.hidden_fraction if c.a_faster else 0.0
