@@ -115,7 +115,11 @@ def test_the_sweep_sentences_follow_the_numbers():
     )
     assert "while it runs), their servers had no request for 0% of it" in text
     assert "had requests but no step running for 100% (not split: no gap" in text
-    assert "It held, within the noise, for replicas; not for pipeline." in text
+    assert (
+        "It held, within the noise, for replicas (the capacity as a whole: its step and prefill "
+        "terms are not tested one by one, and could miss in opposite directions); not for "
+        "pipeline." in text
+    )
     assert result.verdict.startswith("replicas saturated highest")
     assert result.verdict not in text  # the panel prints the verdict once, above the tables
     # A model whose band covers one device's capacity too could not have failed: not "held".

@@ -507,7 +507,13 @@ class LoadSweepResult(Reported):
                 "has no term for its hand-overs), whatever that share."
             )
         if held:
-            text += f" It held, within the noise, for {' and '.join(held)}"
+            # read 104: the whole capacity matched while its step and prefill terms missed in
+            # opposite directions; only the whole is tested
+            text += (
+                f" It held, within the noise, for {' and '.join(held)} (the capacity as a whole: "
+                "its step and prefill terms are not tested one by one, and could miss in opposite "
+                "directions)"
+            )
             text += f"; not for {' and '.join(missed)}." if missed else "."
         elif missed:
             text += f" It held for no layout tested here (missed: {' and '.join(missed)})."
