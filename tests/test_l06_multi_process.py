@@ -403,7 +403,7 @@ def test_the_model_step_is_read_against_the_noise_of_both_step_times():
     off = l06.TrainingSweepResult([_fake_training(1, 1e-3), _fake_training(2, 2.2e-3)], link, 2)
     said = off.model_sentence(off.jobs[1])
     assert "-27% from the model, outside the noise of the step times" in said
-    assert "the alpha-beta fit's own band is not counted here (the Try-it below prints" in said
+    assert "the alpha-beta fit's own band is not counted here (no all-reduce job given)" in said
     assert "so this is not read as the model missing" in said  # read 102
     assert said in str(off)
     assert "shorter than the model's all-reduce alone" not in said  # 2.2 ms holds 2.004 ms
@@ -460,6 +460,40 @@ def test_break_even_carries_the_fits_band_and_says_when_it_holds_the_step():
     assert "the model cannot be checked here" in str(inside) and "agrees" not in str(inside)
     with pytest.raises(ValueError, match="not this all-reduce job's fit"):
         l06.break_even(l06.TrainingSweepResult(steps, AlphaBeta(1e-3, 1e9), cores=2), job)
+
+
+def test_with_its_all_reduce_job_the_sweep_counts_the_fits_band_and_reads_a_miss():
+    job = _fake_allreduce([[2e-3, 3e-3], [2e-3, 3e-3]], [4 * KiB, 8 * KiB])
+    job.worker_iqrs_s = [[0.2e-3, 0.3e-3]] * 2
+    ring, band = job.ring_time_s(2, 4000)
+    predicted = 1e-3 + ring  # 2 workers on 2 cores: one worker's step plus the all-reduce
+    # Inside the steps' noise plus the fit's band, outside the steps' noise alone.
+    steps_noise = 0.05 * 1e-3 + 0.05 * predicted * 0.95  # the 5% floors, roughly
+    inside_s = predicted - steps_noise - band / 2
+    inside = l06.TrainingSweepResult(
+        [_fake_training(1, 1e-3), _fake_training(2, inside_s)], cores=2, link=None, allreduce=job
+    )
+    assert inside.link == job.link
+    assert inside.model_sentence(inside.jobs[1]).endswith(
+        f"within the noise of the step times and the all-reduce fit's band (±"
+        f"{(inside_s * 0.05 + 0.05e-3 + band) / predicted:.0%})"
+    )
+    without = l06.TrainingSweepResult(
+        [_fake_training(1, 1e-3), _fake_training(2, inside_s)], job.link, 2
+    )
+    assert "not read as the model missing" in without.model_sentence(without.jobs[1])
+    # Beyond both: the model misses, said as such, in the direction the numbers give.
+    far_s = 0.5 * predicted
+    far = l06.TrainingSweepResult(
+        [_fake_training(1, 1e-3), _fake_training(2, far_s)], None, 2, allreduce=job
+    )
+    said = far.model_sentence(far.jobs[1])
+    assert "-50% from the model, outside the noise of the step times and the all-reduce" in said
+    assert "the model misses at 2 workers (its step is longer than the measured one)" in said
+    assert "not read as the model missing" not in said and said in str(far)
+    assert l06.break_even(far).ring_band_s == pytest.approx(band)  # the sweep's own job
+    with pytest.raises(ValueError, match="not this all-reduce job's fit"):
+        l06.TrainingSweepResult([_fake_training(1, 1e-3)], AlphaBeta(1e-3, 1e9), allreduce=job)
 
 
 def _reports(step_s, start, count, first=1):
@@ -729,7 +763,7 @@ def test_an_edited_worker_cell_changes_what_the_panel_runs():
         # none of the notebook's own jobs before the panel (each worker a fresh TensorFlow)
         "job = d2l.run_allreduce_job(n_workers=2, worker=allreduce_worker)": "pass",
         "job.plot()\njob": "",
-        "sweep = d2l.run_training_sweep((1, 2), link=job.link, worker=training_worker)": "pass",
+        "sweep = d2l.run_training_sweep((1, 2), allreduce=job, worker=training_worker)": "pass",
         "sweep.plot()\nsweep": "",
         "d2l.hosts_reference(job, sweep)": "pass",
         f"{panel}panel": panel.replace(", shown=(job, sweep)", "")

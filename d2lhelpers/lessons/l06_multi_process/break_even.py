@@ -141,12 +141,13 @@ def break_even(
     sweep: TrainingSweepResult, allreduce: AllReduceJobResult | None = None, n_workers: int = 2
 ) -> BreakEvenResult:
     """The Try-it answer from a sweep holding 1 and `n_workers` workers and an all-reduce fit;
-    with the all-reduce job that fit came from (`allreduce`, whose `link` the sweep used), the
-    answer carries the fit's band (`AllReduceJobResult.ring_time_s`)."""
+    with the all-reduce job that fit came from (`allreduce`, or the sweep's own), the answer
+    carries the fit's band (`AllReduceJobResult.ring_time_s`)."""
     one = sweep.one
     job = next((j for j in sweep.jobs if j.n_workers == n_workers), None)
     if one is None or job is None or sweep.link is None:
         raise ValueError(f"need a sweep with 1 and {n_workers} workers and a link (its `link=`)")
+    allreduce = sweep.allreduce if allreduce is None else allreduce
     if allreduce is None:
         link, band = sweep.link, None
         ring = allreduce_time_s(

@@ -156,7 +156,7 @@ def cluster_panel(
         board = ProgressBoard(progress, total)
         job = run_allreduce_job(n_workers, sizes, repeats, board=board, worker=allreduce_worker)
         sweep = run_training_sweep(
-            counts, job.link, width=width, steps=steps, board=board, worker=training_worker
+            counts, allreduce=job, width=width, steps=steps, board=board, worker=training_worker
         )
         return ClusterResult(job, sweep)
 

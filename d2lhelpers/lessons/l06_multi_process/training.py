@@ -29,6 +29,7 @@ from d2lhelpers.core.units import (
     usable_cores,
 )
 from d2lhelpers.core.verdicts import Comparison, relative_noise
+from d2lhelpers.lessons.l06_multi_process.allreduce import AllReduceJobResult
 from d2lhelpers.lessons.l06_multi_process.jobs import (
     machine_defaults,
     require_seconds,
@@ -230,11 +231,23 @@ def scaling_sentence(job: TrainingJobResult, one: TrainingJobResult) -> str:
 
 @dataclasses.dataclass
 class TrainingSweepResult(Reported):
-    """Training jobs on 1, 2, ... workers beside the cost model's step times (if `link`)."""
+    """Training jobs on 1, 2, ... workers beside the cost model's step times (if `link`).
+
+    With `allreduce`, the job whose fit `link` is, the model's all-reduce carries that fit's band
+    (`AllReduceJobResult.ring_time_s`) and a step outside it is read as the model missing."""
 
     jobs: list[TrainingJobResult]
     link: AlphaBeta | None
     cores: int = dataclasses.field(default_factory=usable_cores)
+    allreduce: AllReduceJobResult | None = None
+
+    def __post_init__(self):
+        if self.allreduce is None:
+            return
+        if self.link is None:
+            self.link = self.allreduce.link
+        elif self.allreduce.n_workers < 2 or self.link != self.allreduce.link:
+            raise ValueError("`link` is not this all-reduce job's fit: pass the job it came from")
 
     def plot(self, ax=None):
         """`plot_training_sweep` of this sweep."""
@@ -258,37 +271,54 @@ class TrainingSweepResult(Reported):
             return ""
         return "; ".join(scaling_sentence(job, one) for job in self.jobs if job is not one)
 
+    def ring_band_s(self, job: TrainingJobResult) -> float | None:
+        """How far the model's all-reduce for `job` could move with the fit's inputs (None
+        without the all-reduce job, or for a run that kept no noise)."""
+        if self.allreduce is None or job.n_workers < 2:
+            return None
+        return self.allreduce.ring_time_s(job.n_workers, job.gradient_bytes)[1]
+
     def model_sentence(self, job: TrainingJobResult) -> str | None:
-        """The measured step against the model's, beyond the noise of both step times or not
-        (the model inherits one worker's step noise; the alpha-beta fit's is not counted)."""
+        """The measured step against the model's, beyond the noise of both step times and the
+        alpha-beta fit's band or not (the model inherits one worker's step noise and the fit's
+        band; without the all-reduce job the fit's band is unknown and a gap is not read)."""
         predicted, one = self.predicted_s(job), self.one
         if predicted is None or job is one:
             return None
         compute = one.step_s * max(1.0, job.n_workers / self.cores)
-        noise = job.step_s * relative_noise(job.per_sample)
-        noise += compute * relative_noise(one.per_sample)
+        step_noise = job.step_s * relative_noise(job.per_sample)
+        band = self.ring_band_s(job)
+        noise = step_noise + compute * relative_noise(one.per_sample) + (band or 0.0)
         c = Comparison(job.step_s, predicted, noise)
+        counted = "the step times" + ("" if band is None else " and the all-reduce fit's band")
         said = (
             f"{job.n_workers} workers: measured step {format_seconds(job.step_s)}, the model's "
             f"{format_seconds(predicted)}"
         )
         if not c.measurable:
-            return f"{said}: within the noise of the step times (±{noise / predicted:.0%})"
-        said += (  # read 102: the fit's band, printed two cells later, covered a -14% 'miss'
-            f": {(job.step_s - predicted) / predicted:+.0%} from the model, outside the noise of "
-            f"the step times (±{noise / predicted:.0%}), but the alpha-beta fit's own band is not "
-            "counted here (the Try-it below prints the all-reduce's), so this is not read as the "
-            "model missing"
-        )
+            return f"{said}: within the noise of {counted} (±{noise / predicted:.0%})"
+        gap = f"{(job.step_s - predicted) / predicted:+.0%} from the model"
+        if band is None:  # read 102: the fit's band, printed two cells later, covered a -14%
+            said += (
+                f": {gap}, outside the noise of the step times (±{noise / predicted:.0%}), but the "
+                "alpha-beta fit's own band is not counted here (no all-reduce job given), so this "
+                "is not read as the model missing"
+            )
+        else:  # read 103: with the fit's band counted, a gap beyond it is the model's miss
+            said += (
+                f": {gap}, outside the noise of {counted} (±{noise / predicted:.0%}): the model "
+                f"misses at {job.n_workers} workers (its step is "
+                f"{'longer' if predicted > job.step_s else 'shorter'} than the measured one)"
+            )
         ring = predicted - compute
-        step_noise = job.step_s * relative_noise(job.per_sample)
-        if job.step_s + step_noise < ring:  # read 95; beyond the step's noise (read 101)
+        if job.step_s + step_noise < ring - (band or 0.0):  # read 95; beyond the noise (101)
+            fit = "the fit's band not counted" if band is None else "and the fit's band"
             said += (
                 f"; the step is shorter than the model's all-reduce alone "
-                f"({format_seconds(ring)}) beyond the step's noise (the fit's band not counted), "
-                "so it cannot hold that all-reduce as fitted: either the fitted all-reduce is off "
-                "at this size, or the step's all-reduce costs less than the sweep's (hypotheses, "
-                "not told apart here)"
+                f"({format_seconds(ring)}) beyond the step's noise ({fit}), so it cannot hold "
+                "that all-reduce as fitted: either the fitted all-reduce is off at this size, or "
+                "the step's all-reduce costs less than the sweep's (hypotheses, not told apart "
+                "here)"
             )
         return said
 
@@ -373,6 +403,7 @@ def check_sweep(worker_counts, width, batch_per_worker, steps, warmup, timeout_s
 def run_training_sweep(
     worker_counts=(1, 2, 4),
     link: AlphaBeta | None = None,
+    allreduce: AllReduceJobResult | None = None,
     progress=None,
     width: int = 256,
     batch_per_worker: int = 256,
@@ -383,7 +414,11 @@ def run_training_sweep(
     **options,
 ) -> TrainingSweepResult:
     """One `run_training` per worker count, one after another (never two clusters at once),
-    all admitted before the first starts. `progress(done, total, status)` over the whole sweep."""
+    all admitted before the first starts. `progress(done, total, status)` over the whole sweep.
+    The cost model uses `link`, or the fit of `allreduce` (an `AllReduceJobResult`), whose band it
+    then counts."""
+    if allreduce is not None:  # refused before any process starts
+        TrainingSweepResult([], link, allreduce=allreduce)
     steps = machine_defaults().steps if steps is None else steps
     counts = check_sweep(worker_counts, width, batch_per_worker, steps, warmup, timeout_s)
     if board is None:
@@ -401,7 +436,7 @@ def run_training_sweep(
         )
         for n in counts
     ]
-    return TrainingSweepResult(jobs, link)
+    return TrainingSweepResult(jobs, link, allreduce=allreduce)
 
 
 def plot_training_sweep(sweep: TrainingSweepResult, ax=None):
