@@ -516,3 +516,34 @@ def test_the_validator_reads_a_written_valid_file_an_invalid_one_and_the_committ
     assert len(errors) == 1 and "tf32_chain_50" in errors[0] and "above its peak" in errors[0]
     (tmp_path / "cut.json").write_text(good.read_text()[:100])
     assert results.validate_file(tmp_path / "cut.json") != []
+
+
+def test_the_books_rereads_follow_the_scripts_own_phrases():
+    """references.NOTE_REREADS re-reads the script's words in committed rows: each phrase it looks
+    for must still be what the script writes, or a new run's row would pass unread."""
+    from d2lhelpers import references
+
+    steady = [1.0] * 5
+    written = {
+        references.PAGEABLE_MECHANISM: reference.PAGEABLE_NOTE,
+        references.GROUP_PEAK: reference.group_rates_words(375.0, 358.0, 330.0),
+        references.BEYOND_SPREAD: reference.streams_vs_serial_words([0.97] * 5, steady),
+        references.WITHIN_SPREAD: reference.streams_vs_serial_words(
+            [0.80, 0.9, 0.94, 1, 1.1], steady
+        ),
+    }
+    assert set(written) == {phrase for phrase, _ in references.NOTE_REREADS}
+    for phrase, notes in written.items():
+        assert phrase in notes, (phrase, notes)
+    assert reference.GROUP_PEAK == references.GROUP_PEAK
+    # each is re-read, not passed through as the script wrote it
+    row = {"value": 0.97, "reference": 1.0}
+    for phrase, notes in written.items():
+        reread = references.reread_notes({**row, "notes": notes})
+        if phrase == references.PAGEABLE_MECHANISM:  # already with its source: kept as written
+            assert reread == notes and references.PAGEABLE_SOURCE.strip() in notes
+        else:
+            assert reread != notes, phrase
+    # the group's words are read by the book's rule (the pattern found, not the fallback)
+    said = references.reread_notes({"notes": written[references.GROUP_PEAK]})
+    assert "1.05x that group's best single product, above it within the noise" in said
