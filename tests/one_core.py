@@ -48,7 +48,7 @@ PERCENT = re.compile(r"(?<![\w.±])(?<!± )(-?\d+(?:\.\d+)?)\s?%")
 # an asymmetric band, "-5%/+4%" (the pipeline's bubble): its noise, not two shares
 BAND = re.compile(r"-\d+(?:\.\d+)?%/\+\d+(?:\.\d+)?%")
 TIMES_IDEAL = re.compile(r"(\d+(?:\.\d+)?)x ideal")
-OF_PEAK = re.compile(r"= (\d+(?:\.\d+)?) of the peak")
+OF_PEAK = re.compile(r"= (\d+(?:\.\d+)?) of the (?:peak|ceiling)")
 OF_BASELINE = re.compile(r"= (\d+(?:\.\d+)?) of the usable cores' baseline")
 WITHIN_NOISE = re.compile(r"by less than the noise|within the noise")
 BASELINE = re.compile(r"baseline\b.*?(\d+(?:\.\d+)?) ([kMGT]?FLOP/s)")

@@ -120,6 +120,40 @@ def test_rate_at_the_peak_is_not_flagged():
     assert "1.00 of the peak 10.0 GFLOP/s" in str(m)
 
 
+def test_k_devices_peak_is_named_a_ceiling_not_a_measured_peak():
+    """Read 105: '208.2 GFLOP/s = 1.00 of the peak 208.2 GFLOP/s' for 2 x one device's peak,
+    a ceiling nobody measured."""
+    readings = [0.0] + [x for i in range(5) for x in (float(i), i + 0.1)]
+    peak = measured_peak(10e9)
+    two = measure(
+        lambda: None,
+        "both",
+        flops=2e9,
+        peak=2 * peak,
+        warmup=0,
+        clock=FakeClock(*readings),
+        number=1,
+        sync=no_sync,
+    )
+    assert two.peak_factor == 2
+    assert (
+        "= 1.00 of the ceiling 20.0 GFLOP/s (2 x the measured peak 10.0 GFLOP/s: that many "
+        "devices computing at once, each assumed as fast)" in str(two)
+    )
+    readings = [0.0] + [x for i in range(5) for x in (float(i), i + 0.1)]
+    one = measure(
+        lambda: None,
+        "one",
+        flops=1e9,
+        peak=peak,
+        warmup=0,
+        clock=FakeClock(*readings),
+        number=1,
+        sync=no_sync,
+    )
+    assert "= 1.00 of the peak 10.0 GFLOP/s" in str(one) and "ceiling" not in str(one)
+
+
 def test_bytes_give_a_bandwidth_and_both_units_are_refused():
     readings = [0.0] + [x for i in range(5) for x in (float(i), i + 0.5)]
     m = measure(

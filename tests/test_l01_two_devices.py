@@ -294,6 +294,15 @@ def test_baseline_verdict_reads_logical_devices_against_a_yardstick_and_gpus_aga
         "above it, so not a result (as its line above says)"
     )
     assert "at best they" not in hot_both and "puts the baseline in doubt" not in hot_both
+    # read 105: two devices' ceiling is 2 x one device's measured peak, not a measured peak
+    ceiling = rate("both", 2.06e11, 2e11)
+    ceiling.peak_factor = 2
+    said = l01.baseline_verdict(ceiling, one, baseline, "virtual GPU").splitlines()[0]
+    assert said.endswith(
+        "206.0 GFLOP/s is 1.03 of its ceiling 200.0 GFLOP/s (2 x the measured peak 100.0 "
+        "GFLOP/s: that many devices computing at once, each assumed as fast), above it, so not a "
+        "result (as its line above says)"
+    )
     # separate GPUs each bring a chip: their combined peak above one chip's baseline is expected
     assert "no rate here" not in l01.baseline_verdict(
         both, rate("one", 1.9e11, 2.04e11), baseline, "GPU"

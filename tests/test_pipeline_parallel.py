@@ -322,3 +322,32 @@ def test_the_bubbles_printed_digits_show_which_side_of_its_noise_it_is():
         beyond = run.measured_bubble > run.bubble_floor + run.bubble_noise
         assert (round(b - floor, 2) > n) == beyond, run.bubble_text()
         assert run.bubble_reading.startswith("above the least possible") == beyond
+
+
+def test_two_pipeline_runs_are_read_against_each_other_bubbles_too():
+    """Read 105: notebook 04's pipeline at 48% -6%/+5% ('cannot show any time gained') and the
+    panel's rerun at 29% ('overlapping them gained time'), and no cell set them side by side."""
+    first = _pipeline(step=0.00616, busy=0.00645, m=8)  # 48%, its band holds 50%
+    noisy = _pipeline(step=0.00417, busy=0.00589, m=8, noise=0.0008)  # 29%, below 50%
+    said = first.against_rerun(noisy)
+    assert "their bubbles: 48% -6%/+5% in one run, 29% -29%/+19% in the other" in said
+    assert "their bands meet (both allow 42% to 49%), so the runs do not disagree" in said
+    assert said.endswith(
+        "against 50% = 1 - 1/p one run's band holds it and the other's lies below it: each reads "
+        "its own run"
+    )
+    # a run that missed its model beside a noisy one: the noisy one's time is inside the band,
+    # the other's is not ('as well' would be false)
+    assert "so it does not read the model (its time is inside the model's band);" in said
+    fast = _pipeline(step=0.0036, busy=0.00589, m=8)  # 18% ±9%: the bands do not meet
+    said = first.against_rerun(fast)
+    assert "something changed between the runs" in said
+    assert said.endswith(
+        "their bands do not meet, so the two runs place the bubble differently, and each run's "
+        "reading of it (against the model and 1 - 1/p) holds for that run only"
+    )
+    same = first.against_rerun(_pipeline(step=0.0062, busy=0.00645, m=8))
+    assert same.endswith("so the runs do not disagree on it beyond their noise")
+    assert first.against_rerun(_pipeline(step=0.00616, busy=0.00645, m=4)).endswith(
+        "not the same experiment, so not compared"
+    )

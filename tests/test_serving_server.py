@@ -107,6 +107,16 @@ def test_a_lost_group_restarts_everything_on_its_rebuilt_engines():
     assert log.rebuild_s >= 0.02 and len(rebuilt[0].prefills) == 2
 
 
+def test_one_seed_gives_one_draw_of_gaps_rescaled_to_each_load():
+    """Notebook 07's sweep: the same seed at every load, so the arrivals at twice the rate are
+    the same draw at half the gaps, not an independent draw."""
+    slow, fast = poisson_arrivals(50.0, 2.0, seed=0), poisson_arrivals(100.0, 2.0, seed=0)
+    common = min(len(slow), len(fast))
+    assert common > 50
+    assert fast[:common] == pytest.approx([t / 2 for t in slow[:common]])
+    assert poisson_arrivals(100.0, 2.0, seed=1)[:10] != pytest.approx(fast[:10])
+
+
 def test_poisson_arrivals_are_reproducible_and_have_the_asked_rate():
     times = poisson_arrivals(50.0, 80.0, seed=3)
     assert times == poisson_arrivals(50.0, 80.0, seed=3)

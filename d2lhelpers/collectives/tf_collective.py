@@ -15,7 +15,8 @@ ordering_tokens = {}  # device name -> a variable there, made once
 
 def ordering_token(device):
     """A resource on `device` that orders its collectives, as tf.distribute does: without one,
-    the first call of a function with collectives on several devices never returns."""
+    the first call of a function with collectives on several devices never returns (probed by
+    this notebook's authors on TensorFlow 2.21, not run here)."""
     if device not in ordering_tokens:
         with tf.init_scope(), tf.device(device):  # made eagerly, outside any tracing
             ordering_tokens[device] = tf.Variable(0.0, trainable=False, name="ordering_token")

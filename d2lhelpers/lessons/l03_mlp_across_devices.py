@@ -223,16 +223,59 @@ class BranchResult(Reported):
             self.split.median, want, noise_of(self.split) + noise_of(one) / self.model
         )
 
-    def traced_share(self) -> float | None:
-        """How long the first two branch devices multiplied at the same time in the traced call,
-        as a share of the shorter's busy time; None when the trace cannot tell."""
+    def traced_busy(self) -> list[float] | None:
+        """The first two branch devices' matmul busy seconds in the traced call; None when the
+        trace cannot tell."""
         if incomplete_reason(self.trace):
             return None
         names = list(dict.fromkeys(r.device for r in self.trace if r.kind == "matmul"))[:2]
-        busy, lengths, together = _both_busy(self.trace, names)
-        if len(busy) < 2 or min(lengths) <= 0:
+        busy, lengths, _ = _both_busy(self.trace, names)
+        return lengths if len(busy) == 2 and min(lengths) > 0 else None
+
+    def traced_share(self) -> float | None:
+        """How long the first two branch devices multiplied at the same time in the traced call,
+        as a share of the shorter's busy time; None when the trace cannot tell."""
+        lengths = self.traced_busy()
+        if lengths is None:
             return None
-        return together / min(lengths)
+        names = list(dict.fromkeys(r.device for r in self.trace if r.kind == "matmul"))[:2]
+        return _both_busy(self.trace, names)[2] / min(lengths)
+
+    def traced_at_once(self, share: float) -> str:
+        """Read 105: branches in flight at once in the traced call, each one's busy time there
+        against one branch alone (one device's time / k, with its noise): slower than alone, or
+        at about that speed, in which case the timed split's excess lies outside the branches'
+        matmuls, or the timed calls differ from the traced one."""
+        lengths = self.traced_busy()
+        alone = self.one_device.median / self.branches
+        noise = noise_of(self.one_device) / self.branches
+        slower = [t > alone + noise for t in lengths]
+        said = (
+            "one call of this run, traced after its timing (not another cell's trace), had the "
+            f"branches in flight at the same time for {share:.0%} of the shorter, busy for "
+            f"{', '.join(format_seconds(t) for t in lengths)} against "
+            f"{format_seconds(alone)} ±{format_seconds(noise)} for one branch alone (one "
+            f"device's time / {self.branches}; one traced call has no noise of its own)"
+        )
+        if all(slower):
+            return (
+                f"{said}: each ran slower than alone beyond that noise, at once, not one after "
+                "the other (why: a hypothesis, sharing the cores or the memory bandwidth)"
+            )
+        which = (
+            "one of them ran slower than alone beyond that noise, the other did not"
+            if any(slower)
+            else "they ran at about their speed alone"
+        )
+        rest = (
+            f"the timed split's {format_seconds(self.split.median)} is longer than that call's "
+            f"busiest branch beyond the split's noise, so the rest went outside the branches' "
+            "matmuls, or the timed calls differ from the traced one (hypotheses: the join, the "
+            "hand-overs, the per-call cost, the profiler; not separated here)"
+            if self.split.median - noise_of(self.split) > max(lengths)
+            else "the timed split is within its noise of that call's busiest branch"
+        )
+        return f"{said}: {which}; {rest}"
 
     @property
     def verdict(self) -> str:
@@ -263,13 +306,9 @@ class BranchResult(Reported):
                     "the branches' ops)"
                 )
             elif share is not None and share >= MOSTLY_AT_ONCE:
-                # the trace rules out "not busy at once": they were, each slower
-                cause = (
-                    "one call of this run, traced after its timing (not another cell's trace), "
-                    f"had the branches in flight at the same time for {share:.0%} of the shorter, "
-                    "so a hypothesis: they ran at once and each ran slower (sharing the cores or "
-                    "the memory bandwidth), not one after the other"
-                )
+                # the trace rules out "not busy at once"; its busy times say whether each
+                # branch ran slower than alone (read 105)
+                cause = self.traced_at_once(share)
             else:
                 cause = (
                     f"{slower_cause(self.cores, serial)} (the trace above shows each branch's "

@@ -161,6 +161,41 @@ class PipelineResult(ParallelResult):
             <= self.measured_bubble + self.bubble_noise_up
         )
 
+    def against_rerun(self, other: ParallelResult) -> str:
+        """The speedups against each other (`ParallelResult.against_rerun`), then the bubbles:
+        two runs whose bubbles' bands do not meet place the bubble differently, and each run's
+        reading of it (against the model and 1 - 1/p) holds for its own run only (read 105: 48%
+        "taking turns" in one run, 29% "overlapped" in the next)."""
+        if not isinstance(other, PipelineResult) or other.microbatches != self.microbatches:
+            return f"{self.label} and {other.label}: not the same experiment, so not compared"
+        said = super().against_rerun(other)
+        if said.endswith("not compared") or not (self.stages and other.stages):
+            return said
+        low, high = sorted((self, other), key=lambda r: r.measured_bubble)
+        bubbles = (
+            f"their bubbles: {self.bubble_text()} in one run, {other.bubble_text()} in the other"
+        )
+        if low.measured_bubble + low.bubble_noise_up < high.measured_bubble - high.bubble_noise:
+            return (
+                f"{said}; {bubbles}: their bands do not meet, so the two runs place the bubble "
+                "differently, and each run's reading of it (against the model and 1 - 1/p) holds "
+                "for that run only"
+            )
+        top = min(r.measured_bubble + r.bubble_noise_up for r in (self, other))
+        bottom = max(r.measured_bubble - r.bubble_noise for r in (self, other))
+        said = (
+            f"{said}; {bubbles}: their bands meet (both allow {max(bottom, 0):.0%} to {top:.0%}), "
+            "so the runs do not disagree on it beyond their noise"
+        )
+        turns = 1 - 1 / self.stages
+        holds = [r.within_bubble_noise(turns) for r in (self, other)]
+        if holds[0] != holds[1]:
+            said += (
+                f"; against {turns:.0%} = 1 - 1/p one run's band holds it and the other's lies "
+                f"{'below' if top < turns else 'above'} it: each reads its own run"
+            )
+        return said
+
     def band_text(self, digits: int = 0) -> str:
         """The bubble's band as printed (`band_words`)."""
         return band_words(self.bubble_noise, self.bubble_noise_up, digits)

@@ -134,11 +134,13 @@ class ParallelResult(Reported):
                 untested = [w for w in words if w in UNTESTED]
                 if any("not a result" in w for w in words):  # read 77: a flagged run, 'missed'
                     said += "a run that is not a result is not read against the model"
-                elif untested and "missed" not in words:  # read 75: one band, not two sides
+                elif untested:  # read 75: one band, not two sides
+                    # an untested run's time is inside the model's band (`model_test`); a run
+                    # that missed is outside it (read 105: 'missed' beside 'too noisy')
                     said += (
-                        f"the run read '{WORDS_SHOWN[untested[0]]}': "
+                        f"the run read '{WORDS_SHOWN.get(untested[0], untested[0])}': "
                         f"{UNTESTED[untested[0]]}, so it does not read the model (its time is "
-                        "inside the model's band as well)"
+                        "inside the model's band" + (")" if "missed" in words else " as well)")
                     )
                 else:
                     said += (

@@ -147,6 +147,19 @@ class Measurement:
     remeasured_peak: float | None = None  # the peak measured again because the rate exceeded it
     peak_noise: float = 0.0  # the peak's own noise: IQR / median of the runs that measured it
     remeasured_noise: float | None = None  # the peak's noise once measured again (later rates')
+    peak_factor: float = 1.0  # k for `k * peak`: k devices' ceiling from one device's peak
+
+    def peak_words(self, peak: float) -> str:
+        """'the peak 104.1 GFLOP/s', or for `k * peak` 'the ceiling 208.2 GFLOP/s (2 x the
+        measured peak 104.1 GFLOP/s, ...)': a ceiling derived, not measured (read 105)."""
+        said = format_rate(peak, self.unit)
+        if self.peak_factor == 1:
+            return f"the peak {said}"
+        one = format_rate(peak / self.peak_factor, self.unit)
+        return (
+            f"the ceiling {said} ({self.peak_factor:g} x the measured peak {one}: that many "
+            "devices computing at once, each assumed as fast)"
+        )
 
     @property
     def median(self) -> float:
@@ -203,7 +216,7 @@ class Measurement:
             text += f", {format_rate(self.rate, self.unit)}"
             peak_now = self.best_peak
             if peak_now:
-                peak = format_rate(peak_now, self.unit)
+                peak = self.peak_words(peak_now)
                 again = (
                     f" (the best reading kept; measured again now: "
                     f"{format_rate(self.remeasured_peak, self.unit)}"
@@ -217,7 +230,7 @@ class Measurement:
                     if self.remeasured_peak
                     else ""
                 )
-                text += f" = {self.rate / peak_now:.2f} of the peak {peak}{again}"
+                text += f" = {self.rate / peak_now:.2f} of {peak}{again}"
                 text += self.above_peak_within
                 if self.above_peak:  # the headline itself says so, not only a warning (read 72)
                     text += " (above it beyond the noise: not a result, see the warning)"
@@ -293,6 +306,7 @@ def measure(
     measured = isinstance(peak, MeasuredPeak)
     result = Measurement(label, times, work, unit, peak.current if measured else peak)
     result.peak_noise = peak.noise if measured else 0.0
+    result.peak_factor = peak.factor if measured else 1.0
     if result.above_peak and measured:
         # Before blaming the workload, check the yardstick: measure the peak again.
         # This result is judged with the noise it was measured against; the record's noise,

@@ -178,8 +178,13 @@ def _above_own_peak(m: Measurement) -> str:
     if m.rate is None or not peak or m.rate <= peak:
         return ""
     return (
-        f"{format_rate(m.rate)} is {m.rate / peak:.2f} of its own measured peak "
-        f"{format_rate(peak)}, above it, so not a result (as its line above says)"
+        f"{format_rate(m.rate)} is {m.rate / peak:.2f} of "
+        + (
+            f"its own measured peak {format_rate(peak)}"
+            if m.peak_factor == 1
+            else m.peak_words(peak).replace("the ceiling", "its ceiling", 1)
+        )
+        + ", above it, so not a result (as its line above says)"
     )
 
 

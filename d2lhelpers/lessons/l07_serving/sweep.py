@@ -488,8 +488,8 @@ class LoadSweepResult(Reported):
             # one decimal below 10%: "1%" for 0.52% read as a rounding error (read 72)
             f"Arithmetic at the measured peak explains "
             f"{self.compute_share:.{1 if self.compute_share < 0.1 else 0}%} of one device's "
-            f"{step} decoding step ({flops} per step at one device's measured matmul peak, "
-            f"{peak}). "
+            f"{step} decoding step (timed with its {self.one_device.slots[0]} slots busy, as the "
+            f"capacities are; {flops} per step at one device's measured matmul peak, {peak}). "
         )
         if self.at_once > 1:
             text += (
