@@ -16,6 +16,7 @@ import matplotlib
 import pytest
 import tensorflow as tf
 
+from d2lhelpers.core.units import usable_cores
 from d2lhelpers.lessons.l02_compute_copy import experiment, local_copy, panel, seed
 from d2lhelpers.lessons.l02_compute_copy import result as result_module
 from d2lhelpers.lessons.l02_compute_copy.result import ComputeCopyResult
@@ -80,6 +81,7 @@ def test_experiment_times_ideals_and_rates_are_positive_and_consistent(runs):
     both = result.overlapped.median
     assert min(run, copy, both, launch, result.sequential.median) > 0
     assert result.nbytes == 6 * 256 * 256 * 4 and result.matmuls == 6
+    assert result.worker_cores == usable_cores()  # the worker started here inherits this mask
     assert result.ideal_sequential == pytest.approx(run + copy - launch)
     assert result.ideal_overlapped == pytest.approx(max(run, copy))
     assert result.hidden_fraction == pytest.approx((run + copy - launch - both) / min(run, copy))
@@ -283,8 +285,7 @@ def fake_result(
     )
 
 
-def test_a_real_overlap_is_reported_with_its_hidden_share(monkeypatch):
-    monkeypatch.setattr(result_module, "usable_cores", lambda: 2)
+def test_a_real_overlap_is_reported_with_its_hidden_share():
     result = fake_result(run=0.030, copy=0.010, sequential=0.038, overlapped=0.031)
     assert result.hidden_fraction == pytest.approx((0.040 - 0.002 - 0.031) / 0.010)
     assert result.hidden_ceiling == pytest.approx(1 - 0.002 / 0.010)
@@ -305,14 +306,17 @@ def test_a_real_overlap_is_reported_with_its_hidden_share(monkeypatch):
     assert "turns): too noisy to read (the band reaches 0)" in str(spread)
     assert "ceiling 80% = 1 - launch / min(run, copy)" in text
     assert "WARNING" not in text
-    # On one usable core, "copies during matmuls" means in flight at once: the line says so.
-    monkeypatch.setattr(result_module, "usable_cores", lambda: 1)
-    assert result.verdict.endswith(
-        "100% of the shorter part (with 1 usable CPU core, the worker's matmuls and the copy took "
-        "turns on it: in flight at once, not computing at once; the verdict from the times says "
-        "whether overlapping saved any time)."
+    # On a worker with one usable core, "copies during matmuls" means in flight at once: the
+    # line says so; the worker's own cores decide (read 106), not this process's.
+    assert "took turns" not in result.verdict  # a worker whose cores are not known
+    one = dataclasses.replace(result, worker_cores=1)
+    assert one.verdict.endswith(
+        "100% of the shorter part (the worker process has 1 usable CPU core, so its matmuls and "
+        "the copy took turns on it: in flight at once, not computing at once; the verdict from "
+        "the times says whether overlapping saved any time)."
     )
-    assert "took turns on it" in str(result).split("traced overlapped call")[1]
+    assert "took turns on it" in str(one).split("traced overlapped call")[1]
+    assert "took turns" not in dataclasses.replace(result, worker_cores=2).verdict
 
 
 def test_a_hidden_share_above_its_ceiling_is_flagged_though_below_100_percent():
@@ -704,13 +708,11 @@ def test_the_panel_shows_the_run_above_only_at_its_sliders_values():
         (1, 0.037, BOTH_TRACED, "l02_one_core.txt"),  # the trace's 'at once' read as turns
     ],
 )
-def test_a_compute_copy_result_prints_its_tables_word_for_word(
-    monkeypatch, cores, overlapped, source, name
-):
-    monkeypatch.setattr(result_module, "usable_cores", lambda: cores)
+def test_a_compute_copy_result_prints_its_tables_word_for_word(cores, overlapped, source, name):
     result = fake_result(
         run=0.030, copy=0.010, sequential=0.038, overlapped=overlapped, source=source
     )
+    result = dataclasses.replace(result, worker_cores=cores)
     assert str(result) + "\n" == printed(name)
 
 

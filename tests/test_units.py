@@ -33,6 +33,10 @@ def test_usable_cores_is_the_affinity_mask_not_the_machine(monkeypatch):
     assert usable_cores() == 3
     monkeypatch.setattr(units.os, "sched_getaffinity", lambda pid: set(), raising=False)
     assert usable_cores() == 1  # never zero
+    # another process's mask (a worker this process started), read by its pid
+    masks = {0: {0, 1}, 4242: {1}}
+    monkeypatch.setattr(units.os, "sched_getaffinity", masks.__getitem__, raising=False)
+    assert (usable_cores(), usable_cores(4242)) == (2, 1)
 
 
 def test_usable_cores_without_an_affinity_call_falls_back_to_the_count(monkeypatch):

@@ -36,11 +36,11 @@ def cpu_quota_cores(files=CPU_QUOTA_FILES) -> int | None:
     return None
 
 
-def usable_cores() -> int:
-    """How many CPU cores this process may use: its affinity mask, capped by its cgroup's CPU
-    quota; at least 1."""
+def usable_cores(pid: int = 0) -> int:
+    """How many CPU cores this process (or process `pid`, one it started: same cgroup) may use:
+    its affinity mask, capped by its cgroup's CPU quota; at least 1."""
     try:
-        cores = max(1, len(os.sched_getaffinity(0)))
+        cores = max(1, len(os.sched_getaffinity(pid)))
     except AttributeError:  # macOS and Windows have no affinity call
         cores = os.cpu_count() or 1
     quota = cpu_quota_cores()

@@ -30,7 +30,7 @@ from d2lhelpers.core.checks import (
 )
 from d2lhelpers.core.counts import chain_flops
 from d2lhelpers.core.progress import HEARTBEAT_S, no_progress
-from d2lhelpers.core.units import BYTES_PER_FLOAT, MiB
+from d2lhelpers.core.units import BYTES_PER_FLOAT, MiB, usable_cores
 from d2lhelpers.devices import Device, check_fits
 from d2lhelpers.lessons.l02_compute_copy.result import ComputeCopyResult
 from d2lhelpers.processes import compute_copy
@@ -278,6 +278,9 @@ def _time_and_trace(remote, functions: dict, a: dict, step) -> dict:
         "rows": [dataclasses.asdict(r) for r in rows],
         "source": source,
         "worker_device": device_label(worker),
+        # the worker's own cores when started here (it inherits the affinity); unknown at an
+        # address (read 106: one core here said nothing about a worker elsewhere)
+        "worker_cores": usable_cores(remote.group.pids[0]) if remote.group else None,
         "size": size,
         "n_matmuls": n,
         "matmuls": matmuls,
@@ -310,6 +313,7 @@ def result_from_json(raw: dict) -> ComputeCopyResult:
         rows=[OpEvent(**r) for r in raw["rows"]],
         trace_source=raw["source"],
         worker_device=raw["worker_device"],
+        worker_cores=raw.get("worker_cores"),
     )
 
 

@@ -29,7 +29,6 @@ from d2lhelpers.core.units import (
     format_bytes,
     format_rate,
     format_seconds,
-    usable_cores,
 )
 from d2lhelpers.core.verdicts import (
     NOISE_FLOOR,
@@ -80,6 +79,7 @@ class ComputeCopyResult(Reported):
     rows: list[OpEvent]  # one traced call of the overlapped (or, without overlap, sequential) run
     trace_source: str  # BOTH_TRACED (one clock) or the driver's side only
     worker_device: str
+    worker_cores: int | None = None  # the cores the worker process may use; None: not known
 
     # --- ideals and their noise -----------------------------------------------------------------
 
@@ -289,9 +289,10 @@ class ComputeCopyResult(Reported):
                     f"{faster}; but its traced call shows no copy during a matmul, so this run "
                     "does not show overlap as the cause."
                 )
+            turns = _turns(self.traced_overlap, self.worker_cores)
             return (
                 f"{faster}; the traced call (one call) shows copies during matmuls for "
-                f"{self.traced_overlap:.0%} of the shorter part{_turns(self.traced_overlap)}."
+                f"{self.traced_overlap:.0%} of the shorter part{turns}."
             )
         if c.a_slower:
             return (
@@ -390,7 +391,7 @@ class ComputeCopyResult(Reported):
         return (
             " Its timeline half does not hold: the traced call (one call) shows copies during "
             f"matmuls for {share:.0%} of the shorter part though the order was forced, not what "
-            f"the worked answer says{_turns(share)}."
+            f"the worked answer says{_turns(share, self.worker_cores)}."
         )
 
     def tables(self) -> list[Table]:
@@ -467,7 +468,7 @@ class ComputeCopyResult(Reported):
                     f"traced {what} call: copies during matmuls",
                     f"{self.traced_overlap:.0%} of the shorter part",
                     "one call, worker and driver on one clock: no spread (a second call may "
-                    f"differ){_turns(self.traced_overlap)}",
+                    f"differ){_turns(self.traced_overlap, self.worker_cores)}",
                 ]
             )
         else:
@@ -480,14 +481,15 @@ class ComputeCopyResult(Reported):
         return [times, rates, overlap]
 
 
-def _turns(share: float) -> str:
-    """On one usable core, what a traced share above 0 "at the same time" can mean."""
-    if usable_cores() >= 2 or share <= 0:
+def _turns(share: float, cores: int | None) -> str:
+    """On a worker with one usable core, what a traced share above 0 "at the same time" can
+    mean (`cores`: the worker process's own; None, not known: nothing is said)."""
+    if cores is None or cores >= 2 or share <= 0:
         return ""
     return (
-        f" (with {cores_phrase(usable_cores())}, the worker's matmuls and the copy took turns on "
-        "it: in flight at once, not computing at once; the verdict from the times says whether "
-        "overlapping saved any time)"
+        f" (the worker process has {cores_phrase(cores)}, so its matmuls and the copy took turns "
+        "on it: in flight at once, not computing at once; the verdict from the times says "
+        "whether overlapping saved any time)"
     )
 
 
