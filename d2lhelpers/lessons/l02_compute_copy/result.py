@@ -468,7 +468,8 @@ class ComputeCopyResult(Reported):
                     f"traced {what} call: copies during matmuls",
                     f"{self.traced_overlap:.0%} of the shorter part",
                     "one call, worker and driver on one clock: no spread (a second call may "
-                    f"differ){_turns(self.traced_overlap, self.worker_cores)}",
+                    f"differ); time in flight together, not time saved, so not bounded by the "
+                    f"hidden row's ceiling{_turns(self.traced_overlap, self.worker_cores)}",
                 ]
             )
         else:
