@@ -71,26 +71,44 @@ def test_verdicts_compare_the_split_with_one_device_and_with_the_model():
 def test_a_slow_split_names_the_cause_its_trace_allows():
     slow = result(0.010, 0.0095, branches=3)  # ROWS: both devices busy at once for 3 of 4 ms
     assert slow.traced_share() == pytest.approx(0.75)
+    # the trace's two busy devices, each against one branch's share of one device's time
     assert (
-        "in flight at the same time for 75% of the shorter, busy for 4.00 ms, 4.00 ms against "
-        "3.33 ms ±166.7 µs for one branch alone (one device's time / 3; one traced call has no "
-        "noise of its own): each ran slower than alone beyond that noise, at once" in slow.verdict
+        "had the branches in flight at the same time for 75% of the shorter; its 2 branch "
+        "devices were busy for 4.00 ms, 4.00 ms, against 3.33 ms ±166.7 µs for one branch's "
+        "share of one device's time (its time / 3; one traced call has no noise of its own): "
+        "each ran slower than that beyond its noise, at once" in slow.verdict
     )
-    # read 105: at about their speed alone in the traced call, the timed split's excess is not
-    # the branches' ('each ran slower' would contradict the trace)
-    even = result(0.010, 0.0095)  # one branch alone: 5.00 ms; traced busy 4.00 ms each
+    # read 105: at about their share in the traced call, the timed split's excess is not the
+    # branches' ('each ran slower' would contradict the trace)
+    even = result(0.008, 0.0095)  # one branch's share: 4.00 ms ±200 µs; traced busy 4.00 ms
     assert "each ran slower" not in even.verdict
     assert even.verdict.endswith(
-        "they ran at about their speed alone; the timed split's 9.50 ms is longer than that "
-        "call's busiest branch beyond the split's noise, so the rest went outside the branches' "
-        "matmuls, or the timed calls differ from the traced one (hypotheses: the join, the "
-        "hand-overs, the per-call cost, the profiler; not separated here)"
+        "none ran slower than that beyond its noise, so the trace does not show them slowed; "
+        "the traced call's branch matmuls spanned 5.00 ms from the first's start to the last's "
+        "end, and the timed split's 9.50 ms is longer beyond its noise, so the rest went outside "
+        "the branches' matmuls, or the timed calls differ from the traced one (hypotheses: the "
+        "join, the hand-overs, the per-call cost, the profiler; not separated here)"
     )
-    uneven = result(0.007, 0.0095)  # alone 3.50 ms ±175 µs: 4.00 ms is slower, for both
-    assert "each ran slower than alone" in uneven.verdict
+    # read 107: below the share beyond its noise is said, not read as 'about their speed'
+    below = result(0.010, 0.0095)  # share 5.00 ms ±250 µs; traced 4.00 ms each
+    assert (
+        "none ran slower than that beyond its noise, so the trace does not show them slowed; "
+        "2 of 2 below it beyond its noise (that share also holds one device's call cost and "
+        "join, which a branch's matmuls do not: not separated here)" in below.verdict
+    )
+    uneven = result(0.007, 0.0095)  # share 3.50 ms ±175 µs: 4.00 ms is slower, for both
+    assert "each ran slower than that" in uneven.verdict
     uneven.trace = [*ROWS[:1], OpEvent(CPU2, "MatMul_2", "matmul", 0.001, 0.0045), ROWS[2]]
-    assert "one of them ran slower than alone beyond that noise, the other did not" in (
-        uneven.verdict
+    assert "1 of 2 ran slower than that beyond its noise;" in uneven.verdict
+    # read 107: three branch devices: every one's busy time, the pair's share named as such
+    three = result(0.012, 0.0095, branches=3)  # share 4.00 ms ±200 µs
+    three.trace = [*ROWS[:2], OpEvent("/device:CPU:3", "MatMul_3", "matmul", 0.005, 0.0098)]
+    said = three.verdict
+    assert "had the first two of its 3 branch devices in flight at the same time for 75%" in said
+    assert "busy for 4.00 ms, 4.00 ms, 4.80 ms, against 4.00 ms" in said
+    assert "1 of 3 ran slower than that" in said and "spanned 9.80 ms from the first's" in said
+    assert said.endswith(
+        "and the timed split's 9.50 ms is within its noise of that span or shorter"
     )
     assert "did not keep the devices busy at once" not in slow.verdict
     # read 71: on one core, in flight together is taking turns, not "ran at once"

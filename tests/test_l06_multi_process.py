@@ -1005,6 +1005,15 @@ def test_the_committed_training_model_prints_the_alpha_and_beta_it_used():
     rebuilt = one + alpha_s + data["training"]["gradient_bytes"] / (float(beta) * 1e6)
     assert rebuilt == pytest.approx(data["training"]["predicted_s"][-1], rel=0.01)
     assert f"fitted on all {len(slow['sizes'])} sizes" in said
+    assert "burst" not in said  # no burst given: no hypothesis about it
+    # read 107: gradients within twice the limiter's burst: the burst named as a hypothesis
+    grads = data["training"]["gradient_bytes"]
+    near = hosts._training_words(data["training"], slow, burst_bytes=grads)
+    assert near.endswith(
+        "are within twice that, so one step's all-reduce may pass faster than beta says (a "
+        "hypothesis, not measured))"
+    )
+    assert "burst" not in hosts._training_words(data["training"], slow, burst_bytes=grads // 3)
 
 
 def test_raw_tcps_rate_is_read_against_tensorflows_beta():

@@ -223,14 +223,17 @@ class BranchResult(Reported):
             self.split.median, want, noise_of(self.split) + noise_of(one) / self.model
         )
 
+    def _branch_devices(self) -> list[str]:
+        """The devices with matmuls in the traced call, in order of first appearance."""
+        return list(dict.fromkeys(r.device for r in self.trace if r.kind == "matmul"))
+
     def traced_busy(self) -> list[float] | None:
-        """The first two branch devices' matmul busy seconds in the traced call; None when the
-        trace cannot tell."""
+        """Every branch device's matmul busy seconds in the traced call; None when the trace
+        cannot tell (incomplete, or fewer than two devices busy)."""
         if incomplete_reason(self.trace):
             return None
-        names = list(dict.fromkeys(r.device for r in self.trace if r.kind == "matmul"))[:2]
-        busy, lengths, _ = _both_busy(self.trace, names)
-        return lengths if len(busy) == 2 and min(lengths) > 0 else None
+        busy, lengths, _ = _both_busy(self.trace, self._branch_devices())
+        return lengths if len(busy) >= 2 and min(lengths) > 0 else None
 
     def traced_share(self) -> float | None:
         """How long the first two branch devices multiplied at the same time in the traced call,
@@ -238,43 +241,59 @@ class BranchResult(Reported):
         lengths = self.traced_busy()
         if lengths is None:
             return None
-        names = list(dict.fromkeys(r.device for r in self.trace if r.kind == "matmul"))[:2]
-        return _both_busy(self.trace, names)[2] / min(lengths)
+        return _both_busy(self.trace, self._branch_devices()[:2])[2] / min(lengths[:2])
 
     def traced_at_once(self, share: float) -> str:
-        """Read 105: branches in flight at once in the traced call, each one's busy time there
-        against one branch alone (one device's time / k, with its noise): slower than alone, or
-        at about that speed, in which case the timed split's excess lies outside the branches'
-        matmuls, or the timed calls differ from the traced one."""
+        """Reads 105, 107: branches in flight at once in the traced call; each branch device's
+        busy time there against one branch's share of one device's time (its time / k, with its
+        noise), on both sides; and the traced branches' span against the timed split: what a
+        trace can say about 'each ran slower', and what it leaves to hypotheses."""
         lengths = self.traced_busy()
+        k = len(lengths)
         alone = self.one_device.median / self.branches
         noise = noise_of(self.one_device) / self.branches
-        slower = [t > alone + noise for t in lengths]
+        slower = sum(t > alone + noise for t in lengths)
+        below = sum(t < alone - noise for t in lengths)
+        rows = [r for r in self.trace if r.kind == "matmul"]
+        span = max(r.end_s for r in rows) - min(r.start_s for r in rows)
+        pair = "the branches" if k == 2 else f"the first two of its {k} branch devices"
         said = (
-            "one call of this run, traced after its timing (not another cell's trace), had the "
-            f"branches in flight at the same time for {share:.0%} of the shorter, busy for "
-            f"{', '.join(format_seconds(t) for t in lengths)} against "
-            f"{format_seconds(alone)} ±{format_seconds(noise)} for one branch alone (one "
-            f"device's time / {self.branches}; one traced call has no noise of its own)"
+            "one call of this run, traced after its timing (not another cell's trace), had "
+            f"{pair} in flight at the same time for {share:.0%} of the shorter; its {k} branch "
+            f"devices were busy for {', '.join(format_seconds(t) for t in lengths)}, against "
+            f"{format_seconds(alone)} ±{format_seconds(noise)} for one branch's share of one "
+            f"device's time (its time / {self.branches}; one traced call has no noise of its own)"
         )
-        if all(slower):
+        if slower == k:
             return (
-                f"{said}: each ran slower than alone beyond that noise, at once, not one after "
-                "the other (why: a hypothesis, sharing the cores or the memory bandwidth)"
+                f"{said}: each ran slower than that beyond its noise, at once, not one after the "
+                "other (why: a hypothesis, sharing the cores or the memory bandwidth)"
             )
         which = (
-            "one of them ran slower than alone beyond that noise, the other did not"
-            if any(slower)
-            else "they ran at about their speed alone"
+            f"{slower} of {k} ran slower than that beyond its noise"
+            if slower
+            else (
+                "none ran slower than that beyond its noise, so the trace does not show them slowed"
+            )
         )
+        if below:
+            which += (
+                f"; {below} of {k} below it beyond its noise (that share also holds one "
+                "device's call cost and join, which a branch's matmuls do not: not separated "
+                "here)"
+            )
         rest = (
-            f"the timed split's {format_seconds(self.split.median)} is longer than that call's "
-            f"busiest branch beyond the split's noise, so the rest went outside the branches' "
-            "matmuls, or the timed calls differ from the traced one (hypotheses: the join, the "
-            "hand-overs, the per-call cost, the profiler; not separated here)"
-            if self.split.median - noise_of(self.split) > max(lengths)
-            else "the timed split is within its noise of that call's busiest branch"
+            f"the traced call's branch matmuls spanned {format_seconds(span)} from the first's "
+            f"start to the last's end, and the timed split's {format_seconds(self.split.median)} "
         )
+        if self.split.median - noise_of(self.split) > span:
+            rest += (
+                "is longer beyond its noise, so the rest went outside the branches' matmuls, or "
+                "the timed calls differ from the traced one (hypotheses: the join, the "
+                "hand-overs, the per-call cost, the profiler; not separated here)"
+            )
+        else:
+            rest += "is within its noise of that span or shorter"
         return f"{said}: {which}; {rest}"
 
     @property

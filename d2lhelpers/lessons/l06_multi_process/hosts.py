@@ -71,7 +71,9 @@ class HostsReferenceResult(Reported):
                     _break_even(found["alpha_s"], found["beta_bytes_per_s"], band),
                     f"{found['beta_over_payload_rate']:.2f} ({found['beta_over_rate']:.2f})",
                     held,
-                    _training_words(self.hosts["training"], found)
+                    _training_words(
+                        self.hosts["training"], found, self.hosts["link"].get("burst_bytes")
+                    )
                     if slowest
                     else "- (slowest link only)",
                 )
@@ -159,10 +161,12 @@ class HostsReferenceResult(Reported):
         return tables
 
 
-def _training_words(training: dict, link: dict) -> str:
+def _training_words(training: dict, link: dict, burst_bytes: int | None = None) -> str:
     """The two-host training's verdict, and its 2-worker step beside the cost model's, with the
     alpha and beta that model used: `make hosts` fits them on every size of the slowest `link`
-    (the row's own are fitted without the held-out sizes), so that the model rebuilds."""
+    (the row's own are fitted without the held-out sizes), so that the model rebuilds. Where the
+    gradients are within twice the limiter's burst (`burst_bytes`), a hypothesis for a step
+    faster than beta allows is named (read 107)."""
     measured, predicted = training["step_s"][-1], training["predicted_s"][-1]
     gap = measured / predicted - 1
     used = ""
@@ -180,7 +184,20 @@ def _training_words(training: dict, link: dict) -> str:
         f"it did not keep: not checkable here); a step took {format_seconds(measured)}, the "
         f"model says {format_seconds(predicted)} ({used}{gap:+.0%}: the committed "
         "run kept no spread for its steps, so this gap is not read as the model holding or "
-        "missing)"
+        f"missing{_burst_words(training, burst_bytes)})"
+    )
+
+
+def _burst_words(training: dict, burst_bytes: int | None) -> str:
+    """The limiter's burst beside gradients of about its size: tbf lets a burst through at the
+    line's own speed, so one step's all-reduce may beat beta (a hypothesis, not measured)."""
+    grads = training.get("gradient_bytes")
+    if not burst_bytes or not grads or grads > 2 * burst_bytes:
+        return ""
+    return (
+        f"; the limiter lets a burst of {format_bytes(burst_bytes)} through at the line's own "
+        f"speed, and the gradients, {format_bytes(grads)}, are within twice that, so one step's "
+        "all-reduce may pass faster than beta says (a hypothesis, not measured)"
     )
 
 
