@@ -40,6 +40,8 @@ def test_verdict_holds_when_times_follow_the_model():
         and "2 chains ran at the same time" in result.verdict
     )
     assert "more shared the cores" in result.verdict
+    # read 108: the bands the verdict used are printed (k x 5% + k's own 5%, over one chain)
+    assert "(k = 2: ±0.10x, k = 3: ±0.15x, k = 4: ±0.20x one chain's time" in result.verdict
     table = result.tables()[0]
     assert [row[5].split(" (band")[0] for row in table.rows] == ["as the model"] * 4
     assert not table.flags
@@ -495,6 +497,8 @@ def test_at_once_verdict_reads_the_model_for_the_usable_cores():
     assert together.endswith("they ran at the same time") and "1.01x one chain" in together
     turns = l01.at_once_verdict(timed(0.020), timed(0.010), "logical CPU", cores=1)
     assert "as the model's 2.00x (1 usable CPU core) says" in turns and "took turns" in turns
+    # read 108: the band is printed (5% of 20 ms + 2 x 5% of 10 ms, over 10 ms)
+    assert "says (within ±0.20x: both runs' noise): more chains than cores" in turns
     slow = l01.at_once_verdict(timed(0.016), timed(0.010), "logical CPU", cores=2)
     assert "slower than the model's 1.00x" in slow and "slower even than" not in slow
     serial = l01.at_once_verdict(timed(0.026), timed(0.010), "logical CPU", cores=2)

@@ -330,8 +330,9 @@ def test_two_pipeline_runs_are_read_against_each_other_bubbles_too():
     first = _pipeline(step=0.00616, busy=0.00645, m=8)  # 48%, its band holds 50%
     noisy = _pipeline(step=0.00417, busy=0.00589, m=8, noise=0.0008)  # 29%, below 50%
     said = first.against_rerun(noisy)
-    assert "their bubbles: 48% -6%/+5% in one run, 29% -29%/+19% in the other" in said
-    assert "their bands meet (both allow 42% to 49%), so the runs do not disagree" in said
+    assert "their bubbles: 47.6% -5.5%/+5.0% in one run, 29.4% -28.6%/+19.4% in the other" in said
+    # read 108: the overlap rebuilds from the printed bands (one decimal each)
+    assert "their bands meet (both allow 42.1% to 48.8%), so the runs do not disagree" in said
     assert said.endswith(
         "against 50% = 1 - 1/p one run's band holds it and the other's lies below it: each reads "
         "its own run"
@@ -351,3 +352,16 @@ def test_two_pipeline_runs_are_read_against_each_other_bubbles_too():
     assert first.against_rerun(_pipeline(step=0.00616, busy=0.00645, m=4)).endswith(
         "not the same experiment, so not compared"
     )
+
+
+def test_a_bubble_band_below_zero_stops_at_zero_and_says_so():
+    """Read 107: '39% -46%/+20%' printed a band reaching below 0%, which no bubble can."""
+    wide = _pipeline(step=0.0050, busy=0.0060, m=8, noise=0.002)
+    assert wide.bubble_noise >= wide.measured_bubble > 0
+    b = round(100 * wide.measured_bubble)
+    assert wide.band_text().startswith(f"-{b}%/+") and wide.band_text().endswith(
+        " (its band reaches 0)"
+    )
+    assert wide.bubble_text().startswith(f"{b}% -{b}%/+")
+    narrow = _pipeline(step=0.00616, busy=0.00645, m=8)
+    assert "reaches 0" not in narrow.band_text()

@@ -173,7 +173,8 @@ class PipelineResult(ParallelResult):
             return said
         low, high = sorted((self, other), key=lambda r: r.measured_bubble)
         bubbles = (
-            f"their bubbles: {self.bubble_text()} in one run, {other.bubble_text()} in the other"
+            f"their bubbles: {self.measured_bubble:.1%} {self.band_text(1)} in one run, "
+            f"{other.measured_bubble:.1%} {other.band_text(1)} in the other"
         )
         if low.measured_bubble + low.bubble_noise_up < high.measured_bubble - high.bubble_noise:
             return (
@@ -184,7 +185,7 @@ class PipelineResult(ParallelResult):
         top = min(r.measured_bubble + r.bubble_noise_up for r in (self, other))
         bottom = max(r.measured_bubble - r.bubble_noise for r in (self, other))
         said = (
-            f"{said}; {bubbles}: their bands meet (both allow {max(bottom, 0):.0%} to {top:.0%}), "
+            f"{said}; {bubbles}: their bands meet (both allow {max(bottom, 0):.1%} to {top:.1%}), "
             "so the runs do not disagree on it beyond their noise"
         )
         turns = 1 - 1 / self.stages
@@ -197,7 +198,11 @@ class PipelineResult(ParallelResult):
         return said
 
     def band_text(self, digits: int = 0) -> str:
-        """The bubble's band as printed (`band_words`)."""
+        """The bubble's band as printed (`band_words`); one that reaches below 0 stops at 0 and
+        says so (read 107: '39% -46%/+20%')."""
+        if self.bubble_noise >= self.measured_bubble:
+            down = max(self.measured_bubble, 0.0)
+            return f"{band_words(down, self.bubble_noise_up, digits)} (its band reaches 0)"
         return band_words(self.bubble_noise, self.bubble_noise_up, digits)
 
     def bubble_text(self, template: str = "{b} {n}") -> str:

@@ -118,8 +118,15 @@ class ConcurrencyResult(Reported):
                 f"than {NOISY_IQR:.0%} (another program using the cores?): run again"
             )
         together = devices_at_once(len(self.times), self.kind, self.cores)
+        one = self.measurements[0].median
+        bands = ", ".join(  # read 108: the bands printed, as every verdict's
+            f"k = {k}: ±{c.noise / one:.2f}x"
+            for k, c in zip(self.device_counts, found, strict=True)
+            if k > 1
+        )
         return (
-            f"the model {where} holds within the noise for every k: up to "
+            f"the model {where} holds within the noise for every k ({bands} one chain's time, "
+            "both runs' noise): up to "
             f"{plural(together, 'chain')} ran at the same time"
             + (", more shared the cores" if together < len(self.times) else "")
         )

@@ -51,9 +51,10 @@ def at_once_verdict(both: Measurement, one: Measurement, kind: str, k: int = 2, 
             f"{said}; too noisy to check it against {where}: {UNTESTED['noisy']}, and this "
             "time is within their noise of the model's"
         )
-    if want == 1.0:
-        return f"{said}, as {where} says: they ran at the same time"
-    return f"{said}, as {where} says: more chains than cores, so they took turns on the cores"
+    said += f", as {where} says (within ±{c.noise / one.median:.2f}x: both runs' noise)"
+    if want == 1.0:  # read 108: the band printed, as every verdict's
+        return f"{said}: they ran at the same time"
+    return f"{said}: more chains than cores, so they took turns on the cores"
 
 
 def single_samples_verdict(pairs) -> str:

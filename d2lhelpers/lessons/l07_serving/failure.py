@@ -36,6 +36,7 @@ from d2lhelpers.core.verdicts import (
 from d2lhelpers.lessons.l07_serving.plots import plot_requests
 from d2lhelpers.lessons.l07_serving.points import (
     Window,
+    above_reach_words,
     measure_capacity,
     reach_label,
     ready_engines,
@@ -386,16 +387,10 @@ class FailureResult(Reported):
         """Where a value sits against the ceiling `it`; with `why`, what that makes of it."""
         if c.a <= c.b:
             return f"not above {it}"
-        if c.measurable:
-            where = f"above {it} beyond both noises"
-            reason = (
-                ": not read as a result (the two were timed at different moments; which of them "
-                "is off is not measured)"
-            )
-        else:
-            where = f"above {it}, within both noises"
-            reason = ": not a result (too noisy to tell which is off)"
-        return where + reason if why else where
+        where = (
+            f"above {it} beyond both noises" if c.measurable else f"above {it}, within both noises"
+        )
+        return where + above_reach_words(c.measurable) if why else where
 
     def _set_aside(self, r: Failover) -> Failover:
         """`r` with the windows and capacity above what the devices allow named, so that its

@@ -70,7 +70,7 @@ class LockstepResult(Reported):
                 if above := sweep.above_reach(value):
                     said[mode, name] = (
                         f"{WHOSE[mode]} {name}, {format_rate(value.median, 'tok/s')} "
-                        f"{noise_text(value)}, is {above} (the load sweep's): not a result"
+                        f"{noise_text(value)}, is, by the load sweep's bound, {above}"
                     )
         return said
 
@@ -141,7 +141,7 @@ class LockstepResult(Reported):
                 f"in one call, and only {independent.at_once} of them can compute at once here, "
                 "so by the sweep's model (each device's step is core time that adds up: not "
                 "traced) "
-                "what this machine serves cannot exceed what that many devices make alone, "
+                "what this machine serves would not exceed what that many devices make alone, "
                 "each holding as many sequences as it holds here "
                 + (
                     "(the load sweep given to this run measured that: each capacity and window "

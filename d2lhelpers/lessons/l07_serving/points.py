@@ -393,6 +393,20 @@ def served_above(name: str, served: Spread, capacity: Spread, at: str) -> tuple[
     ), False
 
 
+def above_reach_words(beyond: bool) -> str:
+    """What a value above `reach_label`'s bound is (one home): within the noise, not a result
+    above it; beyond both noises, a miss of the model as much as of the value (read 108: a
+    lock step above it, one device re-timed unchanged, read as the capacity's fault alone)."""
+    if not beyond:
+        return ": not a result (above a bound within the noise is not a result above it)"
+    return (
+        ", which that model does not allow: either its premise fails here (a step is not all "
+        "core time that adds up: part of it may be waiting that another server's step fills, "
+        "or one call's cost may cover several devices), or one device's timing moved "
+        "(hypotheses, not told apart here), so it is not read as a result against that model"
+    )
+
+
 def reach_label(at_once: int) -> str:
     """What the sweep's bound on layouts one device bounds is (read 99: 'the most 2 devices
     computing at once allow' printed as a ceiling, beside one device timed 0.75x as long in a

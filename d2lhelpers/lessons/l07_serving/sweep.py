@@ -44,6 +44,7 @@ from d2lhelpers.lessons.l07_serving.points import (
     Capacity,
     LoadPoint,
     Window,
+    above_reach_words,
     measure_capacity,
     reach_label,
     ready_engines,
@@ -389,6 +390,7 @@ class LoadSweepResult(Reported):
         return (
             f"above {format_rate(reach.median, 'tok/s')} {noise_text(reach)} "
             f"({reach_label(self.at_once)}), {'beyond' if c.measurable else 'within'} both noises"
+            + above_reach_words(c.measurable)
         )
 
     def _above_reach(self, s: LayoutSweep, point: LoadPoint) -> str:
@@ -396,7 +398,7 @@ class LoadSweepResult(Reported):
         served more than the devices computing at once allow (read 79: 1.19x the one-core
         ceiling read 'no measurable difference' from a model equal to it); else ''."""
         above = self.bounded_by_one_device(s.layout) and self.above_reach(point.throughput)
-        return f"; but it is {above}: not a result" if above else ""
+        return f"; but it is {above}" if above else ""
 
     @property
     def reachable(self) -> float:
@@ -447,8 +449,8 @@ class LoadSweepResult(Reported):
             f"{format_rate(reach.median, 'tok/s')} {noise_text(reach)} "
             f"({reach_label(self.at_once)}), above it "
             + ("beyond both noises" if above[sweep.layout] else "within the noise")
-            + ": not a result (the two were timed at different moments, and which is off is not "
-            "measured), and every reading against the capacity below is a rough bound"
+            + above_reach_words(above[sweep.layout])
+            + ", and every reading against the capacity below is a rough bound"
         )
 
     def unbounded_note(self) -> str:
@@ -640,7 +642,7 @@ class LoadSweepResult(Reported):
             ideal_line += (
                 f"; not reachable here: {self.at_once} of the {self.n_devices} devices can "
                 f"compute at once on {cores_phrase(usable_cores())}, so {self.at_once}x one "
-                f"device, {reachable}, is the most (a model: each device's step is core time "
+                f"device, {reachable}, is the most by a model (each device's step is core time "
                 f"that adds up on the shared cores; not traced){self.unbounded_note()}"
             )
             for s, beyond in self.above_reachable():
