@@ -362,12 +362,13 @@ def _script_flags(row: dict) -> tuple[list[str], list[str]]:
     return bound, [f for f in flags if f not in bound]
 
 
-def row_detail(row: dict) -> str:
-    """What a committed row measured: make bench's detail, or the H200 script's ratio spelled out
-    (value against its reference, then its notes and warnings)."""
+def row_detail(row: dict, machine: dict | None = None) -> str:
+    """What a committed row measured: make bench's detail (with notebook 01's model beside a
+    concurrency row of `machine`'s), or the H200 script's ratio spelled out (value against its
+    reference, then its notes and warnings)."""
     if not _is_script_row(row):
         detail = row.get("detail") or row.get("notes", "")
-        return OLD_DETAILS.get(detail, detail)
+        return OLD_DETAILS.get(detail, detail) + _concurrency_model(row, machine or {})
     unit = row["unit"]
     said = (
         f"{row['ratio_of']}: {_quantity(row['value'], unit)} vs "
@@ -376,6 +377,31 @@ def row_detail(row: dict) -> str:
     warnings = _script_flags(row)[1]
     notes = reread_notes(row)
     return "; ".join([said, *([notes] if notes else []), *warnings])
+
+
+CONCURRENT = re.compile(r"concurrent (\d+) chains / 1 chain")
+
+
+def _concurrency_model(row: dict, machine: dict) -> str:
+    """Read 108: a committed run of k chains on logical CPU devices beside notebook 01's model
+    max(1, k/c) (1.81x where it says 1.50x, unsaid), read with this book's 5% floor on each
+    time, the only noise that run leaves (it kept none of its own)."""
+    found = CONCURRENT.fullmatch(row["name"])
+    cores = machine.get("cpu_cores")
+    if not found or found[1] == "1" or not cores or "logical CPU" not in machine.get("summary", ""):
+        return ""  # k = 1 is the yardstick itself
+    k, ratio = int(found[1]), row["ratio"]
+    model = max(1.0, k / cores)
+    band = NOISE_FLOOR * (ratio + model)  # each time's noise at least the floor of it
+    said = f"; notebook 01's model max(1, k/c) says {model:.2f}x for {k} on {cores} cores"
+    if abs(ratio - model) <= band:
+        return f"{said}: within this book's 5% floors of it"
+    side = "slower" if ratio > model else "faster"
+    return (
+        f"{said}: {side} by {abs(ratio / model - 1):.0%}, beyond this book's {NOISE_FLOOR:.0%} "
+        "floors alone (the run kept no noise of its own, so whether a wider noise holds it is not "
+        "known here)"
+    )
 
 
 # read 99: '64 if every byte were copied' holds only for calls that cost nothing but their bytes
@@ -501,17 +527,19 @@ def reference_table(topic: str, results: list[dict] | None = None) -> Table:
     for result in results:
         rows = [r for r in result.get("rows", []) if any(k in r["name"] for k in keys)]
         if rows:
-            found.append((machine_label(result), rows))
+            found.append((machine_label(result), rows, result.get("machine", {})))
     if not found:
         return Table(f"{REFERENCE_TITLE}: none for '{topic}' in {RESULTS_DIR.name}/ yet", [])
     several = len(found) > 1
-    names = [f"{chr(65 + i)}: {label}" if several else label for i, (label, _) in enumerate(found)]
-    bounded = any(bound_note(r) for _, rs in found for r in rs)  # a column only when needed
+    names = [
+        f"{chr(65 + i)}: {label}" if several else label for i, (label, _, _) in enumerate(found)
+    ]
+    bounded = any(bound_note(r) for _, rs, _ in found for r in rs)  # a column only when needed
     rows = [
         ([chr(65 + i)] if several else [])
-        + [row["name"], f"{row['ratio']:.2f}", row_detail(row)]
+        + [row["name"], f"{row['ratio']:.2f}", row_detail(row, machine)]
         + ([bound_note(row)] if bounded else [])
-        for i, (_, machine_rows) in enumerate(found)
+        for i, (_, machine_rows, machine) in enumerate(found)
         for row in machine_rows
     ]
     columns = (["machine"] if several else []) + ["what was measured there", "ratio", "detail"]

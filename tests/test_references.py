@@ -341,3 +341,26 @@ def test_the_overlap_groups_run_above_the_matmul_groups_peak_is_read_by_this_boo
     assert "1.15x that group's best single product, above it beyond the noise (by" in row_detail(
         script_row(notes=beyond, flags=[])
     )
+
+
+def test_a_committed_concurrency_row_is_read_beside_notebook_01s_model():
+    """Read 108: the committed 2-core run's 3 chains at 1.81x beside the model's 1.50x, unsaid."""
+    machine = {"cpu_cores": 2, "summary": "4 logical CPU devices sharing 2 usable CPU cores"}
+
+    def row(k, ratio):
+        return {"name": f"concurrent {k} chains / 1 chain", "ratio": ratio, "detail": "t"}
+
+    assert row_detail(row(1, 1.0), machine) == "t"  # the yardstick itself
+    assert row_detail(row(2, 1.08), machine) == (
+        "t; notebook 01's model max(1, k/c) says 1.00x for 2 on 2 cores: within this book's 5% "
+        "floors of it"
+    )
+    assert row_detail(row(3, 1.81), machine).endswith(
+        "says 1.50x for 3 on 2 cores: slower by 21%, beyond this book's 5% floors alone (the run "
+        "kept no noise of its own, so whether a wider noise holds it is not known here)"
+    )
+    assert "faster by" in row_detail(row(4, 1.5), machine)
+    assert row_detail(row(3, 1.81), {"cpu_cores": 2, "summary": "2 GPUs"}) == "t"
+    assert row_detail(row(3, 1.81)) == "t"  # no machine: no model
+    table = str(reference_table("concurrency"))
+    assert "notebook 01's model max(1, k/c) says" in table  # the committed file, read so
