@@ -636,7 +636,10 @@ class LoadSweepResult(Reported):
         ]
         ideal = format_rate(self.ideal, "tokens/s")
         lines = [line for s in self.sweeps for line in self.sentences(s.layout)]
-        ideal_line = f"ideal ({self.n_devices} x one device, no communication): {ideal}"
+        ideal_line = (  # read 109: one device at its own slots, not at a group's
+            f"ideal ({self.n_devices} x one device at its {self.one_device.slots[0]} slots, no "
+            f"communication): {ideal}"
+        )
         if self.at_once < self.n_devices:  # devices that share cores cannot all compute at once
             reachable = format_rate(self.reachable, "tokens/s")
             ideal_line += (
