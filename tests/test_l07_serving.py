@@ -122,6 +122,27 @@ def test_the_sweep_sentences_follow_the_numbers():
     )
     assert result.verdict.startswith("replicas saturated highest")
     assert result.verdict not in text  # the panel prints the verdict once, above the tables
+    # read 110: with the model's terms, each is tested too: both within their noise, 'held'
+    # says so; terms that missed in opposite directions while the whole matched: not 'held'
+    held.terms = (Spread(1e-3, 0.05e-3), Spread(1e-3, 0.05e-3))  # the measured step, prefill
+    both = LoadSweepResult(2, 2, cap, [held, off], step_flops=1e6, peak=1e12).regime()
+    assert (
+        "It held, within the noise, for replicas (the capacity as a whole, and its step and "
+        in (both)
+    )
+    # the model's step 1.3 ms and prefill 0.475 ms against 1 ms each measured: opposite misses
+    # (the whole's model given a band that holds the measured capacity)
+    held.terms = (Spread(1.3e-3, 0.065e-3), Spread(0.475e-3, 0.024e-3))
+    held.model = Spread(cap.tokens_per_s.median, 200)
+    cancel = LoadSweepResult(2, 2, cap, [held, off], step_flops=1e6, peak=1e12).regime()
+    assert "It held, within" not in cancel
+    assert (
+        "For replicas the capacity as a whole matched the model within the noise, but its terms "
+        "missed: decoding step 1.00 ms against the model's 1.30 ms (-23%, beyond both noises, "
+        "±9%); prefill 1.00 ms against the model's 475.0 µs (+111%, beyond both noises, ±16%), so "
+        "the model did not hold there: its errors cancelled." in cancel
+    )
+    held.terms = None
     # A model whose band covers one device's capacity too could not have failed: not "held".
     vague = LayoutSweep("replicas", cap, Spread(2 * cap.tokens_per_s.median, 3000), [])
     two = LoadSweepResult(2, 2, cap, [vague, off], step_flops=1e6, peak=1e12).regime()

@@ -34,6 +34,7 @@ from d2lhelpers.core.verdicts import (
     higher_or_lower,
     impossible,
     model_test,
+    noise_of,
     noise_text,
     ratio_noise,
     relative_noise,
@@ -74,40 +75,52 @@ def allreduce_time(names: list[str], rows: int, width: int) -> Measurement:
     return measure(lambda: run(*parts), f"all-reduce of {rows}x{width}", budget_s=0.3)
 
 
-def capacity_model(one: Capacity, n: int, layers: int, reduce: dict, at_once: int, prompt_len: int):
-    """Each layout's tokens/s from one device's measured steps (d1 with S1 slots, p1) and the
-    measured all-reduces, the seed's model: compute / devices + communication.
+def model_terms(one: Capacity, n: int, layers: int, reduce: dict, at_once: int, prompt_len: int):
+    """Each layout's modelled server: (decoding step, prefill) as Spreads in seconds, its slots
+    and its servers, from one device's measured steps (d1 with S1 slots, p1) and the measured
+    all-reduces, the seed's model: compute / devices + communication.
 
     n devices do n devices' work `at_once` at a time (a CPU's devices share its cores); tensor
     parallel adds 2 all-reduces per layer; a pipeline of n stages and m microbatches takes the
     longer of its work and its bubble, (m + n - 1) stage times (GPipe); replicas in lock step
     decode like replicas but every prefill holds all of them.
     """
-    d1, p1, s1, n_out = one.decode[0], one.prefill[0], one.slots[0], one.n_out
+    d1, p1, s1 = one.decode[0], one.prefill[0], one.slots[0]
     work = n / at_once
 
-    def cap(decode, prefill, slots, servers=1):
-        """`decode` and `prefill`: (seconds, relative noise) terms summed, then one server's rate
-        as a capacity's (`server_rate`: the rate's band is its time's), times `servers`."""
-        parts = [(sum(t for t, _ in x), sum(t * r for t, r in x)) for x in (prefill, decode)]
-        return server_rate(n_out, *parts, slots).scaled(servers)
+    def term(*parts):
+        """(seconds, relative noise) parts summed: the band in seconds is their noises' sum."""
+        return Spread(sum(t for t, _ in parts), sum(t * r for t, r in parts))
 
     rd, rp = relative_noise(d1), relative_noise(p1)
     a_d, a_p = reduce["decode"], reduce["prefill"]
     m = min(n, prompt_len)
     return {
-        "replicas": cap([(d1.median * work, rd)], [(p1.median * work, rp)], s1, servers=n),
-        "replicas in lock step": cap([(d1.median * work, rd)], [(p1.median, rp)], n * s1),
-        "tensor parallel": cap(
-            [(n * d1.median / at_once, rd), (2 * layers * a_d.median, relative_noise(a_d))],
-            [(p1.median / at_once, rp), (2 * layers * a_p.median, relative_noise(a_p))],
+        "replicas": (term((d1.median * work, rd)), term((p1.median * work, rp)), s1, n),
+        "replicas in lock step": (term((d1.median * work, rd)), term((p1.median, rp)), n * s1, 1),
+        "tensor parallel": (
+            term((n * d1.median / at_once, rd), (2 * layers * a_d.median, relative_noise(a_d))),
+            term((p1.median / at_once, rp), (2 * layers * a_p.median, relative_noise(a_p))),
             n * s1,
+            1,
         ),
-        "pipeline": cap(
-            [(max(n * d1.median / at_once, (2 * n - 1) * d1.median / n), rd)],
-            [(max(p1.median / at_once, (m + n - 1) * p1.median / (m * n)), rp)],
+        "pipeline": (
+            term((max(n * d1.median / at_once, (2 * n - 1) * d1.median / n), rd)),
+            term((max(p1.median / at_once, (m + n - 1) * p1.median / (m * n)), rp)),
             n * s1,
+            1,
         ),
+    }
+
+
+def capacity_model(one: Capacity, n: int, layers: int, reduce: dict, at_once: int, prompt_len: int):
+    """Each layout's tokens/s from its modelled server (`model_terms`): one server's rate as a
+    capacity's (`server_rate`: the rate's band is its time's), times its servers."""
+    return {
+        name: server_rate(one.n_out, (p.median, p.iqr), (d.median, d.iqr), slots).scaled(servers)
+        for name, (d, p, slots, servers) in model_terms(
+            one, n, layers, reduce, at_once, prompt_len
+        ).items()
     }
 
 
@@ -125,6 +138,30 @@ class LayoutSweep:
     capacity: Capacity
     model: Spread
     points: list[LoadPoint]
+    terms: tuple[Spread, Spread] | None = None  # the model's (decoding step, prefill), seconds
+
+    def term_misses(self) -> list[str]:
+        """Read 110: the model's step and prefill each against the measured ones (every
+        server's median, averaged, with their noise), beyond both noises: a capacity that
+        matched as a whole can rest on terms that missed in opposite directions."""
+        if self.terms is None:
+            return []
+        missed = []
+        for word, model, runs in [
+            ("decoding step", self.terms[0], self.capacity.decode),
+            ("prefill", self.terms[1], self.capacity.prefill),
+        ]:
+            measured = Spread(
+                statistics.mean(m.median for m in runs), statistics.mean(noise_of(m) for m in runs)
+            )
+            c = compare(measured, model)
+            if c.measurable:
+                missed.append(
+                    f"{word} {format_seconds(measured.median)} against the model's "
+                    f"{format_seconds(model.median)} ({measured.median / model.median - 1:+.0%}, "
+                    f"beyond both noises, ±{c.noise / model.median:.0%})"
+                )
+        return missed
 
     @property
     def saturated(self) -> list[LoadPoint]:
@@ -480,6 +517,13 @@ class LoadSweepResult(Reported):
             else model_test(s.capacity.tokens_per_s, s.model, one)
             for s in self.sweeps
         }
+        # read 110: a whole that held on terms that missed beyond their noise did not hold
+        cancelled = {
+            s.layout: found
+            for s in self.sweeps
+            if tests[s.layout] == "held" and (found := s.term_misses())
+        }
+        tests.update(dict.fromkeys(cancelled, "terms missed"))
         held = [name for name, t in tests.items() if t == "held"]
         missed = [name for name, t in tests.items() if t == "missed"]
         step = format_seconds(self.one_device.decode[0].median)
@@ -509,16 +553,23 @@ class LoadSweepResult(Reported):
                 "has no term for its hand-overs), whatever that share."
             )
         if held:
-            # read 104: the whole capacity matched while its step and prefill terms missed in
-            # opposite directions; only the whole is tested
-            text += (
-                f" It held, within the noise, for {' and '.join(held)} (the capacity as a whole: "
-                "its step and prefill terms are not tested one by one, and could miss in opposite "
-                "directions)"
+            termwise = all(s.terms is not None for s in self.sweeps if s.layout in held)
+            text += f" It held, within the noise, for {' and '.join(held)} " + (
+                "(the capacity as a whole, and its step and prefill each within both noises of "
+                "the model's)"
+                if termwise
+                else "(the capacity as a whole: its step and prefill terms are not tested one by "
+                "one, and could miss in opposite directions)"
             )
             text += f"; not for {' and '.join(missed)}." if missed else "."
         elif missed:
             text += f" It held for no layout tested here (missed: {' and '.join(missed)})."
+        for name, found in cancelled.items():  # read 110: 'held' on errors that cancelled
+            text += (
+                f" For {name} the capacity as a whole matched the model within the noise, but "
+                f"its terms missed: {'; '.join(found)}, so the model did not hold there: its "
+                "errors cancelled."
+            )
         slow = [name for name, t in tests.items() if t == "timed slow"]
         if slow:
             text += (
@@ -701,6 +752,7 @@ def run_load_sweep(
     }
     at_once = at_once_here(n_devices, devices[0].kind)
     model = capacity_model(one_device, n_devices, layers, reduce, at_once, prompt_len)
+    terms = model_terms(one_device, n_devices, layers, reduce, at_once, prompt_len)
     steps.finish("one device's steps and the all-reduce")
     sweeps = []
     for name in layouts:
@@ -718,7 +770,7 @@ def run_load_sweep(
                 if fraction * EXTEND <= MAX_LOAD:
                     todo.append(fraction * EXTEND)
                     steps.total += 1
-        sweeps.append(LayoutSweep(name, capacity, model[name], points))
+        sweeps.append(LayoutSweep(name, capacity, model[name], points, terms[name][:2]))
     flops = slots_per_device * config.flops_per_token(config.max_len)
     peak = device_peak_rate(devices[0])  # a float that carries its noise
     return LoadSweepResult(n_devices, at_once, one_device, sweeps, flops, peak)
