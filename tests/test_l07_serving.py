@@ -1131,3 +1131,43 @@ def test_the_idle_share_splits_into_parts_that_add_up_as_printed():
     assert "; and waited for 1%: for a core" in said
     point.ran_between_steps = lambda: None
     assert "running for 11% (not split: no gap between steps was logged)" in busy_and_idle(point)
+
+
+def test_the_sweep_reads_median_latency_from_load_to_load_by_its_intervals():
+    """Read 111: the pipeline's median latency fell from 300 to 399 requests/s offered, beyond
+    both intervals, beside an answer saying latency grows with the load, and nothing said so."""
+    from types import SimpleNamespace
+
+    from d2lhelpers.serving.steady import Percentile
+
+    def at(offered, value, low, high, n=50):
+        found = Percentile(50, n, value, low, high)
+        return SimpleNamespace(offered=offered, latency=lambda q: found)
+
+    cap = capacity(1e-3)
+    sweep = LayoutSweep(
+        "pipeline",
+        cap,
+        Spread(1000, 50),
+        [
+            at(100, 0.030, 0.028, 0.032),
+            at(200, 0.050, 0.045, 0.055),  # rose beyond both intervals
+            at(300, 0.360, 0.355, 0.369),  # rose
+            at(399, 0.283, 0.260, 0.295),  # fell beyond both
+            at(450, 0.290, 0.250, None),  # an interval the data cannot bound: not read
+        ],
+    )
+    said = sweep.latency_trend()
+    assert said.startswith(
+        "pipeline: from each load to the next (4 steps), median latency rose beyond both 95% "
+        "intervals at 2, 1 not read"
+    )
+    assert "and fell beyond them at 300 -> 399 requests/s offered (360.00 ms -> 283.00 ms): " in (
+        said
+    )
+    steady = LayoutSweep("replicas", cap, Spread(1000, 50), [at(100, 0.03, 0.02, 0.04)] * 2)
+    assert steady.latency_trend() == (
+        "replicas: from each load to the next (1 step), median latency rose beyond both 95% "
+        "intervals at 0"
+    )
+    assert LayoutSweep("replicas", cap, Spread(1000, 50), []).latency_trend() == ""

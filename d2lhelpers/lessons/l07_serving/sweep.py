@@ -9,6 +9,7 @@ the given fractions when needed (up to `MAX_LOAD`).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import statistics
 from collections.abc import Callable
@@ -139,6 +140,43 @@ class LayoutSweep:
     model: Spread
     points: list[LoadPoint]
     terms: tuple[Spread, Spread] | None = None  # the model's (decoding step, prefill), seconds
+
+    def latency_trend(self) -> str:
+        """Read 111: median latency from each load to the next, read by its 95% intervals: where
+        it rose beyond both, and where it fell beyond both (queueing theory expects a rise; a
+        fall is named, not explained). Pairs with an interval the data cannot bound, or an
+        unfinished median, are not read."""
+        rose, fell, unread = 0, [], 0
+        for a, b in itertools.pairwise(self.points):
+            la, lb = a.latency(50), b.latency(50)
+            bounded = all(
+                x.enough and x.low is not None and math.isfinite(x.value) for x in (la, lb)
+            )
+            if not bounded:
+                unread += 1
+            elif lb.low > la.high:
+                rose += 1
+            elif lb.high < la.low:
+                fell.append(
+                    f"{a.offered:.0f} -> {b.offered:.0f} requests/s offered "
+                    f"({format_seconds(la.value)} -> {format_seconds(lb.value)})"
+                )
+        steps = len(self.points) - 1
+        if steps < 1:
+            return ""
+        said = (
+            f"{self.layout}: from each load to the next ({steps} step{'s' if steps > 1 else ''}), "
+            f"median latency rose beyond both 95% intervals at {rose}"
+        )
+        if unread:
+            said += f", {unread} not read (an interval the window's requests cannot bound)"
+        if fell:
+            said += (
+                f", and fell beyond them at {', '.join(fell)}: against queueing theory's "
+                "expectation, so not read as a trend (why is not measured: each window is one "
+                "draw of arrivals, and one disturbed window reads slow)"
+            )
+        return said
 
     def term_misses(self) -> list[str]:
         """Read 110: the model's step and prefill each against the measured ones (every
@@ -712,7 +750,12 @@ class LoadSweepResult(Reported):
             Table(
                 "each layout: capacity, model and saturation", columns, rows, lines, self.flags()
             ),
-            Table("each load point, in its window", ["layout", *POINT_COLUMNS], points),
+            Table(
+                "each load point, in its window",
+                ["layout", *POINT_COLUMNS],
+                points,
+                [line for s in self.sweeps if (line := s.latency_trend())],
+            ),
         ]
 
 
