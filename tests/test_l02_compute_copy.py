@@ -397,6 +397,8 @@ def test_try_it_2_never_contradicts_the_verdict_above_it():
     assert noisy.verdict.startswith("Not a result")
     assert noisy.which_ideal().startswith(noisy.verdict)
     assert "cannot check the worked answer" in noisy.which_ideal()
+    # read 112: the times it refuses are printed beside it (the panel's tables may not be there)
+    assert "(see the warnings). One after the other took 35.30 ms ±" in noisy.which_ideal()
     assert "as the worked answer says" not in noisy.which_ideal().split("timeline half")[0]
     # read 85: the times cannot check it, the one traced call still reads the timeline half
     assert "Its timeline half does not hold" in noisy.which_ideal()  # fake_result's copy overlaps

@@ -923,6 +923,23 @@ def test_a_sum_of_servers_above_what_computes_at_once_is_called_a_rough_bound():
     note = two.summed_note()
     assert note.startswith("the capacity sums 2 servers' steps") and "only 1 can compute" in note
     assert "may overstate what this machine serves at once" in note  # read 67: not asserted
+    # read 112: where the servers' own rates show it (the sum beyond 1x the fastest), said here
+    assert note.endswith(
+        "beyond both noises: by the model that 1 server computes at a time, each as fast as the "
+        "fastest did, it overstates what this machine serves (a model: that a step is all core "
+        "time that adds up is a hypothesis here), so it is a rough bound, not a result"
+    )
+    assert "here the sum, 4.6 ktok/s ±5%, is above 1x its fastest server's rate, 2.3 ktok/s" in (
+        note
+    )
+    slow = Capacity(
+        [Measurement("d", [1e-3] * 5), Measurement("d", [40e-3] * 5)],
+        [Measurement("p", [1e-3] * 5)] * 2,
+        [4, 4],
+        4,
+        at_once=1,
+    )  # the second server adds 3% of the first's rate: within the noise of 1x the fastest
+    assert slow.summed_note().endswith("(the load sweep compares capacities with that ceiling)")
     from d2lhelpers.lessons.l07_serving.lockstep import LockstepResult
 
     one = capacity(1e-3)

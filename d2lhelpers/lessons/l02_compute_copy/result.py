@@ -334,9 +334,18 @@ class ComputeCopyResult(Reported):
     def which_ideal(self) -> str:
         """Try it 2, checked against this run: the sentence saying which ideal it matched."""
         refused, trace = self.not_a_result(), self._traced_half()
+        times = (  # each time with the noise `closest_ideal` reads it with (read 112: printed
+            # in the refused branch too, so a copy without the panel's tables can check it)
+            f"One after the other took {format_seconds(self.sequential.median)} "
+            f"±{format_seconds(noise_of(self.sequential))} (run + copy - launch "
+            f"{format_seconds(self.ideal_sequential)} "
+            f"±{format_seconds(self.ideal_sequential_noise)}, max(run, copy) "
+            f"{format_seconds(self.ideal_overlapped)} "
+            f"±{format_seconds(self.ideal_overlapped_noise)}"
+        )
         if refused:
             again = "So this run's times cannot check the worked answer (run it again)."
-            return f"{refused} {again}{trace}"
+            return f"{refused} {times}). {again}{trace}"
         matched = self.closest_ideal()
         if matched == "run + copy - launch":
             said = "as the worked answer says"
@@ -346,14 +355,9 @@ class ComputeCopyResult(Reported):
             said = "so this run cannot check the worked answer; run it again when it is quiet"
         else:
             said = "not what the worked answer says; this run's noise (see its warnings) may be why"
-        return (  # each time with the noise `closest_ideal` read it with
-            f"One after the other took {format_seconds(self.sequential.median)} "
-            f"±{format_seconds(noise_of(self.sequential))} (run + copy - launch "
-            f"{format_seconds(self.ideal_sequential)} "
-            f"±{format_seconds(self.ideal_sequential_noise)}, max(run, copy) "
-            f"{format_seconds(self.ideal_overlapped)} "
-            f"±{format_seconds(self.ideal_overlapped_noise)}; a match differs by less than the "
-            f"two noises summed): it matches {matched}, {said}.{trace}"
+        return (
+            f"{times}; a match differs by less than the two noises summed): it matches "
+            f"{matched}, {said}.{trace}"
         )
 
     def _traced_words(self) -> str:
