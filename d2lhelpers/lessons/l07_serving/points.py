@@ -111,10 +111,11 @@ class Capacity:
         total = self.tokens_per_s
         if not compare(total, fastest).a_slower or total.median <= fastest.median:
             return said
+        rate = f"{format_rate(fastest.median, 'tok/s')} {noise_text(fastest)}"
         return (
             f"{said}; here the sum, {format_rate(total.median, 'tok/s')} {noise_text(total)}, is "
-            f"above {self.at_once}x its fastest server's rate, {format_rate(fastest.median, 'tok/s')}"
-            f" {noise_text(fastest)}, beyond both noises: by the model that {self.at_once} "
+            f"above {self.at_once}x its fastest server's rate, {rate}, beyond both noises: by the "
+            f"model that {self.at_once} "
             "server computes at a time, each as fast as the fastest did, it overstates what this "
             "machine serves (a model: that a step is all core time that adds up is a hypothesis "
             "here), so it is a rough bound, not a result"
