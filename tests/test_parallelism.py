@@ -313,3 +313,16 @@ def test_the_speedups_band_holds_one_exactly_when_the_verdict_finds_no_differenc
             run = _run(times=(median - spread, median, median + spread))
             inside = abs(run.speedup - 1) <= run.speedup_noise
             assert inside == run.verdict.startswith("no measurable difference"), (median, spread)
+
+
+def test_the_speedups_band_is_printed_on_the_side_of_1_its_verdict_read():
+    """Read 113: '1.33x ± 0.33 ... faster', whose printed band reaches 1.00."""
+    run = _run(times=(0.5, 0.5, 0.5))
+    assert run.speedup_text() == f"{run.speedup:.2f}x ± {run.speedup_noise:.2f}"
+    edge = _run(times=(0.75, 0.75, 0.75), reference=(1.0, 1.0, 1.0))
+    edge.reference.times = [0.83132] * 3  # 1.11x ± 0.11 at two decimals: 1.00 reached
+    s, b = edge.speedup, edge.speedup_noise
+    assert round(round(s, 2) - round(b, 2), 2) <= 1 < s - b  # faster, though 2 digits hide it
+    text = edge.speedup_text()
+    low = float(text.split("x ± ")[0]) - float(text.split("x ± ")[1])
+    assert low > 1 and len(text.split("x ± ")[1]) > 4

@@ -173,3 +173,12 @@ def test_a_percent_beside_its_limit_never_prints_the_limit_itself():
     assert percent_beside(0.10, 0.10).endswith(
         "(at the limit, above it by less than 0.00001 points)"
     )
+
+
+def test_a_ratio_is_printed_with_the_digits_that_show_its_side_of_the_limit():
+    """Read 113: 'served 1.00x its capacity ... but above 1'."""
+    from d2lhelpers.core.units import ratio_beside
+
+    assert ratio_beside(1.004) == "1.004" and ratio_beside(1.04) == "1.04"
+    assert ratio_beside(0.9996) == "0.9996" and ratio_beside(0.5) == "0.50"
+    assert ratio_beside(1.0) == "1.00 (to 6 decimals)"

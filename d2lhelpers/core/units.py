@@ -90,6 +90,16 @@ def percent_beside(share: float, limit: float, least: int = 0) -> str:
     return f"{limit:.{least}%} (at the limit, above it by less than 0.00001 points)"
 
 
+def ratio_beside(ratio: float, limit: float = 1.0, least: int = 2) -> str:
+    """`ratio` with as many decimals (`least` up to 6) as it takes not to print `limit` itself
+    (read 113: '1.00x' beside 'above 1'), as `percent_beside` does for shares."""
+    for digits in range(least, 7):
+        shown = f"{ratio:.{digits}f}"
+        if shown != f"{limit:.{digits}f}":
+            return shown
+    return f"{limit:.{least}f} (to 6 decimals)"
+
+
 def plural(n: int, word: str) -> str:
     """'1 matmul', '20 matmuls', '3 branches'."""
     if n == 1:

@@ -265,9 +265,14 @@ class BranchResult(Reported):
             f"device's time (its time / {self.branches}; one traced call has no noise of its own)"
         )
         if slower == k:
+            together = (  # read 113: the share is of the first two only
+                "at once, not one after the other"
+                if k == 2
+                else "the first two at once (the others' overlap with them is not measured here)"
+            )
             return (
-                f"{said}: each ran slower than that beyond its noise, at once, not one after the "
-                "other (why: a hypothesis, sharing the cores or the memory bandwidth)"
+                f"{said}: each ran slower than that beyond its noise, {together} (why: a "
+                "hypothesis, sharing the cores or the memory bandwidth)"
             )
         which = (
             f"{slower} of {k} ran slower than that beyond its noise"

@@ -107,6 +107,17 @@ class ParallelResult(Reported):
         exactly when the verdict says no measurable difference."""
         return (noise_of(self.measurement) + noise_of(self.reference)) / self.time
 
+    def speedup_text(self) -> str:
+        """'1.33x ± 0.33' with as many decimals (2 to 4) as it takes for the printed band to
+        sit on the side of 1 the verdict read (read 113: 1.33 - 0.33 = 1.00 beside 'faster')."""
+        s, b = self.speedup, self.speedup_noise
+        c = compare(self.measurement, self.reference)
+        for d in range(2, 5):
+            low, high = round(round(s, d) - round(b, d), d), round(round(s, d) + round(b, d), d)
+            if (low > 1) if c.a_faster else (high < 1) if c.a_slower else (low <= 1 <= high):
+                break
+        return f"{s:.{d}f}x ± {b:.{d}f}"
+
     def against_rerun(self, other: ParallelResult) -> str:
         """This run's speedup against another run of the same experiment (same scheme, devices,
         rows and work), within both bands: when they miss each other, something changed between
@@ -393,7 +404,7 @@ class ParallelResult(Reported):
                 format_seconds(t),
                 noise_text(m) if m else "(model)",
                 f"{rate:,.0f}",
-                f"{speedup:.2f}x ± {self.speedup_noise:.2f}{aside}" if m is self.measurement else
+                f"{self.speedup_text()}{aside}" if m is self.measurement else
                 f"{speedup:.2f}x",
             )
             for name, t, rate, speedup, m in self.rows()

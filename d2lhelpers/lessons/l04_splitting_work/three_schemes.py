@@ -137,7 +137,9 @@ class ThreeSchemesResult(Reported):
         faster = [r for r in trusted if compare(r.measurement, r.reference).a_faster]
         if not faster:
             return f"On {self.where}, no scheme was measurably faster than one device{tail}"
-        best = min(faster, key=lambda r: r.time)
+        # read 113: the lowest time among every trusted scheme, not only those measurably faster
+        # than their own one device (3.87 ms 'fastest' beside 3.86 ms)
+        best = min(trusted, key=lambda r: r.time)
         rest = [r for r in trusted if r is not best]
         tied = [r for r in rest if not compare(best.measurement, r.measurement).a_faster]
 
@@ -148,7 +150,7 @@ class ThreeSchemesResult(Reported):
 
         lead = (
             f"{best.scheme} ({format_seconds(best.time)} a batch, {best.speedup:.2f}x its one "
-            "device)"
+            "device" + ("" if best in faster else ", though not measurably faster than it") + ")"
         )
         behind = _listed([said(r) for r in rest if r not in tied])
         tail = "; ranked by time per batch (each speedup is against its own one-device time)" + tail
@@ -187,7 +189,7 @@ class ThreeSchemesResult(Reported):
                     f"{format_seconds(r.time)} {noise_text(r.measurement)}",
                     f"{format_seconds(r.reference.median)} {noise_text(r.reference)}",
                     f"{r.throughput:,.0f}",
-                    f"{r.speedup:.2f}x ± {r.speedup_noise:.2f}",
+                    r.speedup_text(),
                     f"{r.reachable_speedup:.2f}x",
                     model,
                     outcome,

@@ -16,7 +16,14 @@ import numpy as np
 
 from d2lhelpers.core import checks
 from d2lhelpers.core.concurrency import at_once_here
-from d2lhelpers.core.units import cores_phrase, format_rate, format_seconds, plural, usable_cores
+from d2lhelpers.core.units import (
+    cores_phrase,
+    format_rate,
+    format_seconds,
+    plural,
+    ratio_beside,
+    usable_cores,
+)
 from d2lhelpers.core.verdicts import Spread, compare, impossible, noise_of, noise_text
 from d2lhelpers.devices import check_fits, select_devices, setup_devices
 from d2lhelpers.serving.config import ModelConfig, bytes_per_device, decoder_config
@@ -403,7 +410,7 @@ def served_above(name: str, served: Spread, capacity: Spread, at: str) -> tuple[
             f"{format_rate(c.b, 'tokens/s')} with every slot busy"
         ), True
     return (
-        f"{name}: served {c.ratio:.2f}x its measured capacity ({at}), within the noise "
+        f"{name}: served {ratio_beside(c.ratio)}x its measured capacity ({at}), within the noise "
         f"(±{c.noise / c.b:.0%}): not measurably more than its steps timed with every slot busy "
         "allow, but above 1, so not a result: with a band that wide its capacity is a rough "
         "bound on this run, not a ceiling"  # read 76: a share above 1 within the noise, unflagged

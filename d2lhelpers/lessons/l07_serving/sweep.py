@@ -25,6 +25,7 @@ from d2lhelpers.core.units import (
     device_names,
     format_rate,
     format_seconds,
+    ratio_beside,
     usable_cores,
 )
 from d2lhelpers.core.verdicts import (
@@ -295,7 +296,7 @@ class LayoutSweep:
             return ""
         ratio, band = found
         parts = (
-            f"the window's ±{_window_noise(point):.0%} x {ratio:.2f} + the "
+            f"the window's ±{_window_noise(point):.0%} x {ratio_beside(ratio)} + the "
             f"capacity's ±{relative_noise(self.capacity.tokens_per_s):.0%}"
         )  # the band's parts, so that it can be rebuilt (read 58)
         timed = statistics.median(m.median for m in self.capacity.decode)
@@ -312,7 +313,8 @@ class LayoutSweep:
                 "not a result"
             )
         return (
-            f"; per busy engine-second it made {ratio:.2f}x ± {band:.2f} ({parts}) the tokens "
+            f"; per busy engine-second it made {ratio_beside(ratio)}x ± {band:.2f} ({parts}) "
+            "the tokens "
             f"its capacity assumes ({where}): "
             f"its decoding steps took {format_seconds(statistics.median(decodes))} in the window "
             f"against {format_seconds(timed)} timed with every slot busy, and "
