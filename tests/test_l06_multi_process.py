@@ -902,7 +902,12 @@ def test_the_committed_two_host_run_stands_beside_this_one(tmp_path):
     ]
     assert copy.rows[3:] == [
         ("hidden by overlap", "83%"),
-        ("hidden by overlap, at most (one launch paid)", "97.0%"),
+        (  # read 115: the launch and the ideal it implies, printed so that the ceiling rebuilds
+            "hidden by overlap, at most (one launch paid)",
+            "97.0% = 1 - launch / min(run, copy), the committed run's launch 900.0 µs; run + copy "
+            "- launch = 69.10 ms, which the share is of (the verdict's 'one after the other' is "
+            "that run's measured forced order, another time)",
+        ),
         ("notebook 02's verdict on that run", _hosts_file()["compute_copy"]["verdict"]),
     ]
     assert copy.verdicts[0].startswith("hypothesis, not measured")

@@ -136,6 +136,9 @@ def test_the_sweep_sentences_follow_the_numbers():
     held.model = Spread(cap.tokens_per_s.median, 200)
     cancel = LoadSweepResult(2, 2, cap, [held, off], step_flops=1e6, peak=1e12).regime()
     assert "It held, within" not in cancel
+    assert "It held for no layout tested here (missed: pipeline; terms missed: replicas)." in (
+        cancel
+    )  # read 115: the list names the layout whose terms missed too
     assert (
         "For replicas the capacity as a whole matched the model within the noise, but its terms "
         "missed: decoding step 1.00 ms against the model's 1.30 ms (-23%, beyond both noises, "

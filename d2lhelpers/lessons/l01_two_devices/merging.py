@@ -122,7 +122,9 @@ class MergeProbeResult(Reported):
         where = (
             "each process runs on TensorFlow's own CPU device with its default thread pools "
             f"(every usable core) and oneDNN {onednn}, as in this kernel (TF_ENABLE_ONEDNN_OPTS; "
-            "the baseline always runs with it on), not on one of this kernel's logical devices: "
+            "the baseline always runs with it on; how the package starts them: they inherit this "
+            "kernel's environment, not shown by a cell), not on one of this kernel's logical "
+            "devices: "
             "its times are not one device's, and only the counts, and each row's time against "
             "its control's (both run that way), are read"
         )

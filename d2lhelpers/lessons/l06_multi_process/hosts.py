@@ -135,8 +135,19 @@ class HostsReferenceResult(Reported):
             inside = not copy.get("verdict", "").startswith("Overlapped ran faster")
             if inside:
                 rows[-1] = (rows[-1][0], f"{rows[-1][1]} (not a result: see the verdict below)")
-            if ceiling is not None:
-                rows.append(("hidden by overlap, at most (one launch paid)", f"{ceiling:.1%}"))
+            if ceiling is not None:  # read 115: its launch and ideal printed, so it rebuilds
+                shorter = min(copy["run_s"], copy["copy_s"])
+                launch = (1 - ceiling) * shorter
+                ideal = copy["run_s"] + copy["copy_s"] - launch
+                rows.append(
+                    (
+                        "hidden by overlap, at most (one launch paid)",
+                        f"{ceiling:.1%} = 1 - launch / min(run, copy), the committed run's launch "
+                        f"{format_seconds(launch)}; run + copy - launch = {format_seconds(ideal)}, "
+                        "which the share is of (the verdict's 'one after the other' is that run's "
+                        "measured forced order, another time)",
+                    )
+                )
             if "verdict" in copy:  # whether that share stood out of the run's noise
                 rows.append(("notebook 02's verdict on that run", copy["verdict"]))
             note = (

@@ -603,7 +603,9 @@ class LoadSweepResult(Reported):
             )
             text += f"; not for {' and '.join(missed)}." if missed else "."
         elif missed:
-            text += f" It held for no layout tested here (missed: {' and '.join(missed)})."
+            text += f" It held for no layout tested here (missed: {' and '.join(missed)}" + (
+                f"; terms missed: {' and '.join(cancelled)})." if cancelled else ")."
+            )
         for name, found in cancelled.items():  # read 110: 'held' on errors that cancelled
             text += (
                 f" For {name} the capacity as a whole matched the model within the noise, but "
