@@ -5,6 +5,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -71,7 +72,13 @@ def test_two_hosts_reach_each_other_and_nothing_else_and_are_removed():
         made.set_rate(1e9)
         assert "rate 1Gbit" in _in(a, "tc", "qdisc", "show", "dev", "veth0").stdout
         sleeper = subprocess.Popen([*made.launch(1), "sleep", "60"])
-    sleeper.wait(timeout=5)  # ended with its namespace
+        # On a busy machine `ip netns exec` may not have entered the namespace yet; a process
+        # that enters after the removal lists its pids is not one the removal could have seen.
+        deadline = time.monotonic() + 60
+        while sleeper.pid not in made.pids() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert sleeper.pid in made.pids()
+    sleeper.wait(timeout=30)  # ended with its namespace
     assert hosts.left_behind(made) == [] and hosts.our_namespaces(os.getpid()) == []
 
 
