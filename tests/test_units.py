@@ -182,3 +182,15 @@ def test_a_ratio_is_printed_with_the_digits_that_show_its_side_of_the_limit():
     assert ratio_beside(1.004) == "1.004" and ratio_beside(1.04) == "1.04"
     assert ratio_beside(0.9996) == "0.9996" and ratio_beside(0.5) == "0.50"
     assert ratio_beside(1.0) == "1.00 (to 6 decimals)"
+
+
+def test_a_ratio_past_its_noise_is_printed_apart_from_its_edge():
+    from d2lhelpers.core.units import ratio_past_noise
+
+    # Read 116: 111.9 / 104.7 printed '1.1x … beyond the noise of 7%'.
+    assert ratio_past_noise(111.9 / 104.7, 0.066) == (
+        "1.069x",
+        "above the 1.066x its noise of 7% allows",
+    )
+    assert ratio_past_noise(1.25, 0.1) == ("1.25x", "above the 1.10x its noise of 10% allows")
+    assert ratio_past_noise(1.05, 0.1)[1] == "within the 1.10x its noise of 10% allows"

@@ -353,3 +353,21 @@ def test_two_runs_are_read_part_by_part_against_both_noises():
     )
     noisy = parts_between_runs([("a", m(0.010, 0.4), m(0.0102))], "x")  # IQR 40%: too noisy
     assert "too noisy to tell whether x" in noisy
+
+
+def test_two_rates_get_the_digits_that_show_their_verdict():
+    from d2lhelpers.core.verdicts import rates_as_judged
+
+    # Read 116: 3.2 ktok/s ±5% 'within both noises' of 2.8 ktok/s ±8%, though from those
+    # digits 3.2 x 0.95 = 3.04 > 2.8 x 1.08 = 3.02 reads beyond them.
+    bound = SimpleNamespace(median=2820.0, iqr=0.076 * 2820)
+    within = SimpleNamespace(median=3170.0, iqr=10.0)
+    assert not compare(within, bound).measurable
+    assert rates_as_judged(within, bound, "tok/s") == ("3.17 ktok/s", "2.82 ktok/s")
+    beyond = SimpleNamespace(median=3250.0, iqr=10.0)
+    assert compare(beyond, bound).measurable
+    assert rates_as_judged(beyond, bound, "tok/s") == ("3.2 ktok/s", "2.8 ktok/s")  # as usual
+    # Different prefixes stay as `format_rate` prints them where those digits read as judged.
+    assert rates_as_judged(
+        SimpleNamespace(median=1050.0, iqr=0.0), SimpleNamespace(median=999.0, iqr=0.0), "tok/s"
+    ) == ("1.1 ktok/s", "999.0 tok/s")

@@ -100,6 +100,17 @@ def ratio_beside(ratio: float, limit: float = 1.0, least: int = 2) -> str:
     return f"{limit:.{least}f} (to 6 decimals)"
 
 
+def ratio_past_noise(ratio: float, noise: float) -> tuple[str, str]:
+    """('1.069x', 'above the 1.066x its noise of 7% allows'): `ratio` and its edge 1 + `noise`
+    with as many decimals as it takes to print them apart (read 116: '1.1x … beyond the noise
+    of 7%' for 1.069 past 1.066)."""
+    edge = 1 + noise
+    shown = ratio_beside(ratio, edge)
+    digits = len(shown.partition(".")[2].partition(" ")[0])
+    side = "above" if ratio > edge else "within"
+    return f"{shown}x", f"{side} the {edge:.{digits}f}x its noise of {noise:.0%} allows"
+
+
 def plural(n: int, word: str) -> str:
     """'1 matmul', '20 matmuls', '3 branches'."""
     if n == 1:

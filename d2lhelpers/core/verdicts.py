@@ -12,7 +12,7 @@ import dataclasses
 from typing import Protocol, runtime_checkable
 
 from d2lhelpers.core.cache import load_average, machine_busy
-from d2lhelpers.core.units import cores_phrase, format_seconds, percent_beside
+from d2lhelpers.core.units import cores_phrase, format_rate, format_seconds, percent_beside
 
 NOISE_FLOOR = 0.05  # even a quiet run's median moves this much between runs of a notebook
 NOISY_IQR = 0.1  # IQR / median above this: too noisy to trust (pyperf, torch.utils.benchmark)
@@ -289,6 +289,31 @@ def agreeing_digits(ratio: float, band: float, beyond: bool) -> int:
         if (round(abs(shown_ratio - 1), digits) > shown_band) == beyond:
             return digits
     return 4
+
+
+def rates_as_judged(a: Timed, b: Timed, unit: str) -> tuple[str, str]:
+    """Two rates as `format_rate` prints them, or with a shared prefix and up to 4 decimals
+    where those digits would let a reader, from the printed medians and `noise_text` bands,
+    reach the other verdict than `compare(a, b)` (read 116: 3.2 ktok/s ±5% 'within both noises'
+    of 2.8 ktok/s ±8%)."""
+    beyond = compare(a, b).measurable
+    bands = [round(relative_noise(m), 2) for m in (a, b)]  # as '±5%' prints them
+
+    def reads(x: float, y: float) -> bool:
+        return (abs(x - y) > x * bands[0] + y * bands[1]) == beyond
+
+    plain = [format_rate(m.median, unit) for m in (a, b)]
+    if reads(*(_SCALES[p.split()[1].removesuffix(unit)] * float(p.split()[0]) for p in plain)):
+        return plain[0], plain[1]
+    prefix = format_rate(max(a.median, b.median), unit).split()[1].removesuffix(unit)
+    for d in range(2, 5):
+        x, y = (round(m.median / _SCALES[prefix], d) for m in (a, b))
+        if reads(x, y) or d == 4:
+            return f"{x:.{d}f} {prefix}{unit}", f"{y:.{d}f} {prefix}{unit}"
+    raise AssertionError("unreachable")
+
+
+_SCALES = {"T": 1e12, "G": 1e9, "M": 1e6, "k": 1e3, "": 1.0}  # `format_rate`'s prefixes
 
 
 def higher_or_lower(a: Timed | float, b: Timed | float, a_name: str, b_name: str) -> str:

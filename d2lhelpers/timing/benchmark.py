@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 
 from d2lhelpers.core.checks import require_count
-from d2lhelpers.core.units import format_rate, format_seconds
+from d2lhelpers.core.units import format_rate, format_seconds, ratio_beside, ratio_past_noise
 from d2lhelpers.core.verdicts import (
     LIKELY_CAUSES,
     NOISY_IQR,
@@ -230,7 +230,11 @@ class Measurement:
                     if self.remeasured_peak
                     else ""
                 )
-                text += f" = {self.rate / peak_now:.2f} of {peak}{again}"
+                # Above 1, with the digits that set it apart from its noise's edge (read 116).
+                ratio = self.rate / peak_now
+                apart = ratio > 1 and not math.isclose(ratio, 1 + self.rate_noise, rel_tol=1e-6)
+                shown = ratio_beside(ratio, 1 + self.rate_noise) if apart else f"{ratio:.2f}"
+                text += f" = {shown} of {peak}{again}"
                 text += self.above_peak_within
                 if self.above_peak:  # the headline itself says so, not only a warning (read 72)
                     text += " (above it beyond the noise: not a result, see the warning)"
@@ -335,12 +339,13 @@ def measurement_warnings(m: Measurement) -> list[str]:
     if m.rate is None or not m.peak or not above_limit(m.rate, m.peak, m.rate_noise):
         return found
     rate, first = format_rate(m.rate, m.unit), format_rate(m.peak, m.unit)
+    past = ratio_past_noise(m.rate / m.peak, m.rate_noise)
     if m.remeasured_peak and not above_limit(m.rate, m.remeasured_peak, m.rate_noise):
         # Explained: blame the first peak only when the new one is higher beyond its noise.
         if above_limit(m.remeasured_peak, m.peak, m.peak_noise):
             found.append(
-                f"the peak was measured low: {rate} is {m.rate / m.peak:.1f}x the device's "
-                f"measured peak ({first}), but {m.rate / m.remeasured_peak:.2f}x the peak "
+                f"the peak was measured low: {rate} is {past[0]} the device's measured peak "
+                f"({first}), {past[1]}, but {m.rate / m.remeasured_peak:.2f}x the peak "
                 f"measured again now ({format_rate(m.remeasured_peak, m.unit)}); the first peak "
                 "was probably measured while the machine was busy (a hypothesis, not measured)"
             )
@@ -366,8 +371,7 @@ def measurement_warnings(m: Measurement) -> list[str]:
         causes = sorted(causes, key=lambda c: excluded[causes.index(c)])  # stable: in order
     found.append(
         impossible(
-            f"{rate} is {m.rate / m.peak:.2f}x the device's measured peak ({first}{again}), "
-            f"beyond the noise of {m.rate_noise:.0%}",
+            f"{rate} is {past[0]} the device's measured peak ({first}{again}), {past[1]}",
             causes,
         )
     )

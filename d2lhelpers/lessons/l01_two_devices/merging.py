@@ -13,7 +13,14 @@ from collections.abc import Callable
 
 from d2lhelpers.core.checks import require_count, require_memory, require_processes
 from d2lhelpers.core.report import Reported, Table
-from d2lhelpers.core.units import BYTES_PER_FLOAT, MiB, format_rate, format_seconds, plural
+from d2lhelpers.core.units import (
+    BYTES_PER_FLOAT,
+    MiB,
+    format_rate,
+    format_seconds,
+    plural,
+    ratio_past_noise,
+)
 from d2lhelpers.core.verdicts import impossible, noise_text, ratio_noise
 from d2lhelpers.lessons.l01_two_devices.concurrency import MAX_MATMULS
 from d2lhelpers.timing.benchmark import Measurement
@@ -30,11 +37,14 @@ def rates_verdict(identical: Measurement, chain: Measurement) -> str:
     peak = chain.best_peak or identical.best_peak
     if not peak or identical.rate is None or chain.rate is None:
         return "no peak was given, so neither rate can be checked"
-    said = f"identical {identical.rate / peak:.2f}x, chain {chain.rate / peak:.2f}x the peak"
+    # Each ratio with the digits that put it on its side of its own noise's edge (read 116).
+    chain_x, chain_edge = ratio_past_noise(chain.rate / peak, chain.rate_noise)
+    ident_x = ratio_past_noise(identical.rate / peak, identical.rate_noise)[0]
+    said = f"identical {ident_x}, chain {chain_x} the peak"
     if chain.above_peak:
         return (
             f"{said} {format_rate(peak)}: the chain, which cannot be merged, is above the peak "
-            f"beyond the noise of {chain.rate_noise:.0%} even after the peak was measured again: "
+            f"({chain_edge}) even after the peak was measured again: "
             + impossible("the chain's rate")
             + ". So these rates cannot show whether work was merged"
         )

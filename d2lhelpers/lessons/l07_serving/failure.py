@@ -30,6 +30,7 @@ from d2lhelpers.core.verdicts import (
     noise_text,
     numbered,
     parts_between_runs,
+    rates_as_judged,
     ratio_noise,
     relative_noise,
 )
@@ -400,10 +401,11 @@ class FailureResult(Reported):
             c = compare(value, most)
             if c.a <= c.b:
                 continue
-            it = f"{format_rate(most.median, 'tok/s')} from the sweep"
+            shown, bound = rates_as_judged(value, most, "tok/s")
+            it = f"{bound} from the sweep"
             it = it if k is None else f"{k}x one device's ({it})"
             where = self._where(it, c, why=False)  # the sentence says 'not a result'
-            said = f"{format_rate(value.median, 'tok/s')} {noise_text(value)}, {where}"
+            said = f"{shown} {noise_text(value)}, {where}"
             if name == "capacity":
                 capacity = said
             else:
@@ -434,15 +436,12 @@ class FailureResult(Reported):
                 )
             for name, value, most, k in readings:
                 c = compare(value, most)
-                it = (
-                    "it"
-                    if k is None
-                    else f"{k}x one device's ({format_rate(most.median, 'tok/s')})"
-                )
-                said.append(
-                    f"{r.layout} {name}: {format_rate(value.median, 'tok/s')} "
-                    f"{noise_text(value)}, {self._where(it, c)}"
-                )
+                shown, bound = rates_as_judged(value, most, "tok/s")
+                if k is not None:
+                    it = f"{k}x one device's ({bound})"
+                else:  # the digits the ceiling above printed, or more where they would mislead
+                    it = "it" if bound == format_rate(most.median, "tok/s") else f"it ({bound})"
+                said.append(f"{r.layout} {name}: {shown} {noise_text(value)}, {self._where(it, c)}")
                 if name == "capacity" and c.a > c.b and r.utilisation is not None:
                     said.append(  # read 70: the share read the window against this capacity
                         f"so the share of its capacity {r.layout} served before the loss, in the "

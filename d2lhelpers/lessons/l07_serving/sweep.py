@@ -38,6 +38,7 @@ from d2lhelpers.core.verdicts import (
     model_test,
     noise_of,
     noise_text,
+    rates_as_judged,
     ratio_noise,
     relative_noise,
 )
@@ -464,9 +465,12 @@ class LoadSweepResult(Reported):
         c = compare(value, reach)
         if c.a <= c.b:
             return ""
+        shown, bound = rates_as_judged(value, reach, "tok/s")
+        # Where the usual digits would read the other way, the value too, at these digits.
+        digits = "" if bound == format_rate(reach.median, "tok/s") else f" ({shown} against it)"
         return (
-            f"above {format_rate(reach.median, 'tok/s')} {noise_text(reach)} "
-            f"({reach_label(self.at_once)}), {'beyond' if c.measurable else 'within'} both noises"
+            f"above {bound} {noise_text(reach)} ({reach_label(self.at_once)}), "
+            f"{'beyond' if c.measurable else 'within'} both noises{digits}"
             + above_reach_words(c.measurable)
         )
 
