@@ -230,18 +230,20 @@ class BranchResult(Reported):
     def traced_busy(self) -> list[float] | None:
         """Every branch device's matmul busy seconds in the traced call; None when the trace
         cannot tell (incomplete, or fewer than two devices busy)."""
-        if incomplete_reason(self.trace):
-            return None
-        busy, lengths, _ = _both_busy(self.trace, self._branch_devices())
-        return lengths if len(busy) >= 2 and min(lengths) > 0 else None
+        return self._traced()[0]
 
     def traced_share(self) -> float | None:
         """How long the first two branch devices multiplied at the same time in the traced call,
         as a share of the shorter's busy time; None when the trace cannot tell."""
-        lengths = self.traced_busy()
-        if lengths is None:
-            return None
-        return _both_busy(self.trace, self._branch_devices()[:2])[2] / min(lengths[:2])
+        lengths, together = self._traced()
+        return None if lengths is None else together / min(lengths[:2])
+
+    def _traced(self) -> tuple[list[float] | None, float]:
+        """`traced_busy` and the first two devices' seconds at once, from one merge."""
+        if incomplete_reason(self.trace):
+            return None, 0.0
+        busy, lengths, together = _both_busy(self.trace, self._branch_devices())
+        return (lengths if len(busy) >= 2 and min(lengths) > 0 else None), together
 
     def traced_at_once(self, share: float) -> str:
         """Reads 105, 107: branches in flight at once in the traced call; each branch device's

@@ -171,19 +171,19 @@ class PipelineResult(ParallelResult):
         said = super().against_rerun(other)
         if said.endswith("not compared") or not (self.stages and other.stages):
             return said
-        low, high = sorted((self, other), key=lambda r: r.measured_bubble)
         bubbles = (
             f"their bubbles: {self.measured_bubble:.1%} {self.band_text(1)} in one run, "
             f"{other.measured_bubble:.1%} {other.band_text(1)} in the other"
         )
-        if low.measured_bubble + low.bubble_noise_up < high.measured_bubble - high.bubble_noise:
+        # What both bands allow; empty when they do not meet.
+        top = min(r.measured_bubble + r.bubble_noise_up for r in (self, other))
+        bottom = max(r.measured_bubble - r.bubble_noise for r in (self, other))
+        if top < bottom:
             return (
                 f"{said}; {bubbles}: their bands do not meet, so the two runs place the bubble "
                 "differently, and each run's reading of it (against the model and 1 - 1/p) holds "
                 "for that run only"
             )
-        top = min(r.measured_bubble + r.bubble_noise_up for r in (self, other))
-        bottom = max(r.measured_bubble - r.bubble_noise for r in (self, other))
         said = (
             f"{said}; {bubbles}: their bands meet (both allow {max(bottom, 0):.1%} to {top:.1%}), "
             "so the runs do not disagree on it beyond their noise"

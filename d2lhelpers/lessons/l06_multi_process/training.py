@@ -229,6 +229,18 @@ def scaling_sentence(job: TrainingJobResult, one: TrainingJobResult) -> str:
     )
 
 
+def link_of(link, allreduce):
+    """The link a training sweep's model uses: `link`, or the fit of `allreduce` (an
+    `AllReduceJobResult`); refused when both are given and disagree."""
+    if allreduce is None:
+        return link
+    if link is None:
+        return allreduce.link
+    if allreduce.n_workers < 2 or link != allreduce.link:
+        raise ValueError("`link` is not this all-reduce job's fit: pass the job it came from")
+    return link
+
+
 @dataclasses.dataclass
 class TrainingSweepResult(Reported):
     """Training jobs on 1, 2, ... workers beside the cost model's step times (if `link`).
@@ -242,12 +254,7 @@ class TrainingSweepResult(Reported):
     allreduce: AllReduceJobResult | None = None
 
     def __post_init__(self):
-        if self.allreduce is None:
-            return
-        if self.link is None:
-            self.link = self.allreduce.link
-        elif self.allreduce.n_workers < 2 or self.link != self.allreduce.link:
-            raise ValueError("`link` is not this all-reduce job's fit: pass the job it came from")
+        self.link = link_of(self.link, self.allreduce)
 
     def plot(self, ax=None):
         """`plot_training_sweep` of this sweep."""
@@ -417,8 +424,7 @@ def run_training_sweep(
     all admitted before the first starts. `progress(done, total, status)` over the whole sweep.
     The cost model uses `link`, or the fit of `allreduce` (an `AllReduceJobResult`), whose band it
     then counts."""
-    if allreduce is not None:  # refused before any process starts
-        TrainingSweepResult([], link, allreduce=allreduce)
+    link_of(link, allreduce)  # refused before any process starts
     steps = machine_defaults().steps if steps is None else steps
     counts = check_sweep(worker_counts, width, batch_per_worker, steps, warmup, timeout_s)
     if board is None:
