@@ -325,9 +325,8 @@ def test_merge_probe_verdict_names_what_stops_the_merge_beside_its_control():
     first, second = found.verdict.split(". ")
     assert first == (
         "With Grappler's arithmetic optimizer and the classic CSE off, 10 of 10 MatMuls ran "
-        "(10.0x ± 1.0 the time per call of its control, which differs only in that and still "
-        "merged: "
-        "1 of 10 ran): that is what merges them"
+        "(10.0x ± 1.0 the time per call of its control, the row that differs from it in one "
+        "setting and still merged: 1 of 10 ran): that is what merges them"
     )
     assert second.startswith("With only one of them off, the merge stays (Grappler's arithm")
     assert second.endswith("1 of 10 ran): each merges them on its own")
@@ -348,14 +347,18 @@ def test_a_control_that_also_runs_everything_attributes_nothing():
     assert found.culprits == []
     assert "and so did its control" in found.verdict and "that is what merges" not in found.verdict
     missing = probe_result({"none": 1, "both": 10})
-    assert missing.culprits == [] and "no control differing only in that" in missing.verdict
+    assert (
+        missing.culprits == [] and "no control differing from it in one setting" in missing.verdict
+    )
 
 
 def test_merge_probe_verdict_reads_each_outcome():
     grappler = probe_result({"none": 1, "arithmetic": 10})
     assert [r.switch for r in grappler.culprits] == ["arithmetic"]
     assert grappler.verdict.startswith("With Grappler's arithmetic optimizer off, 10 of 10")
-    assert "its control, which differs only in that and still merged: 1 of 10" in (grappler.verdict)
+    assert "its control, the row that differs from it in one setting and still merged: 1 of 10" in (
+        grappler.verdict
+    )
     assert "each merges" not in probe_result({**AS_MEASURED, "arithmetic": 10}).verdict
     nothing = probe_result({"none": 1, "arithmetic": 1, "both": 1})
     assert nothing.verdict.startswith("none of the switches stopped the merge")

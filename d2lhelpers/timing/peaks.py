@@ -27,7 +27,13 @@ import tensorflow as tf
 
 from d2lhelpers.core.cache import cache_dir, cached_measurement, machine_busy
 from d2lhelpers.core.counts import chain_flops
-from d2lhelpers.core.units import cores_phrase, format_bytes, format_rate, usable_cores
+from d2lhelpers.core.units import (
+    cores_phrase,
+    format_bytes,
+    format_rate,
+    percent_beside,
+    usable_cores,
+)
 from d2lhelpers.core.verdicts import LIKELY_CAUSES, NOISE_FLOOR, above_limit, numbered
 from d2lhelpers.devices import Device, setup_devices
 from d2lhelpers.timing.benchmark import NOISY_IQR, MeasuredPeak, Measurement, PeakRecord, measure
@@ -254,7 +260,8 @@ def describe_devices(devices: list[Device] | None = None) -> str:
                 else ""
             )
             said = (
-                f"measured peak: {format_rate(peak.current)} (noise {peak.noise:.0%} within this "
+                f"measured peak: {format_rate(peak.current)} (noise "
+                f"{percent_beside(peak.noise, NOISY_IQR)} within this "
                 f"measurement{noisy}; a later rate above it beyond both noises has it measured "
                 "again, and its noise becomes the larger of the kept reading's spread and the gap "
                 "between the readings)"
@@ -264,7 +271,8 @@ def describe_devices(devices: list[Device] | None = None) -> str:
     lines.append(
         f"Fair baseline: the usable cores ({cores_phrase(usable_cores())}, {baseline['device']}, "
         f"TensorFlow's default threading) reach {format_rate(baseline['flops_per_s'])} "
-        f"(noise {baseline.get('noise', 0):.0%}) "
+        # digits that set it apart from the noisy line (read 117: '10%' for a kept baseline)
+        f"(noise {percent_beside(baseline.get('noise', 0), NOISY_IQR)}) "
         f"on one {baseline['size']}x{baseline['size']} matmul chain (measured "
         + ("" if baseline.get("from_cache") else "in this run, at ")  # read 86: say which
         + f"{baseline['measured_at']}"

@@ -76,7 +76,7 @@ class MergeProbeResult(Reported):
         control = self._of(SWITCHES[run.switch].control)
         said = f"with {run.what} off, {run.n} of {run.n} MatMuls ran"
         if control is None:
-            return False, f"{said}, but no control differing only in that was run"
+            return False, f"{said}, but no control differing from it in one setting was run"
         if not control.merged:
             return False, (
                 f"{said}, and so did its control ({control.what} off: {control.executed} of "
@@ -86,9 +86,9 @@ class MergeProbeResult(Reported):
         ratio = run.seconds / control.seconds
         return True, (
             f"{said} ({ratio:.1f}x ± {ratio_noise(ratio, run, control):.1f} the time per call "
-            "of its control, "
-            f"which differs only in that and still merged: {control.executed} of {control.n} "
-            "ran): that is what merges them"
+            # read 118: 'differs only in that' read as both switches; it is one setting
+            "of its control, the row that differs from it in one setting and still merged: "
+            f"{control.executed} of {control.n} ran): that is what merges them"
         )
 
     @property

@@ -448,8 +448,12 @@ class ComputeCopyResult(Reported):
                 [
                     "run",
                     format_rate(self.run.rate),
-                    "one worker thread: no peak is measured for it here, so this rate is not "
-                    "checked against one",
+                    (
+                        "one op thread (intra-op 1, as the package starts the worker)"
+                        if self.worker_cores is not None
+                        else "a worker at an address: its threads are not known here"
+                    )
+                    + ": no peak is measured for it here, so this rate is not checked against one",
                 ],
                 [
                     "copy over gRPC",

@@ -234,9 +234,9 @@ class AllreduceOverlapResult(Reported):
             sentence += " Running at the same time is not running for free"
             if self.kind == "logical CPU":
                 sentence += (
-                    f"; both are work for the same {cores_phrase(self.cores)}, and whether the "
-                    "ring's time is copies and adds that need a core (as the matmuls do) or "
-                    "waiting is a hypothesis this run does not test."
+                    f"; both may need the same {cores_phrase(self.cores)}: whether the ring's "
+                    "time is copies and adds that need a core (as the matmuls do) or waiting is "
+                    "a hypothesis this run does not test."
                 )
             else:
                 sentence += "."

@@ -220,8 +220,8 @@ class WorkerLossResult(Reported):
             return f"no worker failed after one was {self.how}: every worker finished; {lost}"
         if self.failed_as_whole:
             return (
-                f"the job failed as a whole: all {self.n_workers} workers stopped with an error "
-                f"within {math.ceil(round(max(self.error_after_s) * 100, 6)) / 100:.2f} s"
+                f"the job failed as a whole: all {self.n_workers} workers stopped with an error, "
+                f"the last {max(self.error_after_s):.2f} s after the loss"
                 + self._timeout_words()
                 + f"; {lost}"
             )

@@ -129,7 +129,11 @@ class LockstepResult(Reported):
         ]
         columns = ["replicas", "capacity", *POINT_COLUMNS]
         notes = [self.latencies("latency", "independent median latency"), self.verdict]
-        notes += [line for c in self.capacities if (line := c.summed_note())]
+        notes += [
+            line
+            for c, p in zip(self.capacities, self.points, strict=True)
+            if (line := c.summed_note(p.throughput))
+        ]
         notes += [
             f"{mode}'s capacity: {c.inputs_text()}"
             for mode, c in zip(MODES, self.capacities, strict=True)

@@ -57,7 +57,7 @@ class ServingRunResult(Reported):
             f"window {start:.2f}-{end:.2f} s: {len(self.point.in_window)} requests arrived in it; "
             f"warm-up before it and drain after it left out",
         ]
-        notes += [line for line in [c.summed_note()] if line]
+        notes += [line for line in [c.summed_note(self.point.throughput)] if line]
         stall = self.point.stalled(self.layout)
         return [
             Table(
