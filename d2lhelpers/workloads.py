@@ -47,8 +47,9 @@ def chains_in_one_graph(devices, n):
     """One tf.function with one `n`-matmul chain per device: call it with one matrix per device.
 
     The chains share no data, so TensorFlow's dependency tracker may run them at the same time.
-    Separate eager calls on CPU devices are expected to run one after the other (an expectation
-    from TensorFlow's eager execution, not measured here).
+    Separate calls on CPU devices are expected to run one after the other (an expectation from
+    how TensorFlow runs CPU ops; the "two separate calls" cell below reads whether this run's
+    times are consistent with it).
     """
     names = [device_name(d) for d in devices]
 
