@@ -143,8 +143,8 @@ def test_each_page_says_where_it_ran_how_the_references_differ_and_how_to_move_t
     ]
     box = build.machine_box({"machine": MACHINE, "seconds": 12.4}, references)
     assert MACHINE["summary"] in box and "TensorFlow 2.21.0" in box and "ran in 12 s" in box
-    assert "Same machine kind as the reference results (results/a.json" in box
-    assert "differ in machine** (results/b.json" in box and "16 CPU cores, not 2" in box
+    assert "Reference results from the same machine kind (results/a.json" in box
+    assert "from another machine** (results/b.json" in box and "16 CPU cores, not 2" in box
     assert "`make lab`" in box
     unknown = build.machine_box({"machine": None, "seconds": 1}, [])
     assert "unknown" in unknown and "No committed reference results" in unknown

@@ -243,12 +243,13 @@ def machine_box(run: dict, references: list[dict]) -> str:
         differences = machine_differences(here or {}, reference)
         if differences:
             lines.append(
-                f"- **The reference results differ in machine** ({label}, {date}): "
+                # read 119: 'the reference results' named two files; each is named by its own
+                f"- **Reference results from another machine** ({label}, {date}): "
                 + "; ".join(differences)
             )
         else:
             lines.append(
-                f"- Same machine kind as the reference results ({label}, {date}): the same "
+                f"- Reference results from the same machine kind ({label}, {date}): the same "
                 "configuration, not necessarily the same speed (compare the rates, not the labels)."
             )
     if not references:

@@ -136,6 +136,10 @@ class WorkerLossResult(Reported):
     def survivors_sped_up(self) -> tuple[Measurement, Measurement] | None:
         """The survivors' times between step ends before and after the kill, if measurably
         shorter after (blocks of ten steps are the runs: their spread is the medians' noise)."""
+        pair = self._survivor_times()
+        return pair if pair is not None and compare(pair[1], pair[0]).a_faster else None
+
+    def _survivor_times(self) -> tuple[Measurement, Measurement] | None:
         befores, afters = [], []
         for k in range(self.n_workers):
             before, after = self._split(k)
@@ -144,8 +148,7 @@ class WorkerLossResult(Reported):
                 afters += _blocks(intervals(after))
         if not befores:
             return None
-        pair = Measurement("before", befores), Measurement("after", afters)
-        return pair if compare(pair[1], pair[0]).a_faster else None
+        return Measurement("before", befores), Measurement("after", afters)
 
     @property
     def rate_noises(self) -> tuple[float, float] | None:
@@ -209,8 +212,18 @@ class WorkerLossResult(Reported):
             return f"{model}, within the noise"
         word = "less" if c.a < c.b else "more"
         said = f"{model}; {word} than the model beyond the noise"
-        if word == "less" and self.survivors_sped_up is None:
+        times = self._survivor_times()
+        if word == "less" and self.survivors_sped_up is None and times is None:
             said += " (the survivors' own speed-up was not measurable: why is not shown)"
+        elif word == "less" and self.survivors_sped_up is None:
+            before, after = times  # read 119: the survivors' own times, so a reader can see
+            said += (
+                f" (the survivors' steps took {format_seconds(before.median)} "
+                f"{noise_text(before)} before the loss and {format_seconds(after.median)} "
+                f"{noise_text(after)} after: no measurable speed-up, so why less was lost is not "
+                "shown; workers of unequal speed before the loss, or a speed-up inside the "
+                "noise, are hypotheses)"
+            )
         return said
 
     @property

@@ -651,12 +651,10 @@ class LoadSweepResult(Reported):
         if beats_ideal(d1, self.step_flops / self.peak):
             found.append(impossible("one device's step computes faster than the measured peak"))
         for s, beyond in self.above_reachable():
-            if beyond:
+            if beyond:  # read 120: against a model's bound, not a physical one: not 'impossible'
                 found.append(
-                    impossible(
-                        f"{s.layout}'s capacity is above what the {self.at_once} devices that "
-                        "can compute at once allow beyond the noise"
-                    )
+                    f"{s.layout}'s capacity is above {reach_label(self.at_once)}, beyond both "
+                    "noises" + above_reach_words(True)
                 )
         for s in self.sweeps:
             found += s.flags()
