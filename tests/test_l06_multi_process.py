@@ -259,6 +259,14 @@ def test_fit_on_exact_data_recovers_alpha_beta_and_the_link_values():
         _ = _fake_allreduce([exact], sizes).link
 
 
+def test_the_tables_title_says_how_many_op_threads_each_worker_had():
+    # read 121: '1 op thread each' was a constant beside a group that may start more
+    job = _fake_allreduce([[1e-3, 2e-3], [1e-3, 2e-3]], [4 * KiB, 8 * KiB])
+    assert job.tables()[0].title.endswith("on loopback, 1 op thread each")
+    job.op_threads = 2
+    assert job.tables()[0].title.endswith("on loopback, 2 op threads each")
+
+
 def test_wrong_sums_are_flagged_not_fitted():
     job = _fake_allreduce([[1e-3, 2e-3], [1e-3, 2e-3]], [4 * KiB, 8 * KiB])
     job.sums_correct = [True, False]

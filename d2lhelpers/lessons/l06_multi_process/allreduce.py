@@ -27,6 +27,7 @@ from d2lhelpers.core.units import (
     format_rate,
     format_seconds,
     percent_beside,
+    plural,
 )
 from d2lhelpers.core.verdicts import (
     NOISY_CAUSES,
@@ -66,6 +67,7 @@ class AllReduceJobResult(Reported):
     worker_iqrs_s: list[list[float]] = dataclasses.field(default_factory=list)  # [worker][size]
     # this process's peak RSS when the job ended (read 69: read again when shown, it had grown)
     kernel_peak_rss_bytes: int | None = None
+    op_threads: int = 1  # each worker's intra-op threads, as its group started it (read 121)
 
     def plot(self, ax=None):
         """`plot_allreduce_job` of this job."""
@@ -239,7 +241,7 @@ class AllReduceJobResult(Reported):
             verdicts.append("the sums were exact on every worker (each checked what it got)")
         title = (
             f"MultiWorkerMirroredStrategy all-reduce (RING), {self.n_workers} worker processes "
-            f"on {self.where}, 1 op thread each"
+            f"on {self.where}, {plural(self.op_threads, 'op thread')} each"
         )
         return [
             Table(title, columns, rows, verdicts, flags),
@@ -338,6 +340,7 @@ def run_allreduce_job(
         where,
         worker_iqrs_s=iqrs,
         kernel_peak_rss_bytes=memory_now()["peak_rss_bytes"],
+        op_threads=group_options.get("intra_op_threads", 1),  # the group's default
     )
 
 
