@@ -15,7 +15,7 @@ import subprocess
 import tensorflow as tf
 
 from d2lhelpers.core.checks import available_memory_bytes, require_count
-from d2lhelpers.core.units import GiB, cores_phrase, format_bytes, usable_cores
+from d2lhelpers.core.units import GiB, cores_phrase, format_bytes, plural, usable_cores
 
 DEFAULT_COUNT = 4  # sliders go from 1 to this on CPU-only machines and on one GPU
 MAX_CPU_COUNT = 8
@@ -190,14 +190,28 @@ def _configure(plan: Plan, gpus: list) -> None:
         raise RuntimeError(f"asked for {plan.count} {kind} devices, TensorFlow has {found}")
 
 
+def _op_threads() -> tuple[int, int]:
+    """(threads per op, ops at once) as TensorFlow reports them, not as `_configure` asked
+    (read 122: the pool's size was printed from the device count)."""
+    return (
+        tf.config.threading.get_intra_op_parallelism_threads(),
+        tf.config.threading.get_inter_op_parallelism_threads(),
+    )
+
+
+def _threads(n: int) -> str:
+    return "one thread" if n == 1 else plural(n, "thread")
+
+
 def _describe(plan: Plan) -> list[Device]:
     cores = usable_cores()
     devices = []
     if plan.kind == "logical CPU":
+        per_op, pool = _op_threads()
         for i, logical in enumerate(tf.config.list_logical_devices("CPU")):
             note = (
-                f"logical CPU {i} of {plan.count}: each op on one thread, from a pool of "
-                f"{plan.count} shared with the others, as are {cores_phrase(cores)} and the "
+                f"logical CPU {i} of {plan.count}: each op on {_threads(per_op)}, from "
+                f"a pool of {pool} shared with the others, as are {cores_phrase(cores)} and the "
                 "host's memory"
             )
             devices.append(Device(logical.name, plan.kind, i, note))
@@ -280,15 +294,17 @@ def device_summary() -> str:
     if kind == "logical CPU":
         # read 89: the threads are as configured (setup_devices), and a collective's
         # transfers run on TensorFlow's own collective threads, not in the op pool
+        per_op, pool = _op_threads()
         at_once = (
             f"so at most {cores} can compute at the same time, one per core"
-            if cores <= count
-            else f"so at most {count} ops can compute at the same time (a collective's threads "
+            if cores <= pool
+            else f"so at most {pool} ops can compute at the same time (a collective's threads "
             "can use the other cores)"
         )
         line = (
             f"{count} logical CPU devices sharing {cores_phrase(cores)} (no GPU): as configured "
-            f"here, each op runs on one thread from one pool of {count} op threads the devices "
+            f"here, each op runs on {_threads(per_op)} from one pool of {pool} op "
+            "threads the devices "
             "share, and a collective's transfers on TensorFlow's own collective threads "
             "(its source: the collective executor's work queue; not traced here); "
             f"{at_once}."

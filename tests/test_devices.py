@@ -114,6 +114,14 @@ def test_device_summary_speaks_of_usable_cores_and_a_small_machine(devices, monk
     monkeypatch.setattr(devices_module, "usable_cores", lambda: 8)  # more cores than devices
     line = d2l.device_summary()
     assert "at most 4 ops can compute at the same time (a collective's threads can use" in line
+    # read 122: the pool is what TensorFlow reports, not the device count
+    assert "one thread from one pool of 4 op threads" in line
+    monkeypatch.setattr(devices_module, "_op_threads", lambda: (2, 6))
+    line = d2l.device_summary()
+    assert "each op runs on 2 threads from one pool of 6 op threads" in line
+    assert "at most 6 ops can compute at the same time" in line
+    monkeypatch.undo()
+    monkeypatch.setattr(devices_module, "available_memory_bytes", lambda: 16 * GiB)
     monkeypatch.setattr(devices_module, "usable_cores", lambda: 2)
     line = d2l.device_summary()
     assert "small machine" not in line
