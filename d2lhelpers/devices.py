@@ -27,7 +27,8 @@ SMALL_MEMORY_BYTES = 3 * GiB  # below this much available memory: a small machin
 
 
 def small_machine(cores: int | None = None, available_bytes: int | None = None) -> bool:
-    """One usable core, or under `SMALL_MEMORY_BYTES` available: lessons pick smaller defaults."""
+    """One usable core, or under `SMALL_MEMORY_BYTES` available: notebook 06's multi-process runs
+    pick smaller defaults (`machine_defaults`)."""
     cores = usable_cores() if cores is None else cores
     available = available_memory_bytes() if available_bytes is None else available_bytes
     return cores <= 1 or available < SMALL_MEMORY_BYTES
@@ -288,7 +289,7 @@ def select_devices(count: int) -> list[Device]:
 
 def device_summary() -> str:
     """One line: how many devices this kernel has, what they really are, and, on a small machine
-    (`small_machine()`), that the lessons pick smaller defaults."""
+    (`small_machine()`), that notebook 06 picks smaller defaults."""
     devices = setup_devices()
     kind, count, cores = devices[0].kind, len(devices), usable_cores()
     if kind == "logical CPU":
@@ -316,8 +317,9 @@ def device_summary() -> str:
     if small_machine(cores):
         memory = format_bytes(available_memory_bytes())
         line += (
-            f" This is a small machine: smaller defaults ({cores_phrase(cores)}, {memory} of "
-            "memory available)."
+            # read 122: only notebook 06 acts on it, so the line names it
+            f" This is a small machine ({cores_phrase(cores)}, {memory} of memory available): "
+            "notebook 06's multi-process runs pick smaller defaults."
         )
     return line
 

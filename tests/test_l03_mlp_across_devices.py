@@ -174,6 +174,8 @@ def test_overlap_sentence_warns_that_one_core_means_turns(monkeypatch):
     monkeypatch.setattr(l03, "usable_cores", lambda: 1)
     one = l03.overlap_sentence(ROWS, [CPU1, CPU2])
     assert "took turns on the cores" in one and "1 usable CPU core," in one
+    # read 122: nothing shown at the same time, so nothing took turns to say
+    assert l03.overlap_sentence(apart, [CPU1, CPU2]).endswith("ran one after the other")
 
 
 def test_an_incomplete_trace_gives_its_sentence_not_an_overlap_or_a_timeline():

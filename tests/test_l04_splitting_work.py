@@ -414,8 +414,9 @@ def test_traced_idle_share_is_read_against_the_model_within_the_calls_spread():
         in (one_core)
     )
     assert (
-        "cannot fall below 50% here while no two stages have ops in flight together (a bar counts "
-        "an op's waiting as busy); a trace may count an op busy while it waits its turn "
+        "cannot fall below 50% here while no two stages have ops in flight together (a bar runs "
+        "from an op's start to its end, so it is expected to count any wait for a core inside it "
+        "as busy: not measured here); a trace may count an op busy while it waits its turn "
         in one_core
     )
     assert (  # 20% < 50%: said why, as a hypothesis (read 81)

@@ -113,7 +113,7 @@ def overlap_sentence(rows: Sequence[OpEvent], devices: Sequence[Device | str]) -
     else:
         sentence += ": in this call the branches ran one after the other"
     cores = usable_cores()
-    if not on_gpu() and cores < len(names):
+    if share > 0 and not on_gpu() and cores < len(names):  # read 122: not beside 0%
         sentence += (
             f" (with {cores_phrase(cores)}, ops shown at the same time took turns on the "
             "cores: in flight at once, not computing at once; the verdict from the times below "

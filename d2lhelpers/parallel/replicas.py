@@ -15,8 +15,8 @@ def replicas_in_one_graph(weights, devices):
     Every device holds all of W1, b1, W2, b2 (the copies are placed once, here); each call shares
     the rows out as evenly as it can (the load balancer), and Y is the row blocks Y_k in order.
     No replica needs another's results: they exchange nothing with each other (their rows are
-    handed out and their outputs joined), so the dependency tracker may run the replicas at the
-    same time (the verdict below says whether they gained), and throughput can
+    handed out and each returns its own row block), so the dependency tracker may run the
+    replicas at the same time (the verdict below says whether they gained), and throughput can
     grow with N; the price is N copies of the weights.
     """
     copies = [weights.to(device) for device in devices]

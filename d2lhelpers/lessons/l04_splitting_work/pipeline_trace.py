@@ -149,7 +149,8 @@ class PipelineTraceResult(Reported):
                 f"{plural(self.cores, 'stage')} {'computes' if self.cores == 1 else 'compute'} "
                 "at a time, so the time idle cannot fall below "
                 f"{self.floor:.0%} here while no two stages have ops in flight together (a bar "
-                "counts an op's waiting as busy)"
+                "runs from an op's start to its end, so it is expected to count any wait for a "
+                "core inside it as busy: not measured here)"
             )
             if self.bubbles and min(self.bubbles) < self.floor:
                 note += (
