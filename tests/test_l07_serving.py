@@ -930,10 +930,12 @@ def test_a_sum_of_servers_above_what_computes_at_once_is_called_a_rough_bound():
     assert note.startswith("the capacity sums 2 servers' steps") and "only 1 can compute" in note
     assert "may overstate what this machine serves at once" in note  # read 67: not asserted
     # read 112: where the servers' own rates show it (the sum beyond 1x the fastest), said here
-    assert note.endswith(
+    assert note.endswith(  # read 124: not 'it overstates': the fastest's rate may be slow too
         "beyond both noises: by the model that 1 server computes at a time, each as fast as the "
-        "fastest did, it overstates what this machine serves (a model: that a step is all core "
-        "time that adds up is a hypothesis here), so it is a rough bound, not a result"
+        "fastest did, it would overstate what this machine serves; but that rate was timed while "
+        "the other servers were timed too, so it may include waiting and understate one server "
+        "alone (a hypothesis, not traced): these steps cannot tell, and the load sweep reads "
+        "capacities against one device timed alone; a rough bound, not a result"
     )
     assert "here the sum, 4.6 ktok/s ±5%, is above 1x its fastest server's rate, 2.3 ktok/s" in (
         note

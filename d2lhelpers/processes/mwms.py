@@ -65,7 +65,9 @@ def allreduce_worker(context):
         times = []
         for _ in range(args["repeats"]):
             began = time.perf_counter()
-            allreduce(x)[:1].numpy()  # returns once this worker holds the sum
+            # .numpy() copies to the host, so it returns once the sum is computed (TensorFlow's
+            # documented eager behaviour; not traced here)
+            allreduce(x)[:1].numpy()
             times.append(time.perf_counter() - began)
         medians.append(statistics.median(times))
         q1, _, q3 = statistics.quantiles(times, n=4, method="inclusive")  # repeats >= 2
@@ -133,7 +135,9 @@ def training_worker(context):
     schedule = StepSchedule(context)  # warm-up, then `steps` (or the failure demo's time window)
     for step in schedule:
         began = time.perf_counter()
-        loss = float(train_step(xs[step % DATA_BATCHES], ys[step % DATA_BATCHES]))  # waits
+        # float() waits for the step's loss to be computed (as .numpy() does: TensorFlow's eager
+        # behaviour; not traced here)
+        loss = float(train_step(xs[step % DATA_BATCHES], ys[step % DATA_BATCHES]))
         schedule.record(step, loss, time.perf_counter() - began)
     weights = model.get_weights()
     return {

@@ -343,9 +343,18 @@ class ComputeCopyResult(Reported):
             f"{format_seconds(self.ideal_overlapped)} "
             f"±{format_seconds(self.ideal_overlapped_noise)}"
         )
-        if refused:
+        if refused and any(b.beyond_noise for b in self.below_ideal()):
             again = "So this run's times cannot check the worked answer (run it again)."
             return f"{refused} {times}). {again}{trace}"
+        # Below an ideal only inside the noise (read 124): not a result as a time, but the
+        # matching rule, a gap inside both noises, still reads which ideal it is closest to.
+        below = " and ".join(b.what for b in self.below_ideal())
+        refused = (
+            f"{below[0].upper()}{below[1:]} came out below its ideal inside the noise (not a "
+            "result as a time: see the warnings). Read by the matching rule: "
+            if refused
+            else ""
+        )
         matched = self.closest_ideal()
         if matched == "run + copy - launch":
             said = "as the worked answer says"
@@ -356,7 +365,7 @@ class ComputeCopyResult(Reported):
         else:
             said = "not what the worked answer says; this run's noise (see its warnings) may be why"
         return (
-            f"{times}; a match differs by less than the two noises summed): it matches "
+            f"{refused}{times}; a match differs by less than the two noises summed): it matches "
             f"{matched}, {said}.{trace}"
         )
 

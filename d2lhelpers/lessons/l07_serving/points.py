@@ -149,10 +149,14 @@ class Capacity:
                 "waiting, a hypothesis, not traced), so the sum is not shown to overstate what "
                 "this machine serves: a rough bound, not a result"
             )
+        # read 124: the fastest server's rate, timed beside the others, may itself understate
+        # one server alone (the load sweep then served above it): no verdict from it
         return (
-            f"{said}: by {model}, it overstates what this machine serves (a model: that a step "
-            "is all core time that adds up is a hypothesis here), so it is a rough bound, not a "
-            "result"
+            f"{said}: by {model}, it would overstate what this machine serves; but that rate was "
+            "timed while the other servers were timed too, so it may include waiting and "
+            "understate one server alone (a hypothesis, not traced): these steps cannot tell, "
+            "and the load sweep reads capacities against one device timed alone; a rough bound, "
+            "not a result"
         )
 
     def _server_rates(self) -> list[Spread]:
