@@ -319,7 +319,8 @@ def device_summary() -> str:
         line += (
             # read 122: only notebook 06 acts on it, so the line names it
             f" This is a small machine ({cores_phrase(cores)}, {memory} of memory available): "
-            "notebook 06's multi-process runs pick smaller defaults."
+            "notebook 06's multi-process runs pick smaller defaults (the package's design, "
+            "`machine_defaults`; notebook 06 prints the defaults it picked)."
         )
     return line
 

@@ -109,7 +109,10 @@ def test_device_summary_speaks_of_usable_cores_and_a_small_machine(devices, monk
         "This is a small machine (1 usable CPU core, 16.0 GiB of memory available): notebook "
         in (line)
     )
-    assert line.endswith("06's multi-process runs pick smaller defaults.")  # read 122: only 06
+    assert line.endswith(  # read 122: only notebook 06 acts on it; read 126: said as design
+        "06's multi-process runs pick smaller defaults (the package's design, `machine_defaults`; "
+        "notebook 06 prints the defaults it picked)."
+    )
     assert "\n" not in line
     monkeypatch.setattr(devices_module, "usable_cores", lambda: 2)
     line = d2l.device_summary()

@@ -387,6 +387,14 @@ def test_overlap_traced_fraction_and_its_hypothesis():
     )
     table = str(fully)
     assert "hidden" in table and "traced at the same time on CPU:0" in table
+    # read 125: nothing traced at the same time, so no sentence about ops taking turns
+    apart = [OpEvent(d, "allreduce", "other", 0.0, 4.0, "all-reduce") for d in two.devices] + [
+        OpEvent(d, "MatMul", "matmul", 4.0, 10.0) for d in two.devices
+    ]
+    none = _overlap(12.5e-3, rows=apart)
+    none.devices = two.devices
+    assert "for CPU:0 0%, CPU:1 0% of the shorter part." in none.verdict
+    assert "taking turns" not in none.verdict
 
 
 def test_an_incomplete_trace_gives_its_sentence_and_no_traced_share():

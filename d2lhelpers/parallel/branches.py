@@ -15,7 +15,8 @@ from d2lhelpers.parallel.model import split_sizes
 def branch_weights(width, hidden, branches, seed=0):
     """[(W1_b, W2_b)]: the MLP's weights as `branches` slices of its hidden layer.
 
-    The slices differ by at most one hidden unit when `branches` does not divide `hidden`.
+    The slices differ by at most one hidden unit when `branches` does not divide `hidden`
+    (`split_sizes`' rule, `d2lhelpers/parallel/model.py`, which its tests check).
     """
     weights = []
     for b, part in enumerate(split_sizes(hidden, branches, "hidden units")):

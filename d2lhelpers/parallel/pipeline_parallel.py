@@ -14,7 +14,8 @@ HAND_OVER = "hand_over"  # the name of each activation handed on to the next sta
 
 
 def split_stages(layers, devices):
-    """Consecutive layers cut into one stage per device (uneven: 10 layers on 4 -> 3 3 2 2)."""
+    """Consecutive layers cut into one stage per device (uneven: 10 layers on 4 -> 3 3 2 2, by
+    `split_sizes`' rule, `d2lhelpers/parallel/model.py`, which its tests check)."""
     sizes = split_sizes(len(layers), len(devices), "layers")
     stages = []
     for (start, stop), device in zip(offsets(sizes), devices, strict=True):

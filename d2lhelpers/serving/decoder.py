@@ -201,7 +201,8 @@ def pipeline_stages(weights, devices):
 def pipeline_step(stages, caches, tokens, slots, positions, heads, devices, microbatches):
     """The rows cut into microbatches that flow through the stages: stage s can work on
     microbatch m while stage s+1 works on microbatch m-1 (GPipe's schedule, the model; the
-    in-flight table below measures whether your run gained from it); one hand-over per stage."""
+    in-flight table below measures whether your run gained from it); one hand-over per stage
+    for each microbatch."""
     caches, outs = list(caches), []
     for rows in np.array_split(np.arange(tokens.shape[0]), min(microbatches, tokens.shape[0])):
         a, b = int(rows[0]), int(rows[-1]) + 1

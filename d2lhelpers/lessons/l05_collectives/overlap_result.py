@@ -214,13 +214,14 @@ class AllreduceOverlapResult(Reported):
             f"The trace shows the all-reduce and the matmuls at the same time for {each} of "
             "the shorter part."
         )
-        if self.kind == "logical CPU" and self.cores == 1 and max(fractions.values()) > 0:
+        shown = max(fractions.values()) > 0  # read 125: nothing at the same time, no turns
+        if self.kind == "logical CPU" and self.cores == 1 and shown:
             sentence += (
                 " With 1 usable CPU core, ops at the same time in a trace were both in "
                 "progress, taking turns on that core wherever both needed it (an op waiting for "
                 "its peer needs none; which was waiting is not traced)."
             )
-        elif self.kind == "logical CPU" and len(self.devices) >= self.cores > 1:  # read 89
+        elif shown and self.kind == "logical CPU" and len(self.devices) >= self.cores > 1:
             sentence += (
                 f" With {cores_phrase(self.cores)} for {len(self.devices)} devices' matmuls and "
                 "the ring's own threads, ops at the same time in a trace were in progress "
