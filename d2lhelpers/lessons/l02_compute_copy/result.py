@@ -343,18 +343,13 @@ class ComputeCopyResult(Reported):
             f"{format_seconds(self.ideal_overlapped)} "
             f"±{format_seconds(self.ideal_overlapped_noise)}"
         )
-        if refused and any(b.beyond_noise for b in self.below_ideal()):
-            again = "So this run's times cannot check the worked answer (run it again)."
+        if refused:  # read 124: said as the rule it is, not as 'cannot'
+            again = (
+                "So this run's times are not read against the worked answer: a time below its "
+                "ideal is set aside here, even inside the noise (the warnings say by how much; run "
+                "it again)."
+            )
             return f"{refused} {times}). {again}{trace}"
-        # Below an ideal only inside the noise (read 124): not a result as a time, but the
-        # matching rule, a gap inside both noises, still reads which ideal it is closest to.
-        below = " and ".join(b.what for b in self.below_ideal())
-        refused = (
-            f"{below[0].upper()}{below[1:]} came out below its ideal inside the noise (not a "
-            "result as a time: see the warnings). Read by the matching rule: "
-            if refused
-            else ""
-        )
         matched = self.closest_ideal()
         if matched == "run + copy - launch":
             said = "as the worked answer says"
@@ -365,7 +360,7 @@ class ComputeCopyResult(Reported):
         else:
             said = "not what the worked answer says; this run's noise (see its warnings) may be why"
         return (
-            f"{refused}{times}; a match differs by less than the two noises summed): it matches "
+            f"{times}; a match differs by less than the two noises summed): it matches "
             f"{matched}, {said}.{trace}"
         )
 
