@@ -212,10 +212,12 @@ class WorkerLossResult(Reported):
             return f"{model}, within the noise"
         word = "less" if c.a < c.b else "more"
         said = f"{model}; {word} than the model beyond the noise"
+        if word != "less" or self.survivors_sped_up is not None:  # its note says why
+            return said
         times = self._survivor_times()
-        if word == "less" and self.survivors_sped_up is None and times is None:
+        if times is None:
             said += " (the survivors' own speed-up was not measurable: why is not shown)"
-        elif word == "less" and self.survivors_sped_up is None:
+        else:
             before, after = times  # read 119: the survivors' own times, so a reader can see
             said += (
                 f" (the survivors' steps took {format_seconds(before.median)} "

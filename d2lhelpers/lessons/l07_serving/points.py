@@ -136,11 +136,7 @@ class Capacity:
             f"the model that {self.at_once} server computes at a time, each as fast as the "
             "fastest did"
         )
-        if (
-            served is not None
-            and compare(served, fastest).measurable
-            and served.median > (fastest.median)
-        ):
+        if served is not None and compare(served, fastest).a_slower:  # served above it
             shown, bound = rates_as_judged(served, fastest, "tok/s")
             return (
                 f"{said}; but this window served {shown} {noise_text(served)}, above {bound} "
