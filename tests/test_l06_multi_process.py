@@ -523,6 +523,13 @@ def _failure(layout, reports, finished, errors=("x",), cores=2):
     return l06.WorkerLossResult(layout, 2, 0.1, list(errors), after, reports, finished, 5.0, cores)
 
 
+def test_the_failure_tables_title_names_the_demos_step_when_known():
+    demo = _failure("replicas", [_reports(1e-3, 0.0, 101), _reports(1e-3, 0.0, 300)], [False, True])
+    assert demo.tables()[0].title == "2 replicas of one worker each"
+    demo.step = (1024, 512)
+    assert demo.tables()[0].title.endswith("(each step: width 1024, batch 512 per worker)")
+
+
 def test_failure_demo_measures_the_loss_from_the_steps():
     # Two replicas at 1 ms a step; replica 0 dies at t = 0.1 s, replica 1 keeps its pace.
     demo = _failure("replicas", [_reports(1e-3, 0.0, 101), _reports(1e-3, 0.0, 300)], [False, True])

@@ -76,6 +76,7 @@ class WorkerLossResult(Reported):
     cores: int = dataclasses.field(default_factory=usable_cores)
     how: str = "killed (SIGKILL)"  # or "its link cut"
     collective_timeout_s: float | None = None  # how long a survivor's collective waits
+    step: tuple[int, int] | None = None  # (width, batch per worker) of each training step
 
     def _split(self, worker: int) -> tuple[list[dict], list[dict]]:
         steps = self.reports[worker]
@@ -303,6 +304,8 @@ class WorkerLossResult(Reported):
             if self.layout == "replicas"
             else f"one group of {self.n_workers} workers"
         )
+        if self.step is not None:  # the demo's own step, not the sweep's (read 127)
+            title += f" (each step: width {self.step[0]}, batch {self.step[1]} per worker)"
         verdicts = [self.verdict, *self.notes(), f"the demo took {self.wall_s:.1f} s"]
         return [Table(title, ("", "value"), self.rows(), verdicts)]
 
@@ -451,6 +454,7 @@ def run_failure(
         time.monotonic() - began,
         how=how,
         collective_timeout_s=collective_timeout_s,
+        step=(width, batch_per_worker),
     )
 
 
