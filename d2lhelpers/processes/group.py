@@ -66,6 +66,7 @@ PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(WORKER_MAIN_PATH)
 STDERR_LINES_KEPT = 50
 REAP_S = 5.0  # how long to wait for a SIGKILLed process to be reaped before giving up on it
 TF_SERVER_JOB = "worker"  # the job name in TF_CONFIG and in remote device names
+OP_THREADS = 1  # each worker's intra- and inter-op threads unless told: one core's worth each
 
 
 def free_ports(count: int) -> list[int]:
@@ -129,8 +130,8 @@ class WorkerGroup(WorkerMessages):
         args: dict | None = None,
         env: dict | None = None,
         tf_config_job: str | None = None,
-        intra_op_threads: int = 1,
-        inter_op_threads: int = 1,
+        intra_op_threads: int = OP_THREADS,
+        inter_op_threads: int = OP_THREADS,
         ready_timeout: float = 60.0,
         grace_s: float = 2.0,
         port_attempts: int = 3,

@@ -47,6 +47,7 @@ from d2lhelpers.lessons.l06_multi_process.jobs import (
     run_job,
 )
 from d2lhelpers.processes import mwms
+from d2lhelpers.processes.group import OP_THREADS
 from d2lhelpers.processes.progress import ProgressBoard
 from d2lhelpers.processes.worker_main import memory_now
 from d2lhelpers.processes.worker_memory import RING_COPIES, WORKER_BYTES, worker_memory_bytes
@@ -67,7 +68,9 @@ class AllReduceJobResult(Reported):
     worker_iqrs_s: list[list[float]] = dataclasses.field(default_factory=list)  # [worker][size]
     # this process's peak RSS when the job ended (read 69: read again when shown, it had grown)
     kernel_peak_rss_bytes: int | None = None
-    op_threads: int = 1  # each worker's intra-op threads, as its group started it (read 121)
+    op_threads: int = (
+        OP_THREADS  # each worker's intra-op threads, as its group started it (read 121)
+    )
 
     def plot(self, ax=None):
         """`plot_allreduce_job` of this job."""
@@ -340,7 +343,7 @@ def run_allreduce_job(
         where,
         worker_iqrs_s=iqrs,
         kernel_peak_rss_bytes=memory_now()["peak_rss_bytes"],
-        op_threads=group_options.get("intra_op_threads", 1),  # the group's default
+        op_threads=group_options.get("intra_op_threads", OP_THREADS),
     )
 
 
