@@ -107,6 +107,10 @@ def test_a_slow_split_names_the_cause_its_trace_allows():
     assert "had the first two of its 3 branch devices in flight at the same time for 75%" in said
     assert "busy for 4.00 ms, 4.00 ms, 4.80 ms, against 4.00 ms" in said
     assert "1 of 3 ran slower than that" in said and "spanned 9.80 ms from the first's" in said
+    assert (  # read 129: the third began as the others ended: rounds, not three taking turns
+        "for 75% of the shorter, and all 3 for 0% of the shortest (never all 3 at once: at most "
+        "2 in flight at a time, so they ran in rounds, not all 3 taking turns on the cores); "
+    ) in said
     three.trace = [  # every branch 4.8 ms, slower than 4.00 ms ±200 µs
         OpEvent(CPU1, "MatMul", "matmul", 0.0, 0.0048),
         OpEvent(CPU2, "MatMul_2", "matmul", 0.001, 0.0058),
@@ -115,6 +119,7 @@ def test_a_slow_split_names_the_cause_its_trace_allows():
     assert "each ran slower than that beyond its noise, the first two at once (the others'" in (
         three.verdict
     )
+    assert "of the shorter, and all 3 for 79% of the shortest; its 3 branch" in three.verdict
     assert said.endswith(
         "and the timed split's 9.50 ms is within its noise of that span or shorter"
     )

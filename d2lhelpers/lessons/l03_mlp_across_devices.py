@@ -15,6 +15,7 @@ measures that case). On separate GPUs it is k.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import statistics
 from collections.abc import Callable, Sequence
 
@@ -62,6 +63,7 @@ from d2lhelpers.tracing.timeline import (
     OpEvent,
     busy_intervals,
     busy_seconds,
+    common_intervals,
     incomplete_reason,
     overlap_seconds,
     plot_timeline,
@@ -245,6 +247,22 @@ class BranchResult(Reported):
         busy, lengths, together = _both_busy(self.trace, self._branch_devices())
         return (lengths if len(busy) >= 2 and min(lengths) > 0 else None), together
 
+    def _all_at_once(self) -> str:
+        """Read 129: with more than two branches, how long all of them were in flight at once,
+        and, where never, that the trace shows rounds, not all of them taking turns."""
+        busy = _both_busy(self.trace, self._branch_devices())[0]
+        k = len(busy)
+        if k < 3:
+            return ""
+        every = busy_seconds(functools.reduce(common_intervals, busy))
+        said = f", and all {k} for {every / min(map(busy_seconds, busy)):.0%} of the shortest"
+        if every == 0:
+            said += (
+                f" (never all {k} at once: at most {k - 1} in flight at a time, so they ran in "
+                f"rounds, not all {k} taking turns on the cores)"
+            )
+        return said
+
     def traced_at_once(self, share: float) -> str:
         """Reads 105, 107: branches in flight at once in the traced call; each branch device's
         busy time there against one branch's share of one device's time (its time / k, with its
@@ -261,7 +279,8 @@ class BranchResult(Reported):
         pair = "the branches" if k == 2 else f"the first two of its {k} branch devices"
         said = (
             "one call of this run, traced after its timing (not another cell's trace), had "
-            f"{pair} in flight at the same time for {share:.0%} of the shorter; its {k} branch "
+            f"{pair} in flight at the same time for {share:.0%} of the shorter{self._all_at_once()}"
+            f"; its {k} branch "
             f"devices were busy for {', '.join(format_seconds(t) for t in lengths)}, against "
             f"{format_seconds(alone)} ±{format_seconds(noise)} for one branch's share of one "
             f"device's time (its time / {self.branches}; one traced call has no noise of its own)"

@@ -230,16 +230,25 @@ def busy_seconds(intervals: Iterable[tuple[float, float]]) -> float:
     return sum(end - start for start, end in intervals)
 
 
-def overlap_seconds(a: Sequence[tuple[float, float]], b: Sequence[tuple[float, float]]) -> float:
-    """|A ∩ B| for two lists of merged intervals: the time both were busy."""
-    total, i, j = 0.0, 0, 0
+def common_intervals(
+    a: Sequence[tuple[float, float]], b: Sequence[tuple[float, float]]
+) -> list[tuple[float, float]]:
+    """A ∩ B for two lists of merged intervals: where both were busy (merged, sorted)."""
+    common, i, j = [], 0, 0
     while i < len(a) and j < len(b):
-        total += max(0.0, min(a[i][1], b[j][1]) - max(a[i][0], b[j][0]))
+        start, end = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if end > start:
+            common.append((start, end))
         if a[i][1] < b[j][1]:
             i += 1
         else:
             j += 1
-    return total
+    return common
+
+
+def overlap_seconds(a: Sequence[tuple[float, float]], b: Sequence[tuple[float, float]]) -> float:
+    """|A ∩ B| for two lists of merged intervals: the time both were busy."""
+    return busy_seconds(common_intervals(a, b))
 
 
 def plot_timeline(rows: Sequence[OpEvent], title: str = "timeline", ax=None):
