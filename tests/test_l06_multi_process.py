@@ -267,6 +267,25 @@ def test_the_tables_title_says_how_many_op_threads_each_worker_had():
     assert job.tables()[0].title.endswith("on loopback, 2 op threads each")
 
 
+def test_the_fits_misses_are_read_against_each_sizes_noise_and_the_fits_band():
+    # read 129: '+28%' beside '±10%' was printed with no word, where notebook 05 reads each
+    alpha, beta = 2e-3, 3e8
+    sizes = [4 * KiB, 256 * KiB, 1 * MiB, 4 * MiB, 16 * MiB]
+    exact = [alpha + s / beta for s in sizes]
+    job = _fake_allreduce([exact, exact], sizes)
+    assert job.fit_reading() is None  # no noise kept: nothing to read against
+    job.worker_iqrs_s = [[0.01 * t for t in exact]] * 2  # 1% each: the 5% floor is the noise
+    assert job.fit_reading().endswith(
+        "beyond its noise plus the fit's own band there: within it at all 5 sizes read"
+    )
+    off = [*exact[:3], exact[3] * 1.3, exact[4]]  # 4 MiB 30% slow
+    job = _fake_allreduce([off, off], sizes)
+    job.worker_iqrs_s = [[0.01 * t for t in off]] * 2
+    said = job.fit_reading()
+    assert ": misses at 4.0 MiB (+" in said and said.endswith("; within it at the other 4")
+    assert said in job.tables()[0].verdicts
+
+
 def test_wrong_sums_are_flagged_not_fitted():
     job = _fake_allreduce([[1e-3, 2e-3], [1e-3, 2e-3]], [4 * KiB, 8 * KiB])
     job.sums_correct = [True, False]
@@ -581,6 +600,17 @@ def test_failure_demo_measures_the_loss_from_the_steps():
         "the survivors' steps took 1.00 ms ±5% (floor) before the loss and 500.0 µs ±5% (floor) "
         "after, 500.0 µs shorter, beyond both noises (75.0 µs): they ran faster"
     ) in str(demo)  # read 56: printed with no noise
+    assert "they ran faster once one worker stopped, so less was lost than the model's 50%" in (
+        str(demo)
+    )
+    with (  # read 129: 35.0% ± 17.3% is not below 50% beyond its noise: 'less' only as a would
+        mock.patch.object(cls, "lost_share", property(lambda _: 0.35)),
+        mock.patch.object(cls, "lost_noise", property(lambda _: 0.173)),
+    ):
+        said = " ".join(demo.notes())
+    assert "so less was lost" not in said
+    assert "stopped, which would make less lost than the model's 50%, which gives" in said
+    assert said.endswith("though the loss measured here is not below it beyond its noise")
     # read 70: more after than before is printed with its band, and still read against the model
     faster = [
         _reports(1e-3, 0.0, 101),

@@ -197,6 +197,10 @@ class WorkerLossResult(Reported):
             f"{1 - self.lost_share:.3f} x (±{before:.1%} before + ±{after:.1%} after))"
         )
 
+    def _against_model(self) -> Comparison:
+        """The lost share against the model's, within `lost_noise`."""
+        return Comparison(self.lost_share, self.model_lost, self.lost_noise)
+
     def model_reading(self) -> str:
         """The model's share, and whether the measured one differs from it beyond the noise."""
         model = f"model: {self.model_lost:.0%}"
@@ -205,7 +209,7 @@ class WorkerLossResult(Reported):
         if self.rate_after == 0:  # nothing after: the loss is exact, no noise to read
             return f"{model}, as measured" if self.model_lost == 1 else f"{model}; more was lost"
         noise = self.lost_noise
-        c = Comparison(self.lost_share, self.model_lost, noise)
+        c = self._against_model()
         if not c.measurable:
             # no loss is as close as the model (read 68: 16% ± 42% against 50%): untested
             if self.model_lost <= noise or self.lost_share <= noise:
@@ -266,15 +270,23 @@ class WorkerLossResult(Reported):
         if sped is not None:
             before, after = sped
             band = compare(after, before).noise
+            c = self._against_model()  # read 129: 'less was lost' only where measured so
+            less = (
+                "so less was lost than"
+                if self.measured_before and self.measured_after and c.measurable and c.a < c.b
+                else "which would make less lost than"
+            )
             notes.append(
                 f"{self.layout}: the survivors' steps took {format_seconds(before.median)} "
                 f"{noise_text(before)} before the loss and {format_seconds(after.median)} "
                 f"{noise_text(after)} after, {format_seconds(before.median - after.median)} "
                 f"shorter, beyond both noises ({format_seconds(band)}): they ran faster once one "
-                f"worker stopped, so less was lost than the model's {self.model_lost:.0%}, which "
+                f"worker stopped, {less} the model's {self.model_lost:.0%}, which "
                 f"gives every worker one fixed speed (a hypothesis for why: {self.n_workers} "
                 f"workers and any other program shared {cores_phrase(self.cores)})"
             )
+            if less.startswith("which"):
+                notes[-1] += ", though the loss measured here is not below it beyond its noise"
         if not self.failed_as_whole and self.layout == "group":
             notes.append("the group did not fail as a whole in this run")
         return notes
