@@ -241,6 +241,15 @@ def test_three_schemes_verdicts_follow_the_data():
         "fastest measured but not measurably ahead of tensor parallel (560.00 ms, 1.79x) and "
         "pipeline parallel (560.00 ms, 1.79x): the noise cannot rank them"
     )
+    # read 129: tied with the fastest, yet apart from each other beyond both noises
+    spread = _schemes(replicas=0.5, tensor=0.49, pipeline=0.6, busy=0.95)
+    spread.runs[1].measurement = Measurement("tensor parallel", [0.3, 0.49, 0.8], 1e9)
+    assert spread.verdict.startswith(
+        "On 2 logical CPU devices, tensor parallel (490.00 ms a batch, 2.04x its one device) was "
+        "the fastest measured but not measurably ahead of replicas (500.00 ms, 2.00x) and "
+        "pipeline parallel (600.00 ms, 1.67x): the noise cannot rank tensor parallel against "
+        "either; replicas is measurably ahead of pipeline parallel; ranked by time per batch"
+    )
     none = _schemes(replicas=0.98, tensor=1.5, pipeline=1.02)
     assert (
         none.verdict == "On 2 logical CPU devices, no scheme was measurably faster than one device"
@@ -301,7 +310,12 @@ def test_run_three_schemes_small_reports_progress_with_status(devices):
     done = [d for d, _, _ in calls]
     assert done == sorted(done)
     assert calls[0][2].startswith("replicas: measuring one device (round 1 of 2), repeat ")
-    assert any(s.startswith("pipeline parallel: measuring pipeline on 2") for *_, s in calls)
+    # read 129: its name (which a noisy warning quotes) says which microbatch count it ran
+    assert any(
+        s.startswith("pipeline parallel: measuring pipeline on 2, 4 microbatches")
+        for *_, s in calls
+    )
+    assert result.runs[2].measurement.label == "pipeline on 2, 4 microbatches"
 
 
 def test_parallelism_panel_runs_and_refuses_before_running(devices, monkeypatch):

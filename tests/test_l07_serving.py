@@ -871,6 +871,19 @@ def test_lock_step_table_says_when_a_mode_served_above_its_capacity():
     assert read.verdicts[1] == LockstepResult([cap, cap], [near, near], quiet_sweep).verdict
     assert "their measured capacity" in read.verdicts[1]
     assert "not compared" not in LockstepResult([cap, cap], [near, far]).verdict  # no sweep
+    # read 129: the replicas' capacity timed in this cell against the sweep's own for replicas
+    assert not any(v.startswith("Capacities") for v in read.verdicts)  # the sweep has none
+    quiet_sweep.sweeps = [SimpleNamespace(layout="replicas", capacity=SimpleNamespace(
+        tokens_per_s=Spread(3200, 100)))]  # fmt: skip
+    (moved,) = [
+        v
+        for v in LockstepResult([cap, cap], [near, near], quiet_sweep).tables()[0].verdicts
+        if v.startswith("Capacities")
+    ]
+    assert moved.startswith(
+        "Capacities, this run's against the sweep's (the same timing, in another cell): replicas: "
+        "2.3 ktok/s ±5% here, 3.2 ktok/s ±5% (floor) in the sweep: 0.71x, beyond both noises"
+    )
     (quiet,) = LockstepResult([cap, cap], [point(2000, 1000, True)] * 2).tables()
     assert quiet.flags == [] and not any("served" in v for v in quiet.verdicts)
     assert "lower than lock step's" not in quiet.verdicts[0]  # same latencies: overlapping CIs

@@ -450,7 +450,7 @@ def run_pipeline_parallel(
     calls = [
         ("one device", lambda: one_device(x, layers), 1),
         (f"{microbatches} microbatches on one device", lambda: microbatched(x), 1),
-        (f"pipeline on {n_devices}", lambda: pipeline(x), n_devices),
+        (f"pipeline on {n_devices}, {microbatches} microbatches", lambda: pipeline(x), n_devices),
     ]
     timings = measure_calls(calls, flops, device_peak, progress, **measure_options)
     # In layer-times: the first microbatch passes all L layers, then the slowest stage paces.

@@ -363,9 +363,15 @@ def measurement_warnings(m: Measurement) -> list[str]:
         "the work was deduplicated (identical ops merged) or skipped, or the clock stopped "
         "before the device finished"
     )
-    beyond = (m.rate / (m.best_peak or m.peak) - 1) / max(m.rate_noise, 1e-9)
+    best = m.best_peak or m.peak
+    beyond = (m.rate / best - 1) / max(m.rate_noise, 1e-9)
     if beyond > FAR_OUT:  # far beyond any noise: work not done comes first
-        causes = [causes[2], causes[1], f"{causes[0]}, which cannot reach {beyond:.0f}x the noise"]
+        far = (  # read 130: the digits it is computed from, so a reader can redo it
+            f"{causes[0]}, which cannot reach {m.rate / best:.2f}x the peak "
+            f"{format_rate(best, m.unit)}: {beyond:.0f} times its noise ({m.rate_noise:.1%}) "
+            "above it"
+        )
+        causes = [causes[2], causes[1], far]
     else:  # a cause this run's own numbers speak against goes last, with why
         excluded = [not noisy, bool(m.remeasured_peak), False]
         causes = sorted(causes, key=lambda c: excluded[causes.index(c)])  # stable: in order

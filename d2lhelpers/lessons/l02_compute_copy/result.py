@@ -345,9 +345,10 @@ class ComputeCopyResult(Reported):
         )
         if refused:  # read 124: said as the rule it is, not as 'cannot'
             again = (
-                "So this run's times are not read against the worked answer: a time below its "
-                "ideal is set aside here, even inside the noise (the warnings say by how much; run "
-                "it again)."
+                "So this run's times are not read against the worked answer: a time more than "
+                f"{NOISE_FLOOR:.0%} below its ideal (the overlapped one's: any amount below) is "
+                "set aside here, even inside the noise (the warnings say by how much; run it "
+                "again)."
             )
             return f"{refused} {times}). {again}{trace}"
         matched = self.closest_ideal()

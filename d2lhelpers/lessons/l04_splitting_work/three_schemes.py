@@ -157,10 +157,19 @@ class ThreeSchemesResult(Reported):
         if tied:  # read 60: "A, B and C were fastest" read as a ranking the noise does not give
             names = _listed([said(r) for r in tied])
             ahead = f"; {best.scheme} is measurably ahead of {behind}" if behind else ""
+            rank = "them" if len(tied) > 1 else "the two"
+            tied = sorted(tied, key=lambda r: r.time)
+            apart = [  # read 129: two tied with the fastest may still be apart from each other
+                f"{a.scheme} is measurably ahead of {b.scheme}"
+                for i, a in enumerate(tied)
+                for b in tied[i + 1 :]
+                if compare(a.measurement, b.measurement).a_faster
+            ]
+            if apart:
+                rank = f"{best.scheme} against either; " + "; ".join(apart)
             return (
                 f"On {self.where}, {lead} was the fastest measured but not measurably ahead of "
-                f"{names}: the noise cannot rank {'them' if len(tied) > 1 else 'the two'}"
-                f"{ahead}{tail}"
+                f"{names}: the noise cannot rank {rank}{ahead}{tail}"
             )
         ahead = f", measurably ahead of {behind}" if behind else ""
         return f"On {self.where}, {lead} was fastest{ahead}{tail}"

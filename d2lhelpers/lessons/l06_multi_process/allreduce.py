@@ -152,6 +152,30 @@ class AllReduceJobResult(Reported):
             "read as the model's"
         )
 
+    def fit_reading(self) -> str | None:
+        """Read 129: where the fit misses a size beyond that size's noise plus the fit's own
+        band there (`fit_band_s`), as notebook 05 reads its residuals; None for a run that kept
+        no noise. Sizes faster than the smallest are not read (`below_smallest`)."""
+        if None in self.noises:
+            return None
+        fit, first = self.fitted, self.times[0]
+        misses, read = [], 0
+        for i, (size, t, noise) in enumerate(zip(self.sizes, self.times, self.noises, strict=True)):
+            if i and t < first:
+                continue
+            read += 1
+            predicted = fit.predict(size)
+            band = noise_of(noise) + self.fit_band_s(lambda f, size=size: f.predict(size))
+            if abs(t - predicted) > band:
+                misses.append(
+                    f"{format_bytes(size)} ({t / predicted - 1:+.0%}, beyond "
+                    f"±{format_seconds(band)})"
+                )
+        lead = "the fit against each size's time, beyond its noise plus the fit's own band there"
+        if not misses:
+            return f"{lead}: within it at all {read} sizes read"
+        return f"{lead}: misses at {', '.join(misses)}; within it at the other {read - len(misses)}"
+
     def fit_band_s(self, value) -> float | None:
         """How far `value(fit)` (seconds) could move with each size's time moved by its noise
         (`costs.fit_noise_s`); None for a run that kept no noise."""
@@ -209,6 +233,9 @@ class AllReduceJobResult(Reported):
             + self.faster_than_smallest_within(),
             f"cluster start {self.start_s:.1f} s, job {self.wall_s:.1f} s",
         ]
+        reading = self.fit_reading()
+        if reading is not None:
+            verdicts.insert(2, reading)
         if self.n_workers > 1:
             link = self.link
             verdicts.append(

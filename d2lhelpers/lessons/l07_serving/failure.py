@@ -29,7 +29,6 @@ from d2lhelpers.core.verdicts import (
     noise_of,
     noise_text,
     numbered,
-    parts_between_runs,
     rates_as_judged,
     ratio_noise,
     relative_noise,
@@ -38,6 +37,7 @@ from d2lhelpers.lessons.l07_serving.plots import plot_requests
 from d2lhelpers.lessons.l07_serving.points import (
     Window,
     above_reach_words,
+    capacities_against_sweep,
     measure_capacity,
     reach_label,
     ready_engines,
@@ -335,26 +335,9 @@ class FailureResult(Reported):
             self.runs = [self._set_aside(r) for r in self.runs]
 
     def capacities_against_sweep(self) -> str:
-        """Each layout's capacity timed here against the sweep's (the same timing, another cell):
-        read 91, 5.6 ktok/s here beside the sweep's 2.6, beyond both noises and unsaid, while
-        the sweep read its own against the model. '' without the sweep."""
-        layouts = getattr(self.sweep, "sweeps", [])  # none without a sweep, or on one device
-        parts = []
-        for r in self.runs:
-            found = next((s for s in layouts if s.layout == r.layout), None)
-            if r.capacity is not None and found is not None:
-                parts.append((r.layout, r.capacity, found.capacity.tokens_per_s))
-        if not parts:
-            return ""
-        return "Capacities, this run's against the sweep's (the same timing, in another cell): " + (
-            parts_between_runs(
-                parts,
-                "each verdict read against a capacity holds for either cell",
-                other="the sweep",
-                show=lambda v: format_rate(v, "tok/s"),
-                holds="each verdict read against a capacity holds for its own cell only, and "
-                "neither capacity alone is the layout's",
-            )
+        """Each layout's capacity timed here against the sweep's (read 91); '' without it."""
+        return capacities_against_sweep(
+            self.sweep, [(r.layout, r.capacity) for r in self.runs if r.capacity is not None]
         )
 
     @property

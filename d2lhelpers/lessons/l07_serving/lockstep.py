@@ -21,6 +21,7 @@ from d2lhelpers.lessons.l07_serving.points import (
     Capacity,
     LoadPoint,
     Window,
+    capacities_against_sweep,
     measure_capacity,
     reach_label,
     ready_engines,
@@ -156,6 +157,8 @@ class LockstepResult(Reported):
                     "the rough bound, not a measurement of more"
                 )
             )
+        against = capacities_against_sweep(self.sweep, [(MODES[0], independent.tokens_per_s)])
+        notes += [against] if against else []  # read 129: this cell's yardstick, the sweep's
         notes += self.above_the_sweep().values()
         notes += [line for line in [self.within_the_sweep()] if line]
         flags = self.stalled() + [w for c in self.capacities for w in c.warnings]

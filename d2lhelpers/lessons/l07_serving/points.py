@@ -30,6 +30,7 @@ from d2lhelpers.core.verdicts import (
     impossible,
     noise_of,
     noise_text,
+    parts_between_runs,
     rates_as_judged,
 )
 from d2lhelpers.devices import check_fits, select_devices, setup_devices
@@ -466,4 +467,29 @@ def reach_label(at_once: int) -> str:
         f"{at_once}x one device's capacity as the sweep timed it: the most "
         f"{plural(at_once, 'device')} computing at once allow if each runs as fast as it did "
         "then, a model (one device's timing moves between cells)"
+    )
+
+
+def capacities_against_sweep(sweep, capacities: list[tuple[str, Spread]]) -> str:
+    """Each (layout, capacity timed in this cell) against the load sweep's for that layout (the
+    same timing, another cell): read 91, 5.6 ktok/s here beside the sweep's 2.6, beyond both
+    noises and unsaid, while the sweep read its own against the model; read 129, lock step's
+    cell timed the replicas slower than the sweep, unsaid. '' without the sweep."""
+    layouts = getattr(sweep, "sweeps", [])  # none without a sweep, or on one device
+    parts = []
+    for layout, capacity in capacities:
+        found = next((s for s in layouts if s.layout == layout), None)
+        if found is not None:
+            parts.append((layout, capacity, found.capacity.tokens_per_s))
+    if not parts:
+        return ""
+    return "Capacities, this run's against the sweep's (the same timing, in another cell): " + (
+        parts_between_runs(
+            parts,
+            "each verdict read against a capacity holds for either cell",
+            other="the sweep",
+            show=lambda v: format_rate(v, "tok/s"),
+            holds="each verdict read against a capacity holds for its own cell only, and "
+            "neither capacity alone is the layout's",
+        )
     )
