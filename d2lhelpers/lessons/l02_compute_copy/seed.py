@@ -29,9 +29,11 @@ from d2lhelpers.references import (
     above_datasheet,
     h200_rows,
     h200_run_words,
+    less_copy_source,
     seed_compute_s,
     seed_copy_rate,
     seed_final_copy_s,
+    spread_less_copy,
     within_seed_noise,
 )
 
@@ -126,14 +128,15 @@ class SeedReadingResult(Reported):
         ]
         verdicts += h200_run_words(self.h200, self.copy_rate, self.matmul_rate)
         flags = []
-        where = above_datasheet(self.matmul_rate)
+        spread = spread_less_copy(self.copy_rate)  # read 129: the stand-in on the rate's basis
+        where = above_datasheet(self.matmul_rate, spread)
         if where == "within":  # read 83: 1.01x the peak, inside the seed's noise stand-in
             verdicts.append(
                 f"50 products of 4000² in {format_seconds(self.run_s)} would be "
                 f"{self.matmul_rate / 1e12:.0f} TFLOP/s against an H100/H200's dense TF32 peak "
                 f"({H100_TF32_PEAK / 1e12:.0f} TFLOP/s, NVIDIA's datasheet), the highest of "
                 "NVIDIA's GPUs before the Blackwell generation (their datasheets): "
-                + within_seed_noise(self.matmul_rate)
+                + within_seed_noise(self.matmul_rate, spread, less_copy_source(self.copy_rate))
             )
         elif where == "beyond":
             causes = numbered(CAUSES_OF_A_TOO_HIGH_RATE)
@@ -143,8 +146,8 @@ class SeedReadingResult(Reported):
                 f"an H100/H200's dense TF32 peak ({H100_TF32_PEAK / 1e12:.0f} TFLOP/s, NVIDIA's "
                 "datasheet), the highest of NVIDIA's GPUs before the Blackwell generation (their "
                 "datasheets); the seed names no GPU, but on any earlier NVIDIA GPU this rate is "
-                f"above its datasheet's peak, beyond the {SEED_SPREAD:.0%} that stands in for the "
-                "seed's noise. Possible causes, "
+                f"above its datasheet's peak, beyond the {spread:.0%} that stands in for the "
+                f"seed's noise ({less_copy_source(self.copy_rate)}). Possible causes, "
                 f"not measured here: {causes}"
             )
         columns = ["timing", "value", "what"]
