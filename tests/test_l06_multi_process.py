@@ -519,6 +519,20 @@ def test_with_its_all_reduce_job_the_sweep_counts_the_fits_band_and_reads_a_miss
     assert "the model misses at 2 workers (its step is longer than the measured one)" in said
     assert "not read as the model missing" not in said and said in str(far)
     assert l06.break_even(far).ring_band_s == pytest.approx(band)  # the sweep's own job
+    # read 129: the break-even answer says when it comes from a model that missed this step
+    assert far.model_misses(far.jobs[1]) == pytest.approx(-0.5)
+    assert inside.model_misses(inside.jobs[1]) is None
+    assert without.model_misses(without.jobs[1]) is None  # the fit's band unknown: not a miss
+    answer = l06.break_even(far)
+    answer.outcome = answer.model_says  # as if the run agreed in direction
+    check = answer.tables()[0].verdicts[1]
+    assert check.endswith(
+        "but its step missed the measured one (-50%, beyond the noise: the sentence under the "
+        "sweep's table), so the compute needed above is the model's estimate, not a threshold "
+        "this run measured"
+    )
+    answer.model_gap = None
+    assert answer.tables()[0].verdicts[1].endswith("is the sentence under the sweep's table")
     with pytest.raises(ValueError, match="not this all-reduce job's fit"):
         l06.TrainingSweepResult([_fake_training(1, 1e-3)], AlphaBeta(1e-3, 1e9), allreduce=job)
 

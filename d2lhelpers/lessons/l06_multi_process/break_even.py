@@ -42,6 +42,7 @@ class BreakEvenResult(Reported):
     measured: str  # this run's own K-vs-one sentence
     outcome: str  # and its outcome: 'win', 'lose' or 'tie' (`scaling_outcome`)
     ring_band_s: float | None = None  # the all-reduce's band from the fit's (None: not known)
+    model_gap: float | None = None  # where the sweep's model missed K workers' step: the gap
 
     @property
     def needed_s(self) -> float | None:
@@ -127,10 +128,15 @@ class BreakEvenResult(Reported):
                 "run's step"
             )
         elif self.outcome == self.model_says:
-            judged = (
-                f"the model agrees in direction (both: {self.outcome}); how close its step time "
-                "came is the sentence under the sweep's table"
-            )
+            judged = f"the model agrees in direction (both: {self.outcome}); "
+            if self.model_gap is None:
+                judged += "how close its step time came is the sentence under the sweep's table"
+            else:  # read 129: an answer from a model that missed this very step, said so
+                judged += (
+                    f"but its step missed the measured one ({self.model_gap:+.0%}, beyond the "
+                    "noise: the sentence under the sweep's table), so the compute needed above "
+                    "is the model's estimate, not a threshold this run measured"
+                )
         else:
             judged = "the model disagrees (see its residuals in the sweep's table)"
         check = f"check against this run: {self.measured}; {judged}"
@@ -158,4 +164,6 @@ def break_even(
     else:
         ring, band = allreduce.ring_time_s(n_workers, job.gradient_bytes)
     measured, outcome = scaling_sentence(job, one), scaling_outcome(job, one)
-    return BreakEvenResult(n_workers, one.step_s, ring, sweep.cores, measured, outcome, band)
+    return BreakEvenResult(
+        n_workers, one.step_s, ring, sweep.cores, measured, outcome, band, sweep.model_misses(job)
+    )

@@ -285,10 +285,9 @@ class TrainingSweepResult(Reported):
             return None
         return self.allreduce.ring_time_s(job.n_workers, job.gradient_bytes)[1]
 
-    def model_sentence(self, job: TrainingJobResult) -> str | None:
-        """The measured step against the model's, beyond the noise of both step times and the
-        alpha-beta fit's band or not (the model inherits one worker's step noise and the fit's
-        band; without the all-reduce job the fit's band is unknown and a gap is not read)."""
+    def _against_model(self, job: TrainingJobResult):
+        """(comparison, its noise, the fit's band, the compute, the step's noise) of `job`'s
+        step against the model's; None where there is no model to read (one worker)."""
         predicted, one = self.predicted_s(job), self.one
         if predicted is None or job is one:
             return None
@@ -296,7 +295,25 @@ class TrainingSweepResult(Reported):
         step_noise = job.step_s * relative_noise(job.per_sample)
         band = self.ring_band_s(job)
         noise = step_noise + compute * relative_noise(one.per_sample) + (band or 0.0)
-        c = Comparison(job.step_s, predicted, noise)
+        return Comparison(job.step_s, predicted, noise), noise, band, compute, step_noise
+
+    def model_misses(self, job: TrainingJobResult) -> float | None:
+        """The measured step's gap from the model's, relative, where the model misses it (beyond
+        the noise with the fit's band counted, as `model_sentence` says); else None."""
+        found = self._against_model(job)
+        if found is None or found[2] is None or not found[0].measurable:
+            return None
+        return found[0].a / found[0].b - 1
+
+    def model_sentence(self, job: TrainingJobResult) -> str | None:
+        """The measured step against the model's, beyond the noise of both step times and the
+        alpha-beta fit's band or not (the model inherits one worker's step noise and the fit's
+        band; without the all-reduce job the fit's band is unknown and a gap is not read)."""
+        found = self._against_model(job)
+        if found is None:
+            return None
+        c, noise, band, compute, step_noise = found
+        predicted = c.b
         counted = "the step times" + ("" if band is None else " and the all-reduce fit's band")
         said = (
             f"{job.n_workers} workers: measured step {format_seconds(job.step_s)}, the model's "
