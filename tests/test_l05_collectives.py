@@ -306,6 +306,14 @@ def test_overlap_verdict_follows_the_numbers():
         "no measurable difference" in same.verdict and "no time measurably hidden" in same.verdict
     )
     assert "hiding" not in same.verdict
+    assert "cannot tell a full overlap from none" not in same.verdict  # 12.5 ms: beyond 10 ms
+    wide = _overlap(11.5e-3)  # read 129: within the noise of both ideals, said so
+    wide.combined = Measurement("fake", [9e-3, 10e-3, 11.5e-3, 13e-3, 14e-3], None, "B/s")
+    assert (
+        "no time measurably hidden. It is also within the noise (3.50 ms) of max(all-reduce, "
+        in (wide.verdict)
+    )
+    assert "compute), 10.00 ms: this run cannot tell a full overlap from none." in wide.verdict
     slower = _overlap(16e-3)
     assert "1.23x one after the other" in slower.verdict and "hid none" in slower.verdict
     assert any("below 0" in f and "(inside the noise" not in f for f in slower.flags())

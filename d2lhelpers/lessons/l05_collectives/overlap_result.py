@@ -28,7 +28,6 @@ from d2lhelpers.core.units import (
 from d2lhelpers.core.verdicts import (
     LIKELY_CAUSES,
     Comparison,
-    beats_ideal,
     hidden_ceiling,
     hidden_share,
     how_below_ideal,
@@ -134,8 +133,7 @@ class AllreduceOverlapResult(Reported):
     def impossible_result(self) -> bool:
         """Faster than max(allreduce, compute) (overlapped) or than the sum (one after the
         other) beyond the noise: a measurement problem, not a result."""
-        longer = max(self.allreduce, self.compute, key=lambda m: m.median)
-        if beats_ideal(self.combined, self.ideal_overlapped, noise_of(longer)):
+        if self.against_overlapped().a_faster:
             return True
         return not self.overlap and self.against_sequential().a_faster
 
@@ -203,7 +201,21 @@ class AllreduceOverlapResult(Reported):
                 f"Overlapped, {both}: no measurable difference from {sequential}, within the "
                 f"noise of {format_seconds(c.noise)}: no time measurably hidden."
             )
+            full = self.against_overlapped()
+            if not full.measurable:  # read 129: within both ideals, 'none hidden' is not shown
+                timed += (
+                    f" It is also within the noise ({format_seconds(full.noise)}) of max("
+                    f"all-reduce, compute), {format_seconds(full.b)}: this run cannot tell a "
+                    "full overlap from none."
+                )
         return f"{timed} {self._traced_sentence(c)}"
+
+    def against_overlapped(self) -> Comparison:
+        """The combined run against max(all-reduce, compute), with its noise and the longer
+        part's (as `impossible_result` reads the same ideal)."""
+        longer = max(self.allreduce, self.compute, key=lambda m: m.median)
+        noise = noise_of(self.combined) + noise_of(longer)
+        return Comparison(self.combined.median, self.ideal_overlapped, noise)
 
     def _traced_sentence(self, c: Comparison) -> str:
         fractions = self.traced_overlap()
