@@ -286,6 +286,24 @@ def test_the_fits_misses_are_read_against_each_sizes_noise_and_the_fits_band():
     assert said in job.tables()[0].verdicts
 
 
+def test_the_memory_table_reads_the_admission_estimate_against_the_workers_peak():
+    # read 130: '2 workers need about 1.6 GiB' was printed before the run, never compared
+    from d2lhelpers.processes.worker_memory import worker_memory_bytes
+
+    job = _fake_allreduce([[1e-3, 2e-3], [1e-3, 2e-3]], [4 * KiB, 8 * KiB])  # 700 MiB each
+    estimate = 2 * worker_memory_bytes(8 * KiB)
+    memory = job.tables()[1]
+    assert memory.verdicts[1] == (
+        f"the memory check admitted the workers on an estimate of {format_bytes(estimate)} "
+        f"summed; their peak RSS summed 1.4 GiB, {1400 * MiB / estimate:.2f}x it: within it"
+    )
+    assert memory.flags == []
+    for worker in job.workers:
+        worker["peak_rss_bytes"] = estimate  # both together: twice the estimate
+    (flag,) = job.tables()[1].flags
+    assert flag.endswith("2.00x it: above the estimate, so the check under-counts on this machine")
+
+
 def test_wrong_sums_are_flagged_not_fitted():
     job = _fake_allreduce([[1e-3, 2e-3], [1e-3, 2e-3]], [4 * KiB, 8 * KiB])
     job.sums_correct = [True, False]

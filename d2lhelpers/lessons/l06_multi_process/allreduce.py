@@ -275,7 +275,11 @@ class AllReduceJobResult(Reported):
         )
         return [
             Table(title, columns, rows, verdicts, flags),
-            memory_table(self.workers, self.kernel_peak_rss_bytes),
+            memory_table(
+                self.workers,
+                self.kernel_peak_rss_bytes,
+                self.n_workers * worker_memory_bytes(max(self.sizes)),
+            ),
         ]
 
 

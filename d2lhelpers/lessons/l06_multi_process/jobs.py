@@ -183,9 +183,13 @@ def max_workers() -> int:
     return max_worker_processes()
 
 
-def memory_table(workers: list[dict], this: int | None = None) -> Table:
+def memory_table(
+    workers: list[dict], this: int | None = None, estimate: int | None = None
+) -> Table:
     """Peak RSS of every worker and of this process (`this`, as the job recorded it; read now
-    when None), with PSS beside (shared pages split)."""
+    when None), with PSS beside (shared pages split); with `estimate`, the memory check's
+    estimate for the workers, summed, read against their measured peak (read 130: printed
+    before the run, never compared)."""
     rows = [
         (f"worker {i}", format_bytes(w["peak_rss_bytes"]), format_bytes(w["pss_bytes"]))
         for i, w in enumerate(workers)
@@ -193,12 +197,18 @@ def memory_table(workers: list[dict], this: int | None = None) -> Table:
     this = memory_now()["peak_rss_bytes"] if this is None else this
     peak = sum(w["peak_rss_bytes"] for w in workers)
     rows.append(("this kernel", format_bytes(this), ""))
-    return Table(
-        "memory",
-        ("process", "peak RSS", "PSS at the end"),
-        rows,
-        verdicts=[
-            f"summed: {format_bytes(peak + this)} of peak RSS, which counts TensorFlow's shared "
-            f"libraries once per process; PSS splits them"
-        ],
-    )
+    verdicts = [
+        f"summed: {format_bytes(peak + this)} of peak RSS, which counts TensorFlow's shared "
+        f"libraries once per process; PSS splits them"
+    ]
+    flags = []
+    if estimate:
+        said = (
+            f"the memory check admitted the workers on an estimate of {format_bytes(estimate)} "
+            f"summed; their peak RSS summed {format_bytes(peak)}, {peak / estimate:.2f}x it"
+        )
+        if peak > estimate:  # an admission that under-counts could let a run exceed memory
+            flags.append(f"{said}: above the estimate, so the check under-counts on this machine")
+        else:
+            verdicts.append(f"{said}: within it")
+    return Table("memory", ("process", "peak RSS", "PSS at the end"), rows, verdicts, flags)
