@@ -68,9 +68,7 @@ class AllReduceJobResult(Reported):
     worker_iqrs_s: list[list[float]] = dataclasses.field(default_factory=list)  # [worker][size]
     # this process's peak RSS when the job ended (read 69: read again when shown, it had grown)
     kernel_peak_rss_bytes: int | None = None
-    op_threads: int = (
-        OP_THREADS  # each worker's intra-op threads, as its group started it (read 121)
-    )
+    op_threads: int = OP_THREADS  # each worker's intra-op threads, as its group began it
 
     def plot(self, ax=None):
         """`plot_allreduce_job` of this job."""
