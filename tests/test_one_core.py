@@ -157,3 +157,10 @@ def test_the_baseline_is_one_number_per_run_unless_measured_again():
     )  # fmt: skip
     assert "1.06 of its own measured peak" in printed
     assert one_core.baseline_drift([first, (33, printed)]) == []
+    # make one-core at 86db1cc: a far-beyond-noise warning names the cause '(peak or baseline)'
+    # and then the peak's rate: that rate is not a baseline
+    from d2lhelpers.timing.benchmark import measurement_warnings
+
+    (far,) = measurement_warnings(Measurement("r", [1.0] * 3, work=50e9, peak=10e9))
+    assert "(peak or baseline)" in far and "the peak 10.0 GFLOP/s" in far
+    assert one_core.baseline_drift([first, (16, far), same]) == []
