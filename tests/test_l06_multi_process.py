@@ -718,6 +718,11 @@ def test_group_failure_is_called_whole_only_when_every_worker_stopped():
     )
     assert [row[0] for row in errors.rows] == ["replicas", "group"]
     assert both.verdict not in str(both)  # the panel prints it once, above the tables
+    assert summary.title == "one worker killed (SIGKILL), in a replica set and in one group"
+    both.replicas.step = (1024, 256)  # read 129: the summary the panel shows names the step too
+    assert both.tables()[0].title.endswith(
+        "in one group (each step: width 1024, batch 256 per worker)"
+    )
 
 
 def test_small_machine_gets_smaller_defaults_that_fit_two_gib():

@@ -310,14 +310,20 @@ class WorkerLossResult(Reported):
             for i, (e, t) in enumerate(zip(self.errors, self.error_after_s, strict=True))
         ]
 
+    def step_words(self) -> str:
+        """' (each step: width 1024, batch 1024 per worker)': the demo's own step, not the
+        sweep's (read 127); '' where not known."""
+        if self.step is None:
+            return ""
+        return f" (each step: width {self.step[0]}, batch {self.step[1]} per worker)"
+
     def tables(self) -> list[Table]:
         title = (
             f"{self.n_workers} replicas of one worker each"
             if self.layout == "replicas"
             else f"one group of {self.n_workers} workers"
         )
-        if self.step is not None:  # the demo's own step, not the sweep's (read 127)
-            title += f" (each step: width {self.step[0]}, batch {self.step[1]} per worker)"
+        title += self.step_words()
         verdicts = [self.verdict, *self.notes(), f"the demo took {self.wall_s:.1f} s"]
         return [Table(title, ("", "value"), self.rows(), verdicts)]
 

@@ -58,6 +58,7 @@ class ReplicasVsGroupResult(Reported):
         wall = sum(d.wall_s for d in demos)
         notes.append(f"both demos took {wall:.1f} s; every process has ended")
         title = f"one worker {self.replicas.how}, in a replica set and in one group"
+        title += self.replicas.step_words()  # both demos run one step (`run_replicas_vs_group`)
         errors = [
             (d.layout, f"{t:.2f} s", e)
             for d in demos
