@@ -119,7 +119,21 @@ def test_a_slow_split_names_the_cause_its_trace_allows():
     assert "each ran slower than that beyond its noise, the first two at once (the others'" in (
         three.verdict
     )
+    assert (  # read 131: a share between 0 and 100% is a mix, said so
+        "of the shorter, and all 3 for 79% of the shortest (while all 3 were in flight, more than "
+        "the 2 usable CPU cores, they were not all computing at once: taking turns; for the rest "
+        "at most 2 at a time: a mix of turns and rounds); its 3 branch"
+    ) in three.verdict
+    three.cores = 4  # as many cores as branches: nothing says turns
     assert "of the shorter, and all 3 for 79% of the shortest; its 3 branch" in three.verdict
+    three.cores = 2
+    three.trace = [OpEvent(name, "MatMul", "matmul", 0.0, 0.0048) for name in (CPU1, CPU2)] + [
+        OpEvent("/device:CPU:3", "MatMul_3", "matmul", 0.0, 0.0048)
+    ]
+    assert "and all 3 for 100% of the shortest (while all 3 were in flight, more than the 2 " in (
+        three.verdict
+    )
+    assert "at once: taking turns); its 3 branch" in three.verdict
     assert said.endswith(
         "and the timed split's 9.50 ms is within its noise of that span or shorter"
     )

@@ -1221,3 +1221,32 @@ def test_the_sweep_reads_median_latency_from_load_to_load_by_its_intervals():
         "intervals at 0"
     )
     assert LayoutSweep("replicas", cap, Spread(1000, 50), []).latency_trend() == ""
+
+
+def test_capacity_keeps_each_engines_own_step_and_prefill(monkeypatch):
+    # read 131: server 0's step printed as server 1's prefill and the other way round; the
+    # plumbing keeps each engine's own times (equal medians there are the threads' contention,
+    # which the capacity's note labels: timed while the other servers were timed too)
+    import time
+
+    from d2lhelpers.lessons.l07_serving import points
+
+    class Sleeper:
+        def __init__(self, name, step_s, prefill_s):
+            self.name, self.step_s, self.prefill_s = name, step_s, prefill_s
+            self.cache, self.calls, self.slots = None, [], 4
+            self.config = SimpleNamespace(max_len=24)
+
+        def decode(self, tokens, positions):
+            time.sleep(self.step_s)
+
+        def prefill(self, slot, prompt):
+            time.sleep(self.prefill_s)
+
+    monkeypatch.setattr(points, "setup_devices", lambda: [SimpleNamespace(kind="logical CPU")])
+    engines = [Sleeper("e0", 1e-3, 3e-3), Sleeper("e1", 2e-3, 5e-3)]
+    found = points.measure_capacity(engines, 8, 16, budget_s=0.1)
+    assert [m.label for m in found.decode] == ["e0 step", "e1 step"]
+    assert [m.label for m in found.prefill] == ["e0 prefill", "e1 prefill"]
+    assert found.decode[0].median < found.decode[1].median < found.prefill[0].median
+    assert found.prefill[0].median < found.prefill[1].median

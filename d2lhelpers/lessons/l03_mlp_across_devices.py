@@ -248,18 +248,30 @@ class BranchResult(Reported):
         return (lengths if len(busy) >= 2 and min(lengths) > 0 else None), together
 
     def _all_at_once(self) -> str:
-        """Read 129: with more than two branches, how long all of them were in flight at once,
-        and, where never, that the trace shows rounds, not all of them taking turns."""
+        """Reads 129, 131: with more than two branches, how long all of them were in flight at
+        once, and what that share means: never, rounds; more in flight than usable cores, not
+        all computing at once (taking turns); a share between, a mix of the two."""
         busy = _both_busy(self.trace, self._branch_devices())[0]
         k = len(busy)
         if k < 3:
             return ""
         every = busy_seconds(functools.reduce(common_intervals, busy))
-        said = f", and all {k} for {every / min(map(busy_seconds, busy)):.0%} of the shortest"
+        share = every / min(map(busy_seconds, busy))
+        said = f", and all {k} for {share:.0%} of the shortest"
         if every == 0:
-            said += (
+            return said + (
                 f" (never all {k} at once: at most {k - 1} in flight at a time, so they ran in "
                 f"rounds, not all {k} taking turns on the cores)"
+            )
+        if self.kind == "logical CPU" and self.cores < k:
+            said += (
+                f" (while all {k} were in flight, more than the {cores_phrase(self.cores)}, they "
+                "were not all computing at once: taking turns"
+            )
+            said += (
+                ")"
+                if f"{share:.0%}" == "100%"
+                else (f"; for the rest at most {k - 1} at a time: a mix of turns and rounds)")
             )
         return said
 
