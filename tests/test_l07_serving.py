@@ -219,18 +219,28 @@ def test_the_in_flight_verdict_says_where_the_pipeline_missed_its_model():
     assert part.verdict.endswith("slower than its model at m = [4]")
     # read 92: one device's step here (10 ms for 4 sequences) against the sweep's yardstick
     sweep = SimpleNamespace(one_device=capacity(6.2e-3))  # 4 slots, 6.2 ms a step
-    said = held.one_device_against(sweep)
+    said = held.steps_against(sweep)
     assert said.startswith(
         "one device's step of 4 sequences: 10.00 ms ±5% (floor) here, 6.20 ms ±5% (floor) in "
         "the load sweep: 1.61x, beyond both noises"
     )
     assert said.endswith("neither run alone is the result")
     sweep.one_device = capacity(10.2e-3)
-    assert held.one_device_against(sweep).endswith(
-        "so the sweep's one-device yardstick holds for this cell too"
+    assert held.steps_against(sweep).endswith("so the sweep's yardsticks hold for this cell too")
+    # read 132: the pipeline's step too, where a row runs the sweep's microbatches (2 of 4)
+    sweep.sweeps = [SimpleNamespace(layout="pipeline", capacity=capacity(4.0e-3, slots=8))]
+    said = held.steps_against(sweep)
+    assert "; the pipeline's step of 8 sequences (2 microbatches): 7.50 ms ±5% (floor) here, " in (
+        said
+    )
+    assert "4.00 ms ±5% (floor) in the load sweep: 1.88x, beyond both noises" in said
+    sweep.sweeps[0].capacity = capacity(4.0e-3, slots=32)  # 8 microbatches: no such row
+    assert held.steps_against(sweep).startswith(
+        "no row here runs the sweep's pipeline (8 microbatches of 4): not compared; one device's"
     )
     sweep.one_device = capacity(1e-3, slots=3)
-    assert held.one_device_against(sweep).startswith("no row here decodes the sweep's 3")
+    del sweep.sweeps
+    assert held.steps_against(sweep).startswith("no row here decodes the sweep's 3")
     noisy = PipelineInFlightResult(
         2,
         2,

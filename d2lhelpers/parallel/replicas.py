@@ -17,7 +17,8 @@ def replicas_in_one_graph(weights, devices):
     No replica needs another's results: they exchange nothing with each other (their rows are
     handed out and each returns its own row block), so the dependency tracker may run the
     replicas at the same time (the verdict below says whether they gained), and throughput can
-    grow with N; the price is N copies of the weights.
+    grow with N; the price is N copies of the weights (each in its own memory on separate chips;
+    logical CPU devices may share one buffer, as the text above says: not measured here).
     """
     copies = [weights.to(device) for device in devices]
 

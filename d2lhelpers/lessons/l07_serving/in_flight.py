@@ -124,20 +124,39 @@ class PipelineInFlightResult(Reported):
         ideal = self.model(m)
         return how_below_ideal(pipe, one.median / ideal, noise_of(one) / ideal)
 
-    def one_device_against(self, sweep) -> str:
+    def steps_against(self, sweep) -> str:
         """One device's step here against the load sweep's for as many sequences (the yardstick
-        the sweep, lock step and failure cells read against): read 92, 1.59 ms here beside the
-        sweep's 989.4 µs ±5%, unsaid."""
-        slots = sweep.one_device.slots[0]
-        rows = [i for i, m in enumerate(self.microbatches) if m * self.per_microbatch == slots]
-        if not rows:
-            return f"no row here decodes the sweep's {slots} sequences on one device: not compared"
-        here, there = self.one[rows[0]], sweep.one_device.decode[0]
-        return parts_between_runs(
-            [(f"one device's step of {slots} sequences", here, there)],
-            "the sweep's one-device yardstick holds for this cell too",
-            other="the load sweep",
-        )
+        the sweep, lock step and failure cells read against; read 92: 1.59 ms here beside the
+        sweep's 989.4 µs ±5%, unsaid), and the pipeline's against the sweep's pipeline where a
+        row runs its microbatches (read 132: 1.58 ms in the sweep, 2.90 ms here, unsaid)."""
+        per = sweep.one_device.slots[0]
+        parts, missing = [], []
+        rows = [i for i, m in enumerate(self.microbatches) if m * self.per_microbatch == per]
+        if rows:
+            here, there = self.one[rows[0]], sweep.one_device.decode[0]
+            parts.append((f"one device's step of {per} sequences", here, there))
+        else:
+            missing.append(f"no row here decodes the sweep's {per} sequences on one device")
+        found = next((s for s in getattr(sweep, "sweeps", []) if s.layout == "pipeline"), None)
+        if found is not None:
+            slots = found.capacity.slots[0]  # its microbatches of the sweep's slots per device
+            m = slots // per
+            rows = [
+                i for i, k in enumerate(self.microbatches) if k == m and self.per_microbatch == per
+            ]
+            if rows:
+                name = f"the pipeline's step of {slots} sequences ({m} microbatches)"
+                parts.append((name, self.pipeline[rows[0]], found.capacity.decode[0]))
+            else:
+                missing.append(f"no row here runs the sweep's pipeline ({m} microbatches of {per})")
+        said = [f"{line}: not compared" for line in missing]
+        if parts:
+            said.append(
+                parts_between_runs(
+                    parts, "the sweep's yardsticks hold for this cell too", other="the load sweep"
+                )
+            )
+        return "; ".join(said)
 
     def drift(self) -> list[str]:
         """One device's step measured faster for more sequences than for fewer, beyond both
