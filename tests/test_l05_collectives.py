@@ -274,7 +274,17 @@ def test_the_parts_of_two_runs_are_read_against_each_other():
     assert "matmul chains alone: 10.39 ms ±5% (floor) here, 10.60 ms ±5% (floor) in the other " in (
         same
     )
-    assert same.endswith("the parts agree within their noise, so both runs share one yardstick")
+    assert "the parts agree within their noise, so both runs share one yardstick; " in same
+    # read 132: the two combined calls read against each other, directly
+    assert same.endswith(
+        "; the overlapped combined call is 1.18x faster than the forced-order combined call "
+        "(each timed in its own cell)"
+    )
+    slower = _overlap(15.5e-3).parts_against(_overlap(14e-3, overlap=False))
+    assert slower.endswith(
+        "; the overlapped combined call is 1.11x slower than the forced-order combined call "
+        "(each timed in its own cell)"
+    )
     moved = overlapped.parts_against(_overlap(13e-3, compute=13.95e-3, overlap=False))
     assert (
         "matmul chains alone: 10.39 ms ±5% (floor) here, 13.95 ms ±5% (floor) in the other "
@@ -290,9 +300,9 @@ def test_the_parts_of_two_runs_are_read_against_each_other():
     assert "launch: 1.00 ms ±5% (floor) here, 1.60 ms ±5% (floor) in the other run: 0.62x" in (
         launched
     )
-    assert launched.endswith(
-        "each run's verdict holds against its own parts, and neither run alone is the result"
-    )
+    assert (
+        "each run's verdict holds against its own parts, and neither run alone is the result; "
+    ) in launched
 
 
 def test_overlap_verdict_follows_the_numbers():

@@ -28,6 +28,7 @@ from d2lhelpers.core.units import (
 from d2lhelpers.core.verdicts import (
     LIKELY_CAUSES,
     Comparison,
+    faster_or_slower,
     hidden_ceiling,
     hidden_share,
     how_below_ideal,
@@ -259,7 +260,7 @@ class AllreduceOverlapResult(Reported):
         """This run's parts alone against another run's (each run times its own): where one
         differs beyond both noises, the machine's speed moved between the cells, and each run's
         verdict holds against its own parts only (read 54: 10.39 ms against 13.95 ms, unsaid)."""
-        return parts_between_runs(
+        parts = parts_between_runs(
             [
                 ("all-reduce alone", self.allreduce, other.allreduce),
                 ("matmul chains alone", self.compute, other.compute),
@@ -267,6 +268,14 @@ class AllreduceOverlapResult(Reported):
             ],
             "both runs share one yardstick",
         )
+        # read 132: the two combined calls, read directly (an overlapped call slower than the
+        # forced order was left to be inferred from two tables)
+        names = [
+            "the " + ("overlapped" if r.overlap else "forced-order") + " combined call"
+            for r in (self, other)
+        ]
+        both = faster_or_slower(self.combined, other.combined, *names)
+        return f"{parts}; {both} (each timed in its own cell)"
 
     def tables(self) -> list[Table]:
         parts = [self.allreduce, self.compute, self.launch, self.combined]
