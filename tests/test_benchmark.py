@@ -466,7 +466,7 @@ def test_every_warning_word_for_word():
         "before the device finished; (2) the reference (peak or baseline) was measured low "
         "(measured again, it still explains nothing); (3) the runs were too noisy (another "
         "program, or another copy of this notebook, was running) (unlikely: these runs were not "
-        "noisy), which cannot reach 4.55x the peak 11.0 GB/s: 71 times its noise (5.0%) above it"
+        "noisy), which cannot reach 4.55x the peak 11.0 GB/s: 71 times its noise (5%) above it"
     )  # 4.55x the re-measured peak is 3.55 / 0.05 = 71 times the noise: work not done first
     noisy = measurement_warnings(Measurement("r", [1, 1, 2, 3, 3], work=50e9, peak=1e9))
     assert "(these runs were noisy), which cannot reach" in noisy[1]

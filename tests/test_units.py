@@ -190,7 +190,9 @@ def test_a_ratio_past_its_noise_is_printed_apart_from_its_edge():
     # Read 116: 111.9 / 104.7 printed '1.1x … beyond the noise of 7%'.
     assert ratio_past_noise(111.9 / 104.7, 0.066) == (
         "1.069x",
-        "above the 1.066x its noise of 7% allows",
+        "above the 1.066x its noise of 6.6% allows",
     )
     assert ratio_past_noise(1.25, 0.1) == ("1.25x", "above the 1.10x its noise of 10% allows")
     assert ratio_past_noise(1.05, 0.1)[1] == "within the 1.10x its noise of 10% allows"
+    # read 133: one noise printed one way in a warning ('8%' here, '(7.7%)' in its causes)
+    assert ratio_past_noise(1.2, 0.077)[1] == "above the 1.08x its noise of 7.7% allows"

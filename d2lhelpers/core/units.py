@@ -100,6 +100,12 @@ def ratio_beside(ratio: float, limit: float = 1.0, least: int = 2) -> str:
     return f"{limit:.{least}f} (to 6 decimals)"
 
 
+def noise_percent(noise: float) -> str:
+    """A relative noise to one decimal, a whole percent without it ('7.7%', '5%'): read 133,
+    'its noise of 8%' and '(7.7%)' for one noise in one warning."""
+    return f"{noise:.1%}".replace(".0%", "%")
+
+
 def ratio_past_noise(ratio: float, noise: float) -> tuple[str, str]:
     """('1.069x', 'above the 1.066x its noise of 7% allows'): `ratio` and its edge 1 + `noise`
     with as many decimals as it takes to print them apart (read 116: '1.1x … beyond the noise
@@ -108,7 +114,7 @@ def ratio_past_noise(ratio: float, noise: float) -> tuple[str, str]:
     shown = ratio_beside(ratio, edge)
     digits = len(shown.partition(".")[2].partition(" ")[0])
     side = "above" if ratio > edge else "within"
-    return f"{shown}x", f"{side} the {edge:.{digits}f}x its noise of {noise:.0%} allows"
+    return f"{shown}x", f"{side} the {edge:.{digits}f}x its noise of {noise_percent(noise)} allows"
 
 
 def plural(n: int, word: str) -> str:

@@ -398,9 +398,9 @@ class BranchResult(Reported):
                     ("one device", self.one_device, other.one_device),
                     ("one branch per device", self.split, other.split),
                 ],
-                # read 132: agreeing within the noise shows no change, not the same machine
-                "no change of the machine between the runs shows here, and the two verdicts can "
-                "be read together",
+                # read 132: agreeing within the noise shows no change, not the same machine;
+                # read 133: a clause that reads after 'so' and after 'too noisy to tell whether'
+                "the two verdicts can be read together",
             )
         )
 

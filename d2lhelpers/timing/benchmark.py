@@ -20,7 +20,13 @@ import time
 from collections.abc import Callable
 
 from d2lhelpers.core.checks import require_count
-from d2lhelpers.core.units import format_rate, format_seconds, ratio_beside, ratio_past_noise
+from d2lhelpers.core.units import (
+    format_rate,
+    format_seconds,
+    noise_percent,
+    ratio_beside,
+    ratio_past_noise,
+)
 from d2lhelpers.core.verdicts import (
     LIKELY_CAUSES,
     NOISY_IQR,
@@ -368,8 +374,8 @@ def measurement_warnings(m: Measurement) -> list[str]:
     if beyond > FAR_OUT:  # far beyond any noise: work not done comes first
         far = (  # read 130: the digits it is computed from, so a reader can redo it
             f"{causes[0]}, which cannot reach {m.rate / best:.2f}x the peak "
-            f"{format_rate(best, m.unit)}: {beyond:.0f} times its noise ({m.rate_noise:.1%}) "
-            "above it"
+            f"{format_rate(best, m.unit)}: {beyond:.0f} times its noise "
+            f"({noise_percent(m.rate_noise)}) above it"
         )
         causes = [causes[2], causes[1], far]
     else:  # a cause this run's own numbers speak against goes last, with why
