@@ -122,6 +122,17 @@ def test_the_sweep_sentences_follow_the_numbers():
     )
     assert result.verdict.startswith("replicas saturated highest")
     assert result.verdict not in text  # the panel prints the verdict once, above the tables
+    # read 133: the panel's rerun reads its capacities against the notebook's sweep
+    assert "Capacities, this run's against the sweep's" not in text  # no earlier sweep
+    earlier = SimpleNamespace(sweeps=[SimpleNamespace(layout="replicas", capacity=capacity(2e-3))])
+    result.earlier = earlier
+    (against,) = [v for v in result.tables()[0].verdicts if v.startswith("Capacities")]
+    assert against.startswith(
+        "Capacities, this run's against the sweep's (the same timing, in another cell): replicas: "
+        "2.3 ktok/s ±5% here, 1.6 ktok/s ±5% in the sweep: 1.43x, beyond both noises"
+    )
+    assert against.endswith("neither capacity alone is the layout's")
+    result.earlier = None
     # read 110: with the model's terms, each is tested too: both within their noise, 'held'
     # says so; terms that missed in opposite directions while the whole matched: not 'held'
     held.terms = (Spread(1e-3, 0.05e-3), Spread(1e-3, 0.05e-3))  # the measured step, prefill
@@ -581,9 +592,9 @@ def test_an_edited_notebook_cell_changes_what_the_panel_runs():
         "failure.runs[0].plot()\nfailure": "",
         "print(failure.against_reachable())": "",
         "pipe = d2l.run_pipeline_in_flight(2, width=width, code=code)\npipe": "",
-        "print(pipe.one_device_against(sweep))": "",
+        "print(pipe.steps_against(sweep))": "",
         "d2l.check_layout_tokens(2, width=width, code=code)": "",
-        "panel = d2l.serving_panel(code)": "panel = d2l.serving_panel(code)\n"
+        "panel = d2l.serving_panel(code, sweep)": "panel = d2l.serving_panel(code, sweep)\n"
         "panel.sliders['width'].value, panel.sliders['n_out'].value = 16, 3\n"
         "panel.sliders['window_ms'].value = 200",
         LOOP_LINE: LOOP_LINE + '\n    print("the edited server loop ran", flush=True)',

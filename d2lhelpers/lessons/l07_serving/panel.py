@@ -34,9 +34,10 @@ def sweep_seconds(layout, n_devices, load_percent, width, n_out, window_ms) -> f
     return setup + points
 
 
-def serving_panel(code: ServingCode | None = None) -> Panel:
+def serving_panel(code: ServingCode | None = None, sweep=None) -> Panel:
     """Layout, devices, highest offered load, width, output length, window -> a steady-state sweep
-    of that layout with the notebook's functions (`code`)."""
+    of that layout with the notebook's functions (`code`); with `sweep` (the notebook's load
+    sweep), each run's capacities are read against that sweep's for the same layout."""
     count = len(setup_devices())
     width = 256 if on_gpu() else 64
     sliders = {
@@ -50,7 +51,7 @@ def serving_panel(code: ServingCode | None = None) -> Panel:
 
     def experiment(layout, n_devices, load_percent, width, n_out, window_ms, progress):
         loads = [load_percent / 100 * f for f in FRACTIONS]
-        return run_load_sweep(
+        result = run_load_sweep(
             n_devices,
             [layout],
             loads,
@@ -64,11 +65,13 @@ def serving_panel(code: ServingCode | None = None) -> Panel:
             code=code,
             progress=progress,
         )
+        result.earlier = sweep
+        return result
 
-    def show(sweep):
+    def show(result):
         figure, (left, right) = plt.subplots(1, 2, figsize=(12, 4.2))
-        plot_latency_throughput(sweep, ax=left)
-        heaviest = sweep.sweeps[0].points[-1]
+        plot_latency_throughput(result, ax=left)
+        heaviest = result.sweeps[0].points[-1]
         plot_requests(heaviest.log, ax=right, window=heaviest.span)
         figure.tight_layout()
         return figure

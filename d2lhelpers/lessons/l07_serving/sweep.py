@@ -49,6 +49,7 @@ from d2lhelpers.lessons.l07_serving.points import (
     LoadPoint,
     Window,
     above_reach_words,
+    capacities_against_sweep,
     measure_capacity,
     reach_label,
     ready_engines,
@@ -447,6 +448,9 @@ class LoadSweepResult(Reported):
     sweeps: list[LayoutSweep]
     step_flops: float  # of one device's decoding step, every slot busy
     peak: float  # the device's measured peak, FLOP/s
+    # an earlier sweep (another cell's) whose capacities this one's are read against (read 133:
+    # the panel's rerun and the sweep read one layout's saturation opposite ways, unsaid)
+    earlier: LoadSweepResult | None = None
 
     def plot(self, ax=None):
         """Latency against throughput per layout (`plot_latency_throughput`)."""
@@ -751,6 +755,10 @@ class LoadSweepResult(Reported):
                     + ("beyond the noise (see the warning)" if beyond else "within the noise")
                 )
         lines += [ideal_line, self.regime()]
+        if self.earlier is not None:
+            capacities = [(s.layout, s.capacity.tokens_per_s) for s in self.sweeps]
+            against = capacities_against_sweep(self.earlier, capacities)
+            lines += [against] if against else []
         points = [[s.layout, *p.row()] for s in self.sweeps for p in s.points]
         return [
             Table(
