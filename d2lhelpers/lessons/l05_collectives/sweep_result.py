@@ -171,7 +171,13 @@ class AllreduceSweepResult(Reported):
             f"β = {format_rate(self.model.beta_bytes_per_s, 'B/s')} (from the {TINY_BYTES}-byte "
             f"all-reduce, {format_seconds(self.tiny.median)} {noise_text(self.tiny)}, and the "
             f"{largest} one, {format_seconds(self.measurements[-1].median)} "
-            f"{noise_text(self.measurements[-1])}, alone) predict the other {len(read)} sizes"
+            f"{noise_text(self.measurements[-1])}, alone) predict "
+            # read 133: 'the other 4' where 5 others ran, one left out (named below)
+            + (
+                f"the other {len(read)} sizes"
+                if len(read) == len(self.residuals)
+                else f"{len(read)} of the other {len(self.residuals)} sizes"
+            )
         )
         if read:
             worst = max((r for r, _ in read), key=lambda r: abs(r.relative))
