@@ -198,14 +198,16 @@ def memory_table(
     peak = sum(w["peak_rss_bytes"] for w in workers)
     rows.append(("this kernel", format_bytes(this), ""))
     verdicts = [
-        f"summed: {format_bytes(peak + this)} of peak RSS, which counts TensorFlow's shared "
+        f"the workers and this kernel summed: {format_bytes(peak + this)} of peak RSS, which "
+        "counts TensorFlow's shared "
         f"libraries once per process; PSS splits them"
     ]
     flags = []
     if estimate:
         said = (
             f"the memory check admitted the workers on an estimate of {format_bytes(estimate)} "
-            f"summed; their peak RSS summed {format_bytes(peak)}, {peak / estimate:.2f}x it"
+            f"summed; the workers' peak RSS summed {format_bytes(peak)} (this kernel not "
+            f"counted), {peak / estimate:.2f}x it"
         )
         if peak > estimate:  # an admission that under-counts could let a run exceed memory
             flags.append(f"{said}: above the estimate, so the check under-counts on this machine")
