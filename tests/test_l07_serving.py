@@ -124,15 +124,21 @@ def test_the_sweep_sentences_follow_the_numbers():
     assert result.verdict not in text  # the panel prints the verdict once, above the tables
     # read 133: the panel's rerun reads its capacities against the notebook's sweep
     assert "Capacities, this run's against the sweep's" not in text  # no earlier sweep
-    earlier = SimpleNamespace(sweeps=[SimpleNamespace(layout="replicas", capacity=capacity(2e-3))])
+    earlier = LoadSweepResult(
+        2, 2, cap, [LayoutSweep("replicas", capacity(2e-3), Spread(1, 0), [])], 1e6, 1e12
+    )
     result.earlier = earlier
+    assert not any(v.startswith("Capacities") for v in result.tables()[0].verdicts)  # unknown
+    result.config = earlier.config = decoder_config(64, 2, 8, 4)
     (against,) = [v for v in result.tables()[0].verdicts if v.startswith("Capacities")]
     assert against.startswith(
         "Capacities, this run's against the sweep's (the same timing, in another cell): replicas: "
         "2.3 ktok/s ±5% here, 1.6 ktok/s ±5% in the sweep: 1.43x, beyond both noises"
     )
     assert against.endswith("neither capacity alone is the layout's")
-    result.earlier = None
+    earlier.config = decoder_config(128, 2, 8, 4)  # another width: other work, not compared
+    assert not any(v.startswith("Capacities") for v in result.tables()[0].verdicts)
+    result.earlier = result.config = None
     # read 110: with the model's terms, each is tested too: both within their noise, 'held'
     # says so; terms that missed in opposite directions while the whole matched: not 'held'
     held.terms = (Spread(1e-3, 0.05e-3), Spread(1e-3, 0.05e-3))  # the measured step, prefill

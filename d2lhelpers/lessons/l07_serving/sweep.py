@@ -59,7 +59,7 @@ from d2lhelpers.lessons.l07_serving.points import (
     setup_run,
 )
 from d2lhelpers.parallel.tensor_parallel import allreduce_sum
-from d2lhelpers.serving.config import LAYOUTS, SPLIT_LAYOUTS
+from d2lhelpers.serving.config import LAYOUTS, SPLIT_LAYOUTS, ModelConfig
 from d2lhelpers.serving.engines import ServingCode
 from d2lhelpers.timing.benchmark import Measurement, measure
 from d2lhelpers.timing.peaks import device_peak_rate
@@ -451,6 +451,14 @@ class LoadSweepResult(Reported):
     # an earlier sweep (another cell's) whose capacities this one's are read against (read 133:
     # the panel's rerun and the sweep read one layout's saturation opposite ways, unsaid)
     earlier: LoadSweepResult | None = None
+    config: ModelConfig | None = None  # the model it served (None: not recorded)
+
+    def same_setup(self, other) -> bool:
+        """Whether `other` served the same model on as many devices with as many slots and
+        tokens each (what a capacity depends on), so their capacities time the same work."""
+        mine = (self.config, self.n_devices, self.one_device.slots, self.one_device.n_out)
+        theirs = (other.config, other.n_devices, other.one_device.slots, other.one_device.n_out)
+        return self.config is not None and mine == theirs
 
     def plot(self, ax=None):
         """Latency against throughput per layout (`plot_latency_throughput`)."""
@@ -755,7 +763,7 @@ class LoadSweepResult(Reported):
                     + ("beyond the noise (see the warning)" if beyond else "within the noise")
                 )
         lines += [ideal_line, self.regime()]
-        if self.earlier is not None:
+        if self.earlier is not None and self.same_setup(self.earlier):  # else: other work
             capacities = [(s.layout, s.capacity.tokens_per_s) for s in self.sweeps]
             against = capacities_against_sweep(self.earlier, capacities)
             lines += [against] if against else []
@@ -830,7 +838,7 @@ def run_load_sweep(
         sweeps.append(LayoutSweep(name, capacity, model[name], points, terms[name][:2]))
     flops = slots_per_device * config.flops_per_token(config.max_len)
     peak = device_peak_rate(devices[0])  # a float that carries its noise
-    return LoadSweepResult(n_devices, at_once, one_device, sweeps, flops, peak)
+    return LoadSweepResult(n_devices, at_once, one_device, sweeps, flops, peak, config=config)
 
 
 def plot_latency_throughput(sweep: LoadSweepResult, ax=None):
