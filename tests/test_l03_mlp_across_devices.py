@@ -402,7 +402,9 @@ def test_two_runs_of_the_same_split_are_read_part_by_part():
     said = first.against_rerun(rerun)
     # each speedup with its band: (11.5 + 11.0) x 5% / 11.0 and (11.3 + 6.1) x 5% / 6.1
     assert said.startswith(
-        "speedup 1.05x ±0.10 here, 1.85x ±0.14 in the other run; one device: 11.50 ms"
+        "speedup 1.05x ±0.10 here, 1.85x ±0.14 in the other run (each ± the band that tests it "
+        "against 1: both times' noises over the split's time, notebook 04's rule; not the "
+        "speedup's own spread, which is wider away from 1); one device: 11.50 ms"
     )
     assert (
         "one branch per device: 11.00 ms ±5% (floor) here, 6.10 ms ±5% (floor) in the other "

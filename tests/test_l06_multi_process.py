@@ -1142,3 +1142,15 @@ def test_a_latency_the_fit_clamped_to_zero_is_not_called_below_the_noise():
     assert alpha_text(1e-3, 2e-3).endswith("not resolved (its band reaches 0: the times' noise "
                                            "hides the latency)")  # fmt: skip
     assert alpha_text(2e-3) == "2.00 ms"  # a committed run that kept no noise
+
+
+def test_the_limiters_burst_is_said_with_its_source_beside_gradients_of_its_size():
+    # read 135: 'through at the line's own speed' was stated bare
+    from d2lhelpers.lessons.l06_multi_process.hosts import _burst_words
+
+    said = _burst_words({"gradient_bytes": 66 * KiB}, 64 * KiB)
+    assert said.startswith("; the limiter's token bucket holds a burst of 64.0 KiB, which it ")
+    assert "(tc-tbf's documentation; not measured here)" in said
+    assert said.endswith("may pass faster than beta says (a hypothesis, not measured)")
+    assert _burst_words({"gradient_bytes": 129 * KiB}, 64 * KiB) == ""  # beyond twice the burst
+    assert _burst_words({}, 64 * KiB) == _burst_words({"gradient_bytes": KiB}, None) == ""

@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import matplotlib.pyplot as plt
 import pytest
 
+from d2lhelpers.core.units import format_bytes
 from d2lhelpers.core.verdicts import Spread, higher_or_lower, relative_noise
 from d2lhelpers.lessons.l07_serving import (
     Window,
@@ -1277,3 +1278,30 @@ def test_capacity_keeps_each_engines_own_step_and_prefill(monkeypatch):
     assert [m.label for m in found.prefill] == ["e0 prefill", "e1 prefill"]
     assert found.decode[0].median < found.decode[1].median < found.prefill[0].median
     assert found.prefill[0].median < found.prefill[1].median
+
+
+def test_the_memory_table_says_what_fills_a_shared_pool_from_the_numbers():
+    # read 135: '(the KV cache, not the weights, fills it)' and 'about the same number' were a
+    # fixed string; now both come from the counts and the bytes
+    from d2lhelpers.lessons.l07_serving.tokens import MemoryResult
+
+    config = decoder_config(64, 2, 8, 16)
+    same = MemoryResult(config, 2, True, {"replicas": 1000, "tensor parallel": 1010})
+    (note,) = [v for v in same.tables()[0].verdicts if v.startswith("These devices")]
+    cache = format_bytes(1010 * config.kv_bytes_per_sequence)
+    assert note.endswith(
+        f"pool and fits about the same number (1000 to 1010); at 1010 sequences their KV cache "
+        f"is {cache} against {format_bytes(config.weight_bytes)} of weights: the KV cache, not "
+        "the weights, fills it."
+    )
+    apart = MemoryResult(config, 2, True, {"replicas": 1, "pipeline": 2})  # tiny: weights win
+    (note,) = [v for v in apart.tables()[0].verdicts if v.startswith("These devices")]
+    assert "and fits 1 to 2; at 2 sequences" in note and note.endswith(
+        ": the weights fill more of it."
+    )
+    assert (
+        MemoryResult(config, 2, True, {"replicas": 0})
+        .tables()[0]
+        .verdicts[1]
+        .endswith("same pool: none fits.")
+    )

@@ -392,7 +392,9 @@ class BranchResult(Reported):
             return "not the same experiment (branches or work differ), so not compared"
         return (
             f"speedup {self.speedup:.2f}x ±{self.speedup_noise:.2f} here, {other.speedup:.2f}x "
-            f"±{other.speedup_noise:.2f} in the other run; "
+            f"±{other.speedup_noise:.2f} in the other run (each ± the band that tests it against "
+            "1: both times' noises over the split's time, notebook 04's rule; not the speedup's "
+            "own spread, which is wider away from 1); "
             + parts_between_runs(
                 [
                     ("one device", self.one_device, other.one_device),

@@ -200,14 +200,16 @@ def _training_words(training: dict, link: dict, burst_bytes: int | None = None) 
 
 
 def _burst_words(training: dict, burst_bytes: int | None) -> str:
-    """The limiter's burst beside gradients of about its size: tbf lets a burst through at the
-    line's own speed, so one step's all-reduce may beat beta (a hypothesis, not measured)."""
+    """The limiter's burst beside gradients of about its size: tbf lets a burst through without
+    waiting for tokens (read 135: stated bare as 'at the line's own speed'), so one step's
+    all-reduce may beat beta (a hypothesis, not measured)."""
     grads = training.get("gradient_bytes")
     if not burst_bytes or not grads or grads > 2 * burst_bytes:
         return ""
     return (
-        f"; the limiter lets a burst of {format_bytes(burst_bytes)} through at the line's own "
-        f"speed, and the gradients, {format_bytes(grads)}, are within twice that, so one step's "
+        f"; the limiter's token bucket holds a burst of {format_bytes(burst_bytes)}, which it "
+        "lets through without waiting for tokens (tc-tbf's documentation; not measured here), "
+        f"and the gradients, {format_bytes(grads)}, are within twice that, so one step's "
         "all-reduce may pass faster than beta says (a hypothesis, not measured)"
     )
 

@@ -96,6 +96,30 @@ class MemoryResult(Reported):
     shared: bool
     fits: dict[str, int]
 
+    def _pool_words(self) -> str:
+        """Read 135: 'fits about the same number (the KV cache, not the weights, fills it)' was a
+        fixed string; now from the counts and the bytes."""
+        counts = [n for n in self.fits.values() if n]
+        if not counts:
+            return ": none fits"
+        low, high = min(counts), max(counts)
+        said = (
+            f" and fits about the same number ({low} to {high})"
+            if high <= 1.1 * low
+            else f" and fits {low} to {high}"
+        )
+        c = self.config
+        cache = high * c.kv_bytes_per_sequence
+        which = (
+            "the KV cache, not the weights, fills it"
+            if cache > c.weight_bytes
+            else "the weights fill more of it"
+        )
+        return (
+            f"{said}; at {high} sequences their KV cache is {format_bytes(cache)} against "
+            f"{format_bytes(c.weight_bytes)} of weights: {which}"
+        )
+
     def tables(self) -> list[Table]:
         c = self.config
         rows = [
@@ -104,8 +128,7 @@ class MemoryResult(Reported):
         ]
         where = (
             "These devices are logical CPUs: they share the host's memory, so every layout draws "
-            "on the same pool and fits about the same number (the KV cache, not the weights, "
-            "fills it)."
+            f"on the same pool{self._pool_words()}."
             if self.shared
             else "Each device has its own memory: the busiest device decides."
         )
