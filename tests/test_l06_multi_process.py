@@ -294,8 +294,8 @@ def test_the_memory_table_reads_the_admission_estimate_against_the_workers_peak(
     estimate = 2 * worker_memory_bytes(8 * KiB)
     memory = job.tables()[1]
     assert memory.verdicts[1] == (
-        f"the memory check admitted the workers on an estimate of {format_bytes(estimate)} "
-        f"summed; the workers' peak RSS summed 1.4 GiB (this kernel not counted), "
+        f"the memory check admitted the workers on an estimate of {estimate / MiB:.1f} MiB "
+        f"summed; the workers' peak RSS summed 1400.0 MiB (this kernel not counted), "
         f"{1400 * MiB / estimate:.2f}x it: within it"
     )
     assert memory.flags == []

@@ -1105,7 +1105,9 @@ def test_more_after_a_loss_is_read_as_a_miss_where_a_loss_can_add():
     group = Failover("pipeline", 2, log, (0.1, 1.0), (1.05, 2.0), at_once=2)
     # On one core a lost replica took no core of its own: the model is min(n-1, 1)/min(n, 1) = 1.
     assert shared.expected == 1.0 and group.expected == 0.5
-    assert "min(n - 1, 1) / min(n, 1) of before" in str(FailureResult([shared], 1))
+    assert "so after a loss at least min(n - 1, 1) / min(n, 1) of before remains" in str(
+        FailureResult([shared], 1)
+    )
     # read 73: the note on the bands names the model the sentences use, not always (n - 1) / n
     assert "beside 'after is ...x min(n - 1, 1) / min(n, 1) x before'" in str(
         FailureResult([shared], 1)
@@ -1305,3 +1307,15 @@ def test_the_memory_table_says_what_fills_a_shared_pool_from_the_numbers():
         .verdicts[1]
         .endswith("same pool: none fits.")
     )
+
+
+def test_a_value_just_above_the_reach_says_how_far_where_the_rates_print_alike():
+    # read 136: '3.2 ktok/s ±15% ... above 3.2 ktok/s ±5%', the same printed rate on both sides
+    sweep = SimpleNamespace(one_device=SimpleNamespace(tokens_per_s=Spread(3200, 160)), at_once=1)
+    said = LoadSweepResult.above_reach(sweep, Spread(3220, 480))
+    assert said.startswith(
+        f"above 3.2 ktok/s ±5% ({reach_label(1)}), within both noises (1.01x it)"
+    )
+    apart = LoadSweepResult.above_reach(sweep, Spread(4000, 100))
+    assert "beyond both noises" in apart and "x it)" not in apart  # 4.0 vs 3.2: printed apart
+    assert LoadSweepResult.above_reach(sweep, Spread(3100, 100)) == ""  # below: nothing to say

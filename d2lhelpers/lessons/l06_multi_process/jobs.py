@@ -205,8 +205,9 @@ def memory_table(
     flags = []
     if estimate:
         said = (
-            f"the memory check admitted the workers on an estimate of {format_bytes(estimate)} "
-            f"summed; the workers' peak RSS summed {format_bytes(peak)} (this kernel not "
+            # read 136: both in MiB, so the ratio rebuilds from the printed digits
+            f"the memory check admitted the workers on an estimate of {estimate / MiB:.1f} MiB "
+            f"summed; the workers' peak RSS summed {peak / MiB:.1f} MiB (this kernel not "
             f"counted), {peak / estimate:.2f}x it"
         )
         if peak > estimate:  # an admission that under-counts could let a run exceed memory

@@ -472,8 +472,10 @@ class FailureResult(Reported):
         return (
             f"model: (n - 1) / n is expected where the devices compute at once (not tested "
             f"here); {self.at_once} can "
-            f"here (cores shared), so a loss removes at most what it takes from those: "
-            f"min(n - 1, {self.at_once}) / min(n, {self.at_once}) of before"
+            # read 136: the share that remains, said as such ('removes at most ... of before'
+            # read as the share lost)
+            f"here (cores shared), so after a loss at least "
+            f"min(n - 1, {self.at_once}) / min(n, {self.at_once}) of before remains"
         )
 
     def tables(self) -> list[Table]:

@@ -480,6 +480,8 @@ class LoadSweepResult(Reported):
         shown, bound = rates_as_judged(value, reach, "tok/s")
         # Where the usual digits would read the other way, the value too, at these digits.
         digits = "" if bound == format_rate(reach.median, "tok/s") else f" ({shown} against it)"
+        if shown == bound:  # read 136: '3.2 ktok/s ... above 3.2 ktok/s': the ratio says how far
+            digits = f" ({ratio_beside(c.ratio)}x it)"
         return (
             f"above {bound} {noise_text(reach)} ({reach_label(self.at_once)}), "
             f"{'beyond' if c.measurable else 'within'} both noises{digits}"
