@@ -611,7 +611,10 @@ def test_sweep_flags_sizes_measured_faster_than_alpha():
     assert "1000 B measured faster than the 4-byte all-reduce that gives α (1.20 ms)" in str(sweep)
     assert "α was measured high" in str(sweep)
     # the flagged size is read nowhere as a result: not in the summary, its row, or the fit
-    assert "predict 2 of the other 3 sizes within" in sweep.verdict
+    assert (
+        "predict the 2 sizes read (of the other 3; the rest left out, below) within"
+        in sweep.verdict
+    )
     assert "(1000 B left out: flagged, see the warning)." in sweep.verdict
     sizes, held_out = sweep.tables()[1:]
     assert (
@@ -622,7 +625,10 @@ def test_sweep_flags_sizes_measured_faster_than_alpha():
     # 0.93 ms against α's 1.00 ms: below it by more than the 5% floor, inside both noises
     unsure = _sweep([0.93e-3, 1.3e-3, 1.4e-3, 2.0e-3], tiny=1e-3)
     assert unsure.flagged_sizes() == set() and unsure.below_alpha_inside() == {1000}
-    assert "predict 2 of the other 3 sizes within" in unsure.verdict
+    assert (
+        "predict the 2 sizes read (of the other 3; the rest left out, below) within"
+        in unsure.verdict
+    )
     assert (
         "(1000 B left out: faster than the 4-byte all-reduce that gives α by more than 5%, inside"
         in (unsure.verdict)
@@ -701,7 +707,9 @@ def test_the_bound_is_as_noisy_as_beta():
     # point drawn under the bound is not read as a result, in the verdict, the rows or the fit
     assert near.below_bound_inside() == {4000} and near.flagged_sizes() == set()
     assert "— not read: 3.9 KiB among its inputs" in near.tables()[-1].title  # a fit input
-    assert "predict 2 of the other 3 sizes within" in near.verdict
+    assert (
+        "predict the 2 sizes read (of the other 3; the rest left out, below) within" in near.verdict
+    )
     assert "(3.9 KiB left out: faster than the bandwidth bound 2(n-1)/n·S/B by more" in (
         near.verdict
     )
@@ -857,7 +865,8 @@ FLAGGED_SWEEP = (
     "one device copies  8.0 MB/s   7.8 KiB ±5% (floor)\n"
     "one device adds    4.0 MB/s   7.8 KiB ±5% (floor)\n"
     "α = 1.20 ms and β = 10.0 MB/s (from the 4-byte all-reduce, 1.20 ms ±5% (floor), and "
-    "the 7.8 KiB one, 2.00 ms ±5% (floor), alone) predict 2 of the other 3 sizes within 13% "
+    "the 7.8 KiB one, 2.00 ms ±5% (floor), alone) predict the 2 sizes read (of the other 3; "
+    "the rest left out, below) within 13% "
     "(worst: 3.9 KiB, -12.5%); 1 of 2 within the noise of their own run and of the two "
     "runs α and β come from (1000 B left out: flagged, see the warning).\n"
     "B is 1.87x ± 0.19 the rate at which one device copies 7.8 KiB alone, 3.75x ± 0.37 the "

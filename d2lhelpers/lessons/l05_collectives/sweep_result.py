@@ -176,7 +176,9 @@ class AllreduceSweepResult(Reported):
             + (
                 f"the other {len(read)} sizes"
                 if len(read) == len(self.residuals)
-                else f"{len(read)} of the other {len(self.residuals)} sizes"
+                # read 137: '3 of the other 5 within 30%' read as a count of those within it
+                else f"the {len(read)} sizes read (of the other {len(self.residuals)}; the rest "
+                "left out, below)"
             )
         )
         if read:
