@@ -1077,8 +1077,9 @@ def test_failure_rows_are_read_against_what_the_devices_computing_at_once_allow(
         FailureResult([run], 1, sweep)
         .capacities_against_sweep()
         .endswith(
-            "in the sweep: within both noises; the parts agree within their noise, so each "
-            "verdict read against a capacity holds for either cell"
+            "in the sweep: within both noises; the parts agree within their noise, so the "
+            "cells' capacities can be read together (each verdict is still read against its own "
+            "cell's)"
         )
     )
     del sweep.sweeps

@@ -486,7 +486,10 @@ def capacities_against_sweep(sweep, capacities: list[tuple[str, Spread]]) -> str
     return "Capacities, this run's against the sweep's (the same timing, in another cell): " + (
         parts_between_runs(
             parts,
-            "each verdict read against a capacity holds for either cell",
+            # read 138: not 'each verdict holds for either cell': a verdict at its band's
+            # edge can read differently against each cell's capacity
+            "the cells' capacities can be read together (each verdict is still read against "
+            "its own cell's)",
             other="the sweep",
             show=lambda v: format_rate(v, "tok/s"),
             holds="each verdict read against a capacity holds for its own cell only, and "
