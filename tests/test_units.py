@@ -162,6 +162,16 @@ def test_plural_counts_words_as_a_sentence_does():
     assert plural(2, "box") == "2 boxes" and plural(2, "flash") == "2 flashes"
 
 
+def test_enough_digits_is_the_fewest_that_show_and_its_fallback_past_the_most():
+    from d2lhelpers.core.units import enough_digits
+
+    apart = lambda d: round(0.1004, d) != round(0.1, d)  # noqa: E731
+    assert enough_digits(apart, 0, 5) == 4  # the first that shows, not the most
+    assert enough_digits(apart, 1, 3) is None  # none within the range: no digits invented
+    assert enough_digits(apart, 1, 3, past=4) == 4
+    assert enough_digits(lambda d: True, 2, 3, past=4) == 2  # the least, when it already shows
+
+
 def test_a_percent_beside_its_limit_never_prints_the_limit_itself():
     from d2lhelpers.core.units import percent_beside
 

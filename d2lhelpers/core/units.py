@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 
 KiB, MiB, GiB = 1024, 1024**2, 1024**3
 GB = 1e9  # link rates are quoted in decimal gigabytes per second
@@ -80,24 +81,27 @@ def format_bytes(n: float) -> str:
     raise AssertionError("unreachable")
 
 
+def enough_digits(shows: Callable[[int], bool], least: int, most: int, past=None):
+    """The fewest decimals from `least` to `most` at which `shows(decimals)` holds, `past` where
+    none do: the one rule behind every number printed with as many digits as a reader needs to
+    see from them what its sentence says (a share beside its limit, a verdict's gap and noise)."""
+    return next((d for d in range(least, most + 1) if shows(d)), past)
+
+
 def percent_beside(share: float, limit: float, least: int = 0) -> str:
     """`share` as a percent with as many decimals (`least` up to 5) as it takes not to print
     `limit` itself: read 97, 10.04% printed '10%' under 'above 10%'; read 102, '10.00%'."""
-    for digits in range(least, 6):
-        shown = f"{share:.{digits}%}"
-        if shown != f"{limit:.{digits}%}":
-            return shown
-    return f"{limit:.{least}%} (at the limit, above it by less than 0.00001 points)"
+    d = enough_digits(lambda d: f"{share:.{d}%}" != f"{limit:.{d}%}", least, 5)
+    if d is None:
+        return f"{limit:.{least}%} (at the limit, above it by less than 0.00001 points)"
+    return f"{share:.{d}%}"
 
 
 def ratio_beside(ratio: float, limit: float = 1.0, least: int = 2) -> str:
     """`ratio` with as many decimals (`least` up to 6) as it takes not to print `limit` itself
     (read 113: '1.00x' beside 'above 1'), as `percent_beside` does for shares."""
-    for digits in range(least, 7):
-        shown = f"{ratio:.{digits}f}"
-        if shown != f"{limit:.{digits}f}":
-            return shown
-    return f"{limit:.{least}f} (to 6 decimals)"
+    d = enough_digits(lambda d: f"{ratio:.{d}f}" != f"{limit:.{d}f}", least, 6)
+    return f"{limit:.{least}f} (to 6 decimals)" if d is None else f"{ratio:.{d}f}"
 
 
 def noise_percent(noise: float) -> str:

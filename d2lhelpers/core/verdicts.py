@@ -12,7 +12,13 @@ import dataclasses
 from typing import Protocol, runtime_checkable
 
 from d2lhelpers.core.cache import load_average, machine_busy
-from d2lhelpers.core.units import cores_phrase, format_rate, format_seconds, percent_beside
+from d2lhelpers.core.units import (
+    cores_phrase,
+    enough_digits,
+    format_rate,
+    format_seconds,
+    percent_beside,
+)
 
 NOISE_FLOOR = 0.05  # even a quiet run's median moves this much between runs of a notebook
 NOISY_IQR = 0.1  # IQR / median above this: too noisy to trust (pyperf, torch.utils.benchmark)
@@ -215,11 +221,16 @@ def _within_digits(a: float, b: float, noise: float) -> tuple[str, str, str]:
     (unit,) = units
     scale = {"s": 1.0, "ms": 1e-3, "µs": 1e-6, "ns": 1e-9}[unit]
     decimals = len(plain[1].split()[0].partition(".")[2])
-    for d in range(decimals, decimals + 4):
-        shown = [round(x / scale, d) for x in (a, b, noise)]
-        if round(abs(shown[0] - shown[1]), d) < shown[2]:
-            return tuple(f"{x:.{d}f} {unit}" for x in shown)
-    return plain
+
+    def shown(d: int) -> list[float]:
+        return [round(x / scale, d) for x in (a, b, noise)]
+
+    def apart(d: int) -> bool:
+        x, y, n = shown(d)
+        return round(abs(x - y), d) < n
+
+    d = enough_digits(apart, decimals, decimals + 3)
+    return plain if d is None else tuple(f"{x:.{d}f} {unit}" for x in shown(d))
 
 
 def beats_ideal(measured: Timed | float, ideal: float, ideal_noise: float = 0.0) -> bool:
@@ -284,11 +295,9 @@ def agreeing_digits(ratio: float, band: float, beyond: bool) -> int:
     """Decimals (2 to 4) for a ratio and its relative band that are enough for a reader to
     see from the printed digits what the verdict says: 0.58x ± 42% reads as on the band's edge
     (read 60), 0.581x ± 42.2% as beyond it."""
-    for digits in (2, 3):
-        shown_ratio, shown_band = round(ratio, digits), round(band, digits)
-        if (round(abs(shown_ratio - 1), digits) > shown_band) == beyond:
-            return digits
-    return 4
+    return enough_digits(
+        lambda d: (round(abs(round(ratio, d) - 1), d) > round(band, d)) == beyond, 2, 3, past=4
+    )
 
 
 def rates_as_judged(a: Timed, b: Timed, unit: str) -> tuple[str, str]:
@@ -306,11 +315,12 @@ def rates_as_judged(a: Timed, b: Timed, unit: str) -> tuple[str, str]:
     if reads(*(_SCALES[p.split()[1].removesuffix(unit)] * float(p.split()[0]) for p in plain)):
         return plain[0], plain[1]
     prefix = format_rate(max(a.median, b.median), unit).split()[1].removesuffix(unit)
-    for d in range(2, 5):
-        x, y = (round(m.median / _SCALES[prefix], d) for m in (a, b))
-        if reads(x, y) or d == 4:
-            return f"{x:.{d}f} {prefix}{unit}", f"{y:.{d}f} {prefix}{unit}"
-    raise AssertionError("unreachable")
+
+    def shown(d: int) -> list[float]:
+        return [round(m.median / _SCALES[prefix], d) for m in (a, b)]
+
+    d = enough_digits(lambda d: reads(*shown(d)), 2, 3, past=4)
+    return tuple(f"{x:.{d}f} {prefix}{unit}" for x in shown(d))
 
 
 _SCALES = {"T": 1e12, "G": 1e9, "M": 1e6, "k": 1e3, "": 1.0}  # `format_rate`'s prefixes

@@ -24,6 +24,7 @@ from d2lhelpers.core.units import (
     cores_phrase,
     device_name,
     device_names,
+    enough_digits,
     format_seconds,
 )
 from d2lhelpers.core.verdicts import (
@@ -213,11 +214,13 @@ class PipelineResult(ParallelResult):
         if math.isinf(noise):  # read 80: '60% ± inf%'
             return f"{bubble:.0%} (no band: the step's runs spread by more than their median)"
         beyond = bubble > floor + noise
-        for d in range(5):
+
+        def reads(d: int) -> bool:
             b, n, f = (round(100 * x, d) for x in (bubble, noise, floor))
-            if (round(b - f, d) > n) == beyond or d == 4:
-                return template.format(b=f"{b:.{d}f}%", n=self.band_text(d))
-        raise AssertionError("unreachable")
+            return (round(b - f, d) > n) == beyond
+
+        d = enough_digits(reads, 0, 3, past=4)
+        return template.format(b=f"{round(100 * bubble, d):.{d}f}%", n=self.band_text(d))
 
     @property
     def below_floor(self) -> bool:

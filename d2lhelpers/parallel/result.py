@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from d2lhelpers.core.cache import machine_busy
 from d2lhelpers.core.progress import Progress, Steps
 from d2lhelpers.core.report import Reported, Table
-from d2lhelpers.core.units import cores_phrase, format_seconds, usable_cores
+from d2lhelpers.core.units import cores_phrase, enough_digits, format_seconds, usable_cores
 from d2lhelpers.core.verdicts import (
     UNTESTED,
     Spread,
@@ -112,10 +112,12 @@ class ParallelResult(Reported):
         sit on the side of 1 the verdict read (read 113: 1.33 - 0.33 = 1.00 beside 'faster')."""
         s, b = self.speedup, self.speedup_noise
         c = compare(self.measurement, self.reference)
-        for d in range(2, 5):
+
+        def reads(d: int) -> bool:
             low, high = round(round(s, d) - round(b, d), d), round(round(s, d) + round(b, d), d)
-            if (low > 1) if c.a_faster else (high < 1) if c.a_slower else (low <= 1 <= high):
-                break
+            return (low > 1) if c.a_faster else (high < 1) if c.a_slower else (low <= 1 <= high)
+
+        d = enough_digits(reads, 2, 3, past=4)
         return f"{s:.{d}f}x ± {b:.{d}f}"
 
     def against_rerun(self, other: ParallelResult) -> str:
