@@ -367,6 +367,11 @@ def test_two_rates_get_the_digits_that_show_their_verdict():
     beyond = SimpleNamespace(median=3250.0, iqr=10.0)
     assert compare(beyond, bound).measurable
     assert rates_as_judged(beyond, bound, "tok/s") == ("3.2 ktok/s", "2.8 ktok/s")  # as usual
+    # Read 116's rule at its last resort: a gap this close to the summed bands reads the other
+    # way at 2 and 3 decimals, so 4 are printed.
+    close = SimpleNamespace(median=1361.7665502230002, iqr=0.0)
+    below = SimpleNamespace(median=1232.3263005989436, iqr=0.0)
+    assert rates_as_judged(close, below, "tok/s") == ("1.3618 ktok/s", "1.2323 ktok/s")
     # Different prefixes stay as `format_rate` prints them where those digits read as judged.
     assert rates_as_judged(
         SimpleNamespace(median=1050.0, iqr=0.0), SimpleNamespace(median=999.0, iqr=0.0), "tok/s"
