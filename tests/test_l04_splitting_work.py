@@ -459,11 +459,41 @@ def _pipeline(m, step, busy=1.0):
     )
 
 
+def test_a_bubble_change_prints_the_digits_that_show_its_verdict():
+    """Read 141: '37% -> 19%' read 'measurably shrank' beside bands of -7% and +11%."""
+    from types import SimpleNamespace as Run
+
+    from d2lhelpers.lessons.l04_splitting_work.pipeline_trace import BubbleComparisonResult
+
+    def words(few, many):
+        runs = [
+            Run(measured_bubble=b, bubble_noise=d, bubble_noise_up=u) for b, d, u in (few, many)
+        ]
+        shrank, grew = few[1] + many[2], few[2] + many[1]
+        return BubbleComparisonResult(runs)._change_words(shrank, grew)
+
+    edge = words((0.374, 0.066, 0.06), (0.189, 0.14, 0.112))  # 18.5 points past 17.8
+    assert edge == (
+        "more microbatches measurably shrank the bubble: 37.4% -> 18.9%, down 18.5 points, more "
+        "than the 17.8 the two bands allow (the first's down, the second's up)"
+    )
+    plain = words((0.40, 0.05, 0.05), (0.10, 0.05, 0.05))
+    assert plain.startswith("more microbatches measurably shrank the bubble: 40% -> 10%, down 30")
+    inside = words((0.374, 0.10, 0.06), (0.189, 0.14, 0.112))  # 18.5 points inside 21.2
+    assert (
+        inside == "no measurable difference between the two bubbles (37% -> 19%, noise -20%/+21%)"
+    )
+    grew = words((0.10, 0.02, 0.02), (0.30, 0.02, 0.02))
+    assert grew.startswith("more microbatches measurably grew the bubble here: 10% -> 30%, up 20")
+
+
 def test_bubble_comparison_is_computed_from_both_runs():
     # p = 2: m = 2 -> model 33%; m = 16 -> 6%. Steps giving bubbles of 40% and 10%.
     few, many = _pipeline(2, 1 / (2 * 0.6)), _pipeline(16, 1 / (2 * 0.9))
     shrank = compare_bubbles(few, many)
-    assert shrank.verdict.startswith("more microbatches measurably shrank the bubble: 40% -> 10%;")
+    assert shrank.verdict.startswith(
+        "more microbatches measurably shrank the bubble: 40% -> 10%, down 30 points, more than the "
+    )
     # 40% at m = 2 is above the model's 33% beyond its noise (±6%): the model missed there.
     assert "2 microbatches: above the least possible 33% beyond its noise" in shrank.verdict
     assert "16: within its noise of the least possible: the model held" in shrank.verdict

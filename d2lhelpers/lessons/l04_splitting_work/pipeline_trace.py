@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from d2lhelpers.collectives.costs import pipeline_bubble_fraction
 from d2lhelpers.core.report import Reported, Table
-from d2lhelpers.core.units import cores_phrase, plural, usable_cores
+from d2lhelpers.core.units import cores_phrase, enough_digits, plural, usable_cores
 from d2lhelpers.core.verdicts import fraction_flags, impossible
 from d2lhelpers.devices import setup_devices
 from d2lhelpers.parallel.pipeline_runs import (
@@ -189,25 +189,58 @@ class BubbleComparisonResult(Reported):
         few, many = self.runs
         if not (few.bubble_trusted and many.bubble_trusted):
             return "a bubble or a run was flagged, so the two cannot be compared (see the warnings)"
-        gap = few.measured_bubble - many.measured_bubble
         # each bubble's band is wider downwards (`bubble_noise`) than upwards (`_up`)
         shrank = few.bubble_noise + many.bubble_noise_up
         grew = few.bubble_noise_up + many.bubble_noise
-        change = f"{few.measured_bubble:.0%} -> {many.measured_bubble:.0%}"
         if math.isinf(shrank) or math.isinf(grew):
+            change = f"{few.measured_bubble:.0%} -> {many.measured_bubble:.0%}"
             said = f"too noisy to compare the two bubbles ({change}: one has no band)"
         elif few.below_floor or many.below_floor:  # read 94: a 'not a result' was compared
+            change = f"{few.measured_bubble:.0%} -> {many.measured_bubble:.0%}"
             said = f"a bubble below its least possible is not a result, so not compared ({change})"
-        elif gap > shrank:
-            said = f"more microbatches measurably shrank the bubble: {change}"
-        elif gap < -grew:
-            said = f"more microbatches measurably grew the bubble here: {change}"
         else:
-            band = band_words(grew, shrank)
-            said = f"no measurable difference between the two bubbles ({change}, noise {band})"
+            said = self._change_words(shrank, grew)
         return f"{said}; {few.microbatches} microbatches: {few.bubble_reading}; " + (
             f"{many.microbatches}: {many.bubble_reading}"
         )
+
+    def _change_words(self, shrank: float, grew: float) -> str:
+        """Shrank, grew or neither beyond the two bands, in points with the decimals (up to 3)
+        that let a reader see the verdict from the printed gap and bands (read 141: '37% -> 19%'
+        'measurably' shrank, beside bands of -7% and +11%)."""
+        few, many = self.runs
+
+        def side(gap: float, down: float, up: float) -> int:
+            return 1 if gap > down else -1 if gap < -up else 0
+
+        def points(x: float, d: int) -> float:
+            return round(100 * x, d)
+
+        def printed(d: int) -> tuple[float, float, float]:
+            gap = round(points(few.measured_bubble, d) - points(many.measured_bubble, d), d)
+            down = round(points(few.bubble_noise, d) + points(many.bubble_noise_up, d), d)
+            up = round(points(few.bubble_noise_up, d) + points(many.bubble_noise, d), d)
+            return gap, down, up
+
+        verdict = side(few.measured_bubble - many.measured_bubble, shrank, grew)
+        d = enough_digits(lambda d: side(*printed(d)) == verdict, 0, 2, past=3)
+        gap, down, up = printed(d)
+        change = (
+            f"{points(few.measured_bubble, d):.{d}f}% -> {points(many.measured_bubble, d):.{d}f}%"
+        )
+        if verdict == 1:
+            return (
+                f"more microbatches measurably shrank the bubble: {change}, down {gap:.{d}f} "
+                f"points, more than the {down:.{d}f} the two bands allow (the first's down, "
+                "the second's up)"
+            )
+        if verdict == -1:
+            return (
+                f"more microbatches measurably grew the bubble here: {change}, up {-gap:.{d}f} "
+                f"points, more than the {up:.{d}f} the two bands allow"
+            )
+        band = band_words(grew, shrank, d)
+        return f"no measurable difference between the two bubbles ({change}, noise {band})"
 
     def tables(self) -> list[Table]:
         rows = []
