@@ -267,6 +267,12 @@ def test_baseline_sentence_reads_the_split_rate_within_both_noises():
     alone = l03.baseline_sentence(split, {"flops_per_s": 80e9, "noise": 0.02}, "one device")
     assert "which one thread can at best roughly match: a check, not a result" in alone
     assert l03.baseline_sentence(split, {"flops_per_s": 150e9}).endswith("measurably below it")
+    # read 142: 0.868 of it past 5% + 7.7% printed '0.87 ±0.13' beside 'below': 3 decimals
+    edge = l03.baseline_sentence(split, {"flops_per_s": 100e9 / 0.868, "noise": 0.077})
+    assert (
+        "= 0.868 of the usable" in edge and "noise ±0.127: the run's 5% + the baseline's 8%" in edge
+    )
+    assert edge.endswith("measurably below it")
     # read 81: below a cached baseline, and so is its own peak (a busy kernel): said so
     capped = Measurement("one device", [0.01] * 5, 1e9, peak=103e9)  # 0.69 of 150 GFLOP/s
     assert l03.baseline_sentence(capped, {"flops_per_s": 150e9}, "one device").endswith(

@@ -32,6 +32,7 @@ from d2lhelpers.core.verdicts import (
     UNTESTED,
     Comparison,
     against_limit,
+    agreeing_digits,
     compare,
     faster_or_slower,
     impossible,
@@ -180,11 +181,12 @@ def baseline_sentence(split: Measurement, baseline: dict, name: str = "split") -
         if baseline.get("from_cache")
         else " by this run, in a separate process (not read from a cache)"
     )
+    d = agreeing_digits(rate / whole, relative, c.measurable)  # read 142: 0.87 ±0.13 'below'
     return (
-        f"{name} rate {format_rate(rate)} = {rate / whole:.2f} of the usable cores' baseline "
+        f"{name} rate {format_rate(rate)} = {rate / whole:.{d}f} of the usable cores' baseline "
         f"{format_rate(whole)}{baseline_chain(baseline)} (measured "
         f"{baseline.get('measured_at', 'in this run')}{source}; "
-        f"noise ±{relative:.2f}: the run's {own:.0%} + the baseline's {base_noise:.0%}, as a "
+        f"noise ±{relative:.{d}f}: the run's {own:.0%} + the baseline's {base_noise:.0%}, as a "
         f"fraction of the baseline): {where}"
     )
 
