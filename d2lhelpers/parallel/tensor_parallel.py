@@ -16,8 +16,9 @@ def split(tensor, axis, devices):
     """`tensor` cut along `axis` into len(devices) near-equal slices, slice k on device k."""
     what = "columns" if axis == tensor.shape.rank - 1 else "rows"
     sizes = split_sizes(int(tensor.shape[axis]), len(devices), what)
-    # Cut where the tensor is, then copy only each slice: no other device is sent the whole.
-    return [place(part, d) for part, d in zip(tf.split(tensor, sizes, axis), devices, strict=True)]
+    with tf.device(tensor.device):  # cut where the tensor is, then copy only each slice over
+        parts = tf.split(tensor, sizes, axis)
+    return [place(part, d) for part, d in zip(parts, devices, strict=True)]
 
 
 def column_parallel_linear(x, weights, biases, devices):
