@@ -109,10 +109,12 @@ SEED_SPREAD_SOURCE = (
 
 
 def less_copy_source(rate: float) -> str:
-    """Where `spread_less_copy(rate)` comes from, in words."""
+    """Where `spread_less_copy(rate)` comes from, in words, and why not `SEED_SPREAD` (reads
+    141, 142: the totals' 20% and this 87% side by side, unexplained)."""
     return (
         "the largest gap between the seed's timings of the same work, each less its copy at "
-        f"{_rate_words(rate)}"
+        f"{_rate_words(rate)}; not the {SEED_SPREAD:.0%} of the totals, as this rate is of a "
+        "time less its copy"
     )
 
 

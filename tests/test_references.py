@@ -262,8 +262,9 @@ def test_the_seeds_rates_are_held_against_the_datasheet_yardstick_notebook_02_us
         "none is ruled out (at most 321 TFLOP/s); the seed's 'Run on GPU1' (0.0557 s, the same "
         "run(x) and copy, timed in another cell) would need up to 502 TFLOP/s for all 50, 1.01x "
         "that peak, above it within the 87% that stands in for the seed's noise (the largest gap "
-        "between the seed's timings of the same work, each less its copy at 1.49 GB/s): too "
-        "close to call, not a result either way."
+        "between the seed's timings of the same work, each less its copy at 1.49 GB/s; not the "
+        "20% of the totals, as this rate is of a time less its copy): too close to call, not a "
+        "result either way."
     )
 
 
