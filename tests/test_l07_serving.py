@@ -169,6 +169,11 @@ def test_the_sweep_sentences_follow_the_numbers():
     two = LoadSweepResult(2, 2, cap, [vague, off], step_flops=1e6, peak=1e12).regime()
     assert "It held for no layout tested here (missed: pipeline)" in two
     assert "Too noisy to test for replicas" in two and "It held, within" not in two
+    # read 143: the spread printed is the one that made it untestable, here the model's
+    assert (
+        "its model is scaled from spread by more than 10% of their median (replicas's model " in two
+    )
+    assert "model IQR 65.6% of it (scaled from one device's timing); one device's" in two
     faster = LayoutSweep("replicas", cap, Spread(1, 0), [point(4000, 2000, False)])
     flagged = LoadSweepResult(2, 2, cap, [faster], step_flops=1e6, peak=1e12)
     assert any("above its capacity" in f and "is not a result" in f for f in flagged.flags())

@@ -646,11 +646,17 @@ class LoadSweepResult(Reported):
         for word, why in UNTESTED.items():  # agreeing with the model could not have failed
             names = [name for name, t in tests.items() if t == word]
             if names:
-                spreads = ", ".join(  # the capacity's own spread: what made it noisy
-                    f"{s.layout}'s capacity IQR {s.capacity.tokens_per_s.iqr / cap:.1%} of it"
+                # the spread that made it untestable: the model's for a noisy yardstick (read
+                # 143: 'more than 10%' beside the capacity's 8.1%), else the capacity's own
+                whose = "model" if word == "noisy yardstick" else "capacity"
+                spreads = ", ".join(
+                    f"{s.layout}'s {whose} IQR {x.iqr / x.median:.1%} of it"
                     for s in self.sweeps
-                    if s.layout in names and (cap := s.capacity.tokens_per_s.median) > 0
+                    if s.layout in names
+                    and (x := s.model if whose == "model" else s.capacity.tokens_per_s).median > 0
                 )
+                if whose == "model":
+                    spreads += " (scaled from one device's timing)"
                 text += (
                     f" Too noisy to test for {' and '.join(names)}: {why} ({spreads}; one "
                     "device's capacity "
