@@ -531,6 +531,8 @@ def test_the_books_rereads_follow_the_scripts_own_phrases():
         references.WITHIN_SPREAD: reference.streams_vs_serial_words(
             [0.80, 0.9, 0.94, 1, 1.1], steady
         ),
+        references.SHARED_SMS: reference.SHARED_SMS_NOTE,
+        references.TIMING_BUG: reference.OVERLAP_FLOOR_NOTE,
     }
     assert set(written) == {phrase for phrase, _ in references.NOTE_REREADS}
     for phrase, notes in written.items():
@@ -544,6 +546,19 @@ def test_the_books_rereads_follow_the_scripts_own_phrases():
             assert reread == notes and references.PAGEABLE_SOURCE.strip() in notes
         else:
             assert reread != notes, phrase
+    # read 143: the mechanism labelled, the floor read with its noise and its three causes
+    shared = references.reread_notes({"notes": reference.SHARED_SMS_NOTE})
+    assert shared.startswith(
+        "1.0 would need a second chip's compute: the two streams share one chip's SMs, so 2.0 "
+        "where one chain alone keeps them all busy (expected, not measured: the script traced no "
+        "SM occupancy); the row beside"
+    )
+    floor = references.reread_notes({"notes": reference.OVERLAP_FLOOR_NOTE})
+    assert floor == (
+        "below 1.0 beyond the noise is not a result (possible causes, not measured: a timing "
+        "error, a change in the machine's speed between the runs, or the floor's premise "
+        "failing); the exact floor adds the pipeline's fill and drain (components.pipeline_floor_s)"
+    )
     # the group's words are read by the book's rule (the pattern found, not the fallback)
     said = references.reread_notes({"notes": written[references.GROUP_PEAK]})
     assert "1.05x that group's best single product, above it within the noise" in said
