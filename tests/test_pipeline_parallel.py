@@ -152,8 +152,9 @@ def test_bubble_at_the_model_is_a_result():
     # read 95: 20% is below 50% beyond its noise, and the reading says what that shows
     assert run.bubble_reading == (
         "within its noise of the least possible: the model held; below 50% = 1 - 1/p beyond its "
-        "noise: faster than the 2 stages taking turns, so overlapping them gained time (which "
-        "ops ran at once is the trace's to say)"
+        "noise: faster than the 2 stages taking turns would be, so overlapping them gained time "
+        "(against the microbatches' busy time on one device, the bubble's yardstick, not one "
+        "device's whole batch; which ops ran at once is the trace's to say)"
     )
 
 

@@ -305,8 +305,9 @@ class PipelineResult(ParallelResult):
         elif p > 1 and not near_serial and floor < serial:  # read 95: always placed against it
             said += (
                 f"; below {serial:.0%} = 1 - 1/p beyond its noise: faster than the {p} stages "
-                "taking turns, so overlapping them gained time (which ops ran at once is the "
-                "trace's to say)"
+                "taking turns would be, so overlapping them gained time (against the "
+                "microbatches' busy time on one device, the bubble's yardstick, not one device's "
+                "whole batch; which ops ran at once is the trace's to say)"
             )
         return said
 
