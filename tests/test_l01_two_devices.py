@@ -203,6 +203,11 @@ def test_baseline_verdict_reads_logical_devices_against_a_yardstick_and_gpus_aga
         "one device: 100.0 GFLOP/s = 0.50 of the baseline; at best it can match it (expected, not "
         "measured): below that by more than the noise of 10%"
     )
+    # read 142's rule: 0.868 of it past 5% + 7.7% would print '0.87' and '13%', touching
+    edge = {**baseline, "noise": 0.077}
+    near = l01.baseline_verdict(rate("both", 0.868 * 2e11, None), one, edge, "logical CPU")
+    assert "= 0.868 of the usable cores'" in near
+    assert "; below it by more than the noise of 12.7%" in near
     # One device can at best match the usable cores too (one core: the baseline is one core's).
     alone = l01.baseline_verdict(one, rate("one", 2.1e11, None), baseline, "logical CPU")
     assert (

@@ -11,6 +11,7 @@ from d2lhelpers.core.verdicts import (
     Comparison,
     above_limit,
     against_limit,
+    agreeing_digits,
     impossible,
     noise_of,
     noise_text,
@@ -138,12 +139,15 @@ def baseline_verdict(
     """
     base = baseline["flops_per_s"]
     together_best = k if kind == "GPU" else 1
+    independent = kind == "logical CPU" and k > 1  # one thread each: a yardstick, not a ceiling
+    d = _digits(together, base, 1 if independent else together_best, baseline)
     together_line = (
         f"{plural(k, 'device')} together: {format_rate(together.rate)} = "
-        f"{together.rate / base:.2f} of the usable cores' baseline {format_rate(base)}"
+        f"{together.rate / base:.{d}f} of the usable cores' baseline {format_rate(base)}"
         f"{baseline_chain(baseline)}"
     )
-    one_line = f"one device: {format_rate(one.rate)} = {one.rate / base:.2f} of the baseline"
+    d = _digits(one, base, 1, baseline)
+    one_line = f"one device: {format_rate(one.rate)} = {one.rate / base:.{d}f} of the baseline"
     # Only a measured peak can show the baseline low: k x one device's peak is a ceiling that
     # devices computing at once need not reach (they share memory bandwidth), not a measurement.
     low = baseline_below_peak(one, baseline, "one device's")
@@ -153,7 +157,6 @@ def baseline_verdict(
             f"{format_rate(one.rate)}; neither read against the baseline {format_rate(base)}: "
             f"{low}"
         )
-    independent = kind == "logical CPU" and k > 1  # one thread each: a yardstick, not a ceiling
     one_aside, together_aside = _above_own_peak(one), _above_own_peak(together)
     if one_aside:  # read 74: its line above says 'not a result'; so does this one
         # no rate after the word 'baseline': make one-core reads the first as the baseline's
@@ -193,6 +196,14 @@ def _noise(m: Measurement, baseline: dict) -> float:
     return relative_noise(m) + baseline_noise(baseline)
 
 
+def _digits(m: Measurement, base: float, times: int, baseline: dict) -> int:
+    """Decimals (2 to 4) for `m`'s ratio to the baseline, and 2 fewer for its noise in percent,
+    that show from the printed digits the side of `times` x the baseline its verdict read (read
+    142: '0.87 ±0.13' beside 'measurably below', notebook 03's line, which uses this rule too)."""
+    noise, limit = _noise(m, baseline), times * base
+    return agreeing_digits(m.rate / limit, noise, against_limit(m.rate, limit, noise).measurable)
+
+
 def _above(m: Measurement, base: float, times: int, baseline: dict) -> bool:
     """Whether `m`'s rate is above `times` x the baseline beyond both noises."""
     return above_limit(m.rate, times * base, _noise(m, baseline))
@@ -202,10 +213,10 @@ def _yardstick(m: Measurement, base: float, baseline: dict) -> str:
     """Logical CPU devices together against the baseline: the same cores, but independent
     chains of one thread each, which can get more from them than one chain split across threads
     (TensorFlow's default threading): a yardstick, read within both noises, not a ceiling."""
-    noise = _noise(m, baseline)
+    noise = f"{_noise(m, baseline):.{_digits(m, base, 1, baseline) - 2}%}"
     if _above(m, base, 1, baseline):
         said = (
-            f"; above it by more than the noise of {noise:.0%}: independent chains, one thread "
+            f"; above it by more than the noise of {noise}: independent chains, one thread "
             "each, got more from these cores than TensorFlow's default threading on one chain "
             "(the baseline is a yardstick, not a ceiling; hypotheses: one matmul split across "
             "threads pays for the split, and a rate depends on the matrix size, which the "
@@ -217,13 +228,11 @@ def _yardstick(m: Measurement, base: float, baseline: dict) -> str:
                 "(d2l.machine_baseline_rate(refresh=True) measures it again)"
             )
         return said
-    if not against_limit(m.rate, base, noise).measurable:
+    if not against_limit(m.rate, base, _noise(m, baseline)).measurable:
         if noisy_run(m):  # read 78: a ±68% run 'matches' anything; notebook 03's rule
-            return f"; within the noise of {noise:.0%}, too noisy to check: {UNTESTED['noisy']}"
-        return f"; they match it, within the noise of {noise:.0%}"
-    return f"; below it by more than the noise of {noise:.0%}" + _own_peak(
-        m, base, 1, baseline, True
-    )
+            return f"; within the noise of {noise}, too noisy to check: {UNTESTED['noisy']}"
+        return f"; they match it, within the noise of {noise}"
+    return f"; below it by more than the noise of {noise}" + _own_peak(m, base, 1, baseline, True)
 
 
 def _own_peak(m: Measurement, base: float, times: int, baseline: dict, plural: bool) -> str:
@@ -237,11 +246,12 @@ def _own_peak(m: Measurement, base: float, times: int, baseline: dict, plural: b
 def _against(m: Measurement, base: float, times: int, baseline: dict, plural: bool) -> str:
     """How `m`'s rate reads against the most it can reach: `times` x the baseline `base`."""
     noise = _noise(m, baseline)
+    shown = f"{noise:.{_digits(m, base, times, baseline) - 2}%}"
     said = f"; at best {'they' if plural else 'it'} can "
     said += "match it" if times == 1 else f"reach {times}x it"
     said += " (expected, not measured)"  # a bound from how the devices and baseline run
     if _above(m, base, times, baseline):
-        above = f"above that by more than the noise of {noise:.0%}"
+        above = f"above that by more than the noise of {shown}"
         if baseline.get("from_cache"):  # measured on the machine as it was in an earlier run
             stale = (
                 f"the baseline was measured low: it is {baseline['measured_at']}'s, from the cache"
@@ -250,9 +260,7 @@ def _against(m: Measurement, base: float, times: int, baseline: dict, plural: bo
         return f"{said}; " + impossible(above)
     if not against_limit(m.rate, times * base, noise).measurable:
         if noisy_run(m):  # read 78: 'and does, within the noise of 76%' from a ±68% run
-            return (
-                f"{said}; within the noise of {noise:.0%}, too noisy to check: {UNTESTED['noisy']}"
-            )
-        return f"{said}, and {'do' if plural else 'does'}, within the noise of {noise:.0%}"
-    said += f": below that by more than the noise of {noise:.0%}"
+            return f"{said}; within the noise of {shown}, too noisy to check: {UNTESTED['noisy']}"
+        return f"{said}, and {'do' if plural else 'does'}, within the noise of {shown}"
+    said += f": below that by more than the noise of {shown}"
     return said + _own_peak(m, base, times, baseline, plural)
