@@ -262,28 +262,33 @@ def test_higher_or_lower_reads_rates_against_both_noises():
 
     # 0.8 against 1.0, each at the 5% floor: band 0.04 + 0.05 = 0.09, 9% of 1.0.
     assert higher_or_lower(Spread(0.8, 0.0), Spread(1.0, 0.0), "A", "B") == (
-        "A is 0.80x B: lower beyond the noise (±9%: the first's ±5% x 0.80 + the second's ±5%)"
+        "A is 0.80x B: lower beyond the noise (±0.09 on the ratio: "
+        "the first's ±5% x 0.80 + the second's ±5%)"
     )
     # 1.6 against 2.0: band 0.08 + 0.10 = 0.18, 9% of 2.0 (a share of the second value)
     assert higher_or_lower(Spread(1.6, 0.0), Spread(2.0, 0.0), "A", "B") == (
-        "A is 0.80x B: lower beyond the noise (±9%: the first's ±5% x 0.80 + the second's ±5%)"
+        "A is 0.80x B: lower beyond the noise (±0.09 on the ratio: "
+        "the first's ±5% x 0.80 + the second's ±5%)"
     )
     assert higher_or_lower(Spread(1.2, 0.0), 1.0, "A", "B") == (
-        "A is 1.20x B: higher beyond the noise (±11%: the first's ±5% x 1.20 + the second's ±5%)"
+        "A is 1.20x B: higher beyond the noise (±0.11 on the ratio: "
+        "the first's ±5% x 1.20 + the second's ±5%)"
     )
     assert higher_or_lower(Spread(1.05, 0.2), 1.0, "A", "B") == (
-        "A is 1.05x B: no measurable difference, within the noise (±25%: the first's ±19% x "
+        "A is 1.05x B: no measurable difference, within the noise (±0.25 on the ratio: "
+        "the first's ±19% x "
         "1.05 + the second's ±5%)"
     )
     assert higher_or_lower(0.0, 0.0, "A", "B") == "A is 0 against B of 0: no measurable difference"
     # read 60: 0.58x beside ±42% put 1.00 on the band's edge; one more digit shows the side
     # (0.577 against 1.0: band 0.02885 + 0.39115 = 0.42, gap 0.423: beyond it)
     assert higher_or_lower(Spread(0.577, 0.0), Spread(1.0, 0.39115), "A", "B") == (
-        "A is 0.577x B: lower beyond the noise (±42.0%: the first's ±5% x 0.577 + the "
+        "A is 0.577x B: lower beyond the noise (±0.420 on the ratio: the first's ±5% x 0.577 + the "
         "second's ±39%)"
     )
     assert higher_or_lower(Spread(0.583, 0.0), Spread(1.0, 0.39115), "A", "B") == (
-        "A is 0.58x B: no measurable difference, within the noise (±42%: the first's ±5% x "
+        "A is 0.58x B: no measurable difference, within the noise (±0.42 on the ratio: "
+        "the first's ±5% x "
         "0.58 + the second's ±39%)"
     )  # gap 0.417 inside 0.42: on the edge at two digits is inside, so two digits say it
     assert higher_or_lower(Spread(3.0, 0.0), 0.0, "A", "B") == "A is 3 against B of 0: higher"
@@ -303,7 +308,8 @@ def test_the_edges_of_the_digit_and_noise_rules():
 
     # a zero first value: its noise is printed as a share of the second, not of itself
     assert higher_or_lower(Spread(0.0, 0.1), Spread(2.0, 0.0), "A", "B") == (
-        "A is 0.00x B: lower beyond the noise (±10%: the first's 5% of the second + the "
+        "A is 0.00x B: lower beyond the noise (±0.10 on the ratio: "
+        "the first's 5% of the second + the "
         "second's ±5%)"
     )
     assert how_below_ideal(0.95, 1.0) is None  # exactly at the floor: not below it

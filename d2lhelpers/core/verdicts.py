@@ -327,8 +327,8 @@ _SCALES = {"T": 1e12, "G": 1e9, "M": 1e6, "k": 1e3, "": 1.0}  # `format_rate`'s 
 
 
 def higher_or_lower(a: Timed | float, b: Timed | float, a_name: str, b_name: str) -> str:
-    """'A is 0.82x B: lower beyond the noise (±6%)', '... higher ...', or 'no measurable
-    difference': for rates and counts, where neither direction means 'faster'."""
+    """'A is 0.82x B: lower beyond the noise (±0.06 on the ratio)', '... higher ...', or 'no
+    measurable difference': for rates and counts, where neither direction means 'faster'."""
     c = compare(a, b)
     if not c.b:  # no ratio to a zero
         said = f"{a_name} is {c.a:.3g} against {b_name} of 0"
@@ -341,7 +341,8 @@ def higher_or_lower(a: Timed | float, b: Timed | float, a_name: str, b_name: str
         if c.a
         else f"the first's {noise_of(a) / c.b:.0%} of the second + "
     ) + f"the second's ±{noise_of(b) / c.b:.0%}"
-    noise = f"the noise (±{c.noise / c.b:.{digits - 2}%}: {parts})"
+    # the band on the ratio itself (read 144: '±18%' beside 1.70x read as 18% of 1.70)
+    noise = f"the noise (±{c.noise / c.b:.{digits}f} on the ratio: {parts})"
     if not c.measurable:
         return f"{said}: no measurable difference, within {noise}"
     return f"{said}: {'lower' if c.a < c.b else 'higher'} beyond {noise}"
