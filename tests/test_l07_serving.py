@@ -240,6 +240,13 @@ def test_the_in_flight_verdict_says_where_the_pipeline_missed_its_model():
     assert missed.verdict.endswith("at every m: here the model did not hold")
     part = result([0.010, 0.0075, 0.012])
     assert part.verdict.endswith("slower than its model at m = [4]")
+    # read 146: the model is the prediction and the ceiling; 'missed' is below it, said so
+    (table,) = missed.tables()
+    assert [row[6] for row in table.rows] == ["missed (no gain predicted)", "missed", "missed"]
+    assert (
+        "so also the most each m allows ('missed' is a speedup below it beyond the noise: "
+        in (table.verdicts[0])
+    )
     # read 92: one device's step here (10 ms for 4 sequences) against the sweep's yardstick
     sweep = SimpleNamespace(one_device=capacity(6.2e-3))  # 4 slots, 6.2 ms a step
     said = held.steps_against(sweep)

@@ -269,7 +269,10 @@ class PipelineInFlightResult(Reported):
 
         note = (
             f"model: min({self.at_once} devices at once, m n / (m + n - 1)) for m microbatches "
-            f"on n = {self.n_devices} stages (GPipe's bubble), the most each m allows; pipeline "
+            f"on n = {self.n_devices} stages (GPipe's bubble): the speedup it predicts with "
+            "nothing else costing time, so also the most each m allows ('missed' is a speedup "
+            "below it beyond the noise: the prediction missed, the ceiling held; one above it is "
+            "flagged, not read); pipeline "
             f"steps: {steps(self.pipeline)}; one device's steps: {steps(self.one)} (each row's "
             f"two engines timed in {ROUNDS} alternating turns; the speedup's range is where it "
             "could be with both times anywhere in their noise)"
