@@ -208,6 +208,11 @@ def test_baseline_verdict_reads_logical_devices_against_a_yardstick_and_gpus_aga
     near = l01.baseline_verdict(rate("both", 0.868 * 2e11, None), one, edge, "logical CPU")
     assert "= 0.868 of the usable cores'" in near
     assert "; below it by more than the noise of 12.7%" in near
+    alone = l01.baseline_verdict(near_one := rate("one", 0.868 * 2e11, None), near_one, edge, "GPU")
+    assert "one device: 173.6 GFLOP/s = 0.868 of the baseline;" in alone
+    pair = l01.baseline_verdict(rate("both", 2 * 0.868 * 2e11, None), one, edge, "GPU")
+    assert "= 1.736 of the usable cores'" in pair  # against 2x it (separate GPUs)
+    assert "below that by more than the noise of 12.7%" in pair
     # One device can at best match the usable cores too (one core: the baseline is one core's).
     alone = l01.baseline_verdict(one, rate("one", 2.1e11, None), baseline, "logical CPU")
     assert (

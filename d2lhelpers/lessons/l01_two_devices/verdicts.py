@@ -140,7 +140,7 @@ def baseline_verdict(
     base = baseline["flops_per_s"]
     together_best = k if kind == "GPU" else 1
     independent = kind == "logical CPU" and k > 1  # one thread each: a yardstick, not a ceiling
-    d = _digits(together, base, 1 if independent else together_best, baseline)
+    d = _digits(together, base, together_best, baseline)  # 1 for logical CPUs: a yardstick
     together_line = (
         f"{plural(k, 'device')} together: {format_rate(together.rate)} = "
         f"{together.rate / base:.{d}f} of the usable cores' baseline {format_rate(base)}"
@@ -232,10 +232,10 @@ def _yardstick(m: Measurement, base: float, baseline: dict) -> str:
         if noisy_run(m):  # read 78: a ±68% run 'matches' anything; notebook 03's rule
             return f"; within the noise of {noise}, too noisy to check: {UNTESTED['noisy']}"
         return f"; they match it, within the noise of {noise}"
-    return f"; below it by more than the noise of {noise}" + _own_peak(m, base, 1, baseline, True)
+    return f"; below it by more than the noise of {noise}" + _own_peak(m, 1, baseline, True)
 
 
-def _own_peak(m: Measurement, base: float, times: int, baseline: dict, plural: bool) -> str:
+def _own_peak(m: Measurement, times: int, baseline: dict, plural: bool) -> str:
     why = (
         ": the baseline runs TensorFlow's default threads with oneDNN on, the devices one thread "
         "per op"
@@ -263,4 +263,4 @@ def _against(m: Measurement, base: float, times: int, baseline: dict, plural: bo
             return f"{said}; within the noise of {shown}, too noisy to check: {UNTESTED['noisy']}"
         return f"{said}, and {'do' if plural else 'does'}, within the noise of {shown}"
     said += f": below that by more than the noise of {shown}"
-    return said + _own_peak(m, base, times, baseline, plural)
+    return said + _own_peak(m, times, baseline, plural)
