@@ -461,7 +461,7 @@ def test_the_failure_verdict_compares_after_with_n_minus_1_over_n():
     c = held.throughput_after, held.throughput_before.scaled(held.expected)
     ratio = c[0].median / c[1].median
     band = ratio * relative_noise(c[0]) + relative_noise(held.throughput_before)
-    assert f"(±{band:.0%}: the first's ±" in held.sentence()
+    assert f"(±{band:.2f} on the ratio: the first's ±" in held.sentence()
     held.capacity = Spread(850.0, 0.0)  # 1.18x ± 0.11: above it beyond both noises
     assert held.sentence().endswith(
         "1.18x ± 0.11 (the window's ±5% x 1.18 + the capacity's ±5%) its measured capacity "
@@ -1189,7 +1189,8 @@ def test_a_saturation_above_its_capacity_within_the_noise_is_not_a_result():
     reading = above.sentences()[-1]
     assert reading.startswith("replicas: saturation is 1.03x its measured capacity: no measurable")
     assert (
-        "(±12%: the first's ±6% x 1.03 + the second's ±5%), and above 1: not a result;" in reading
+        "(±0.12 on the ratio: the first's ±6% x 1.03 + the second's ±5%), and above 1: not a "
+        "result;" in reading
     )
     below = LayoutSweep("replicas", cap, Spread(1000, 50), [point(970, 400, started=False)])
     assert "above 1" not in below.sentences()[-1]
