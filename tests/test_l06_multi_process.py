@@ -284,6 +284,13 @@ def test_the_fits_misses_are_read_against_each_sizes_noise_and_the_fits_band():
     said = job.fit_reading()
     assert ": misses at 4.0 MiB (+" in said and said.endswith("; within it at the other 4")
     assert said in job.tables()[0].verdicts
+    # read 147: '5 sizes read' of 7 named the two left out, and why
+    quick = [exact[0], exact[0] * 0.9, *exact[1:]]  # 16 KiB faster than 4 KiB: not read
+    job = _fake_allreduce([quick, quick], [4 * KiB, 16 * KiB, *sizes[1:]])
+    job.worker_iqrs_s = [[0.01 * t for t in quick]] * 2
+    assert job.fit_reading().endswith(
+        "within it at all 5 sizes read (16.0 KiB not read: faster than the smallest size, 4.0 KiB)"
+    )
 
 
 def test_the_memory_table_reads_the_admission_estimate_against_the_workers_peak():

@@ -157,9 +157,10 @@ class AllReduceJobResult(Reported):
         if None in self.noises:
             return None
         fit, first = self.fitted, self.times[0]
-        misses, read = [], 0
+        misses, read, skipped = [], 0, []
         for i, (size, t, noise) in enumerate(zip(self.sizes, self.times, self.noises, strict=True)):
             if i and t < first:
+                skipped.append(format_bytes(size))
                 continue
             read += 1
             predicted = fit.predict(size)
@@ -170,9 +171,16 @@ class AllReduceJobResult(Reported):
                     f"±{format_seconds(band)})"
                 )
         lead = "the fit against each size's time, beyond its noise plus the fit's own band there"
+        left = (  # read 147: '5 sizes read' of 7, which two unsaid
+            f" ({' and '.join(skipped)} not read: faster than the smallest size, "
+            f"{format_bytes(self.sizes[0])})"
+            if skipped
+            else ""
+        )
         if not misses:
-            return f"{lead}: within it at all {read} sizes read"
-        return f"{lead}: misses at {', '.join(misses)}; within it at the other {read - len(misses)}"
+            return f"{lead}: within it at all {read} sizes read{left}"
+        within = read - len(misses)
+        return f"{lead}: misses at {', '.join(misses)}; within it at the other {within}{left}"
 
     def fit_band_s(self, value) -> float | None:
         """How far `value(fit)` (seconds) could move with each size's time moved by its noise
