@@ -344,11 +344,13 @@ class ComputeCopyResult(Reported):
             f"±{format_seconds(self.ideal_overlapped_noise)}"
         )
         if refused:  # read 124: said as the rule it is, not as 'cannot'
+            # read 148: by how much, here, not in warnings this cell may not show
+            below = "; ".join(b.sentence for b in self.below_ideal())
+            refused = refused.replace(" (see the warnings).", f": {below}.")
             again = (
                 "So this run's times are not read against the worked answer: a time more than "
                 f"{NOISE_FLOOR:.0%} below its ideal (the overlapped one's: any amount below) is "
-                "set aside here, even inside the noise (the warnings say by how much; run it "
-                "again)."
+                "set aside here, even inside the noise (run it again)."
             )
             return f"{refused} {times}). {again}{trace}"
         matched = self.closest_ideal()
