@@ -469,8 +469,7 @@ def test_a_bubble_change_prints_the_digits_that_show_its_verdict():
         runs = [
             Run(measured_bubble=b, bubble_noise=d, bubble_noise_up=u) for b, d, u in (few, many)
         ]
-        shrank, grew = few[1] + many[2], few[2] + many[1]
-        return BubbleComparisonResult(runs)._change_words(shrank, grew)
+        return BubbleComparisonResult(runs)._change_words()
 
     edge = words((0.374, 0.066, 0.06), (0.189, 0.14, 0.112))  # 18.5 points past 17.8
     assert edge == (
@@ -480,8 +479,15 @@ def test_a_bubble_change_prints_the_digits_that_show_its_verdict():
     plain = words((0.40, 0.05, 0.05), (0.10, 0.05, 0.05))
     assert plain.startswith("more microbatches measurably shrank the bubble: 40% -> 10%, down 30")
     inside = words((0.374, 0.10, 0.06), (0.189, 0.14, 0.112))  # 18.5 points inside 21.2
-    assert (
-        inside == "no measurable difference between the two bubbles (37% -> 19%, noise -20%/+21%)"
+    assert inside == (
+        "no measurable difference between the two bubbles (37% -> 19%: down 18 points, within the "
+        "21 the two bands allow for a drop)"
+    )
+    # read 147: a band reaching below 0 stops there, in the allowance as in the table
+    clipped = words((0.34, 0.24, 0.12), (0.44, 0.65, 0.34))  # up 10 points: 12 + 44, not 12 + 65
+    assert clipped == (
+        "no measurable difference between the two bubbles (34% -> 44%: up 10 points, within the "
+        "56 the two bands allow for a rise)"
     )
     grew = words((0.10, 0.02, 0.02), (0.30, 0.02, 0.02))
     assert grew.startswith("more microbatches measurably grew the bubble here: 10% -> 30%, up 20")

@@ -14,7 +14,6 @@ from d2lhelpers.core.verdicts import fraction_flags, impossible
 from d2lhelpers.devices import setup_devices
 from d2lhelpers.parallel.pipeline_runs import (
     PipelineResult,
-    band_words,
     bubble_floor,
     bubble_from_trace,
     stages_together_from_trace,
@@ -199,16 +198,23 @@ class BubbleComparisonResult(Reported):
             change = f"{few.measured_bubble:.0%} -> {many.measured_bubble:.0%}"
             said = f"a bubble below its least possible is not a result, so not compared ({change})"
         else:
-            said = self._change_words(shrank, grew)
+            said = self._change_words()
         return f"{said}; {few.microbatches} microbatches: {few.bubble_reading}; " + (
             f"{many.microbatches}: {many.bubble_reading}"
         )
 
-    def _change_words(self, shrank: float, grew: float) -> str:
+    def _change_words(self) -> str:
         """Shrank, grew or neither beyond the two bands, in points with the decimals (up to 3)
         that let a reader see the verdict from the printed gap and bands (read 141: '37% -> 19%'
-        'measurably' shrank, beside bands of -7% and +11%)."""
+        'measurably' shrank, beside bands of -7% and +11%), and only the allowance for the
+        direction it moved (read 147: 'noise -77%/+37%' beside a drop)."""
         few, many = self.runs
+
+        def down_of(run) -> float:  # a bubble is never below 0: the table's band stops there
+            return min(run.bubble_noise, max(run.measured_bubble, 0.0))
+
+        shrank = down_of(few) + many.bubble_noise_up
+        grew = few.bubble_noise_up + down_of(many)
 
         def side(gap: float, down: float, up: float) -> int:
             return 1 if gap > down else -1 if gap < -up else 0
@@ -218,8 +224,8 @@ class BubbleComparisonResult(Reported):
 
         def printed(d: int) -> tuple[float, float, float]:
             gap = round(points(few.measured_bubble, d) - points(many.measured_bubble, d), d)
-            down = round(points(few.bubble_noise, d) + points(many.bubble_noise_up, d), d)
-            up = round(points(few.bubble_noise_up, d) + points(many.bubble_noise, d), d)
+            down = round(points(down_of(few), d) + points(many.bubble_noise_up, d), d)
+            up = round(points(few.bubble_noise_up, d) + points(down_of(many), d), d)
             return gap, down, up
 
         verdict = side(few.measured_bubble - many.measured_bubble, shrank, grew)
@@ -239,8 +245,12 @@ class BubbleComparisonResult(Reported):
                 f"more microbatches measurably grew the bubble here: {change}, up {-gap:.{d}f} "
                 f"points, more than the {up:.{d}f} the two bands allow"
             )
-        band = band_words(grew, shrank, d)
-        return f"no measurable difference between the two bubbles ({change}, noise {band})"
+        moved = (
+            f"down {gap:.{d}f} points, within the {down:.{d}f} the two bands allow for a drop"
+            if gap >= 0
+            else f"up {-gap:.{d}f} points, within the {up:.{d}f} the two bands allow for a rise"
+        )
+        return f"no measurable difference between the two bubbles ({change}: {moved})"
 
     def tables(self) -> list[Table]:
         rows = []
