@@ -379,7 +379,9 @@ def test_a_negative_hidden_share_is_explained_not_shown_as_a_percentage():
 def test_differences_inside_the_noise_are_no_measurable_difference():
     result = fake_result(0.030, 0.010, 0.038, 0.036, spread=0.3)
     assert result.verdict.startswith("No measurable difference between overlapped")
-    assert result.hidden_text().startswith("too noisy to tell")
+    assert result.hidden_text() == (  # read 147: the value and the cut-off, both said
+        "too noisy to tell: 20% ±139%, a band wider than the ±50% this notebook reads a share from"
+    )
     quieter = fake_result(0.030, 0.010, 0.038, 0.0375, spread=0.02)
     assert quieter.hidden_text() == "none measurable (±40%)"
 
@@ -414,6 +416,13 @@ def test_try_it_2_never_contradicts_the_verdict_above_it():
     assert "see the warnings" not in noisy.which_ideal()
     assert "so not a result. One after the other took 35.30 ms ±" in noisy.which_ideal()
     close = fake_result(run=0.030, copy=0.010, sequential=0.0358, overlapped=None)
+    # read 147: a time below its ideal says so in its row, within the floor or beyond it
+    (times, *_) = noisy.tables()
+    assert times.rows[4][5] == "0.93x (below it: see the warning)"
+    within = fake_result(run=0.030, copy=0.010, sequential=0.0365, overlapped=None)
+    assert within.tables()[0].rows[4][5] == (
+        "0.96x (below it by less than the 5% a median moves between runs: not read as below it)"
+    )
     assert close.verdict.startswith("Not a result")  # 0.94x its ideal, inside the noise
     assert "as the worked answer says" not in close.which_ideal()
     assert "as the worked answer says" not in noisy.which_ideal().split("timeline half")[0]
