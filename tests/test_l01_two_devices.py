@@ -334,7 +334,7 @@ def test_merge_probe_verdict_names_what_stops_the_merge_beside_its_control():
     assert [r.switch for r in found.culprits] == ["both"]
     first, second = found.verdict.split(". ")
     assert first == (
-        "With Grappler's arithmetic optimizer and the classic CSE off, 10 of 10 MatMuls ran "
+        "With Grappler's arithmetic_optimization and the classic CSE off, 10 of 10 MatMuls ran "
         "(10.0x ± 1.0 the time per call of its control, the row that differs from it in one "
         "setting and still merged: 1 of 10 ran): that is what merges them"
     )
@@ -365,7 +365,7 @@ def test_a_control_that_also_runs_everything_attributes_nothing():
 def test_merge_probe_verdict_reads_each_outcome():
     grappler = probe_result({"none": 1, "arithmetic": 10})
     assert [r.switch for r in grappler.culprits] == ["arithmetic"]
-    assert grappler.verdict.startswith("With Grappler's arithmetic optimizer off, 10 of 10")
+    assert grappler.verdict.startswith("With Grappler's arithmetic_optimization off, 10 of 10")
     assert "its control, the row that differs from it in one setting and still merged: 1 of 10" in (
         grappler.verdict
     )

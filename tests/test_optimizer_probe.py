@@ -29,7 +29,7 @@ def test_sets_that_need_different_classic_settings_are_refused_in_one_process():
 
 def test_identical_matmuls_all_run_only_with_both_optimisers_off_not_in_the_control():
     # Two fresh TensorFlow processes (tiny matrices): what executed, counted from a trace. The
-    # first runs two sets (default, then Grappler's arithmetic optimizer off, both merged), so a
+    # first runs two sets (default, then Grappler's arithmetic_optimization off, both merged), so a
     # Grappler switch set between two functions of one process takes effect on the second.
     runs = {r.switch: r for r in optimizer_probe.probe(["none", "arithmetic"], 3, 32)}
     runs |= {r.switch: r for r in optimizer_probe.probe(["both_control"], 3, 32)}

@@ -14,8 +14,11 @@ starts (`disable_eager_execution()` then `enable_eager_execution(config=...)`: i
 second call alone does nothing). At `opt_level` L1, the default, CSE is forced on, so switching it
 off needs L0 too; a control run at L0 with CSE kept on differs from it in that one flag.
 
-Probed on TF 2.21 (10 matmuls of 256x256): each of Grappler's arithmetic optimizer and the classic
-CSE merges them on its own; only with both off did all 10 run.
+Probed on TF 2.21 (10 matmuls of 256x256): each of Grappler's `arithmetic_optimization` switch
+and the classic CSE stops the merge on its own; only with both off did all 10 run. That switch
+also turns off Grappler's common-subgraph-elimination pass (TensorFlow's `meta_optimizer.cc` adds
+that pass only when both are on), so the probe names the switch, not which of the two passes
+merges (read 149).
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ class Switch:
 SWITCHES = {
     "none": Switch("nothing", "TF2 tf.function, default settings", {}),
     "arithmetic": Switch(
-        "Grappler's arithmetic optimizer", ARITHMETIC_OFF, {"arithmetic": False}, "none"
+        "Grappler's arithmetic_optimization", ARITHMETIC_OFF, {"arithmetic": False}, "none"
     ),
     "classic_cse": Switch(
         "the classic optimiser's common-subexpression elimination (CSE)",
@@ -58,12 +61,12 @@ SWITCHES = {
         {"level_0": True, "cse": False},
     ),
     "both_control": Switch(
-        "Grappler's arithmetic optimizer; classic optimiser at L0 with CSE kept on (control)",
+        "Grappler's arithmetic_optimization; classic optimiser at L0 with CSE kept on (control)",
         ARITHMETIC_OFF + "; ConfigProto: opt_level L0, do_common_subexpression_elimination True",
         {"arithmetic": False, "level_0": True, "cse": True},
     ),
     "both": Switch(
-        "Grappler's arithmetic optimizer and the classic CSE",
+        "Grappler's arithmetic_optimization and the classic CSE",
         ARITHMETIC_OFF + "; " + CSE_OFF,
         {"arithmetic": False, "level_0": True, "cse": False},
         "both_control",
