@@ -1032,9 +1032,24 @@ def test_failure_rows_are_read_against_what_the_devices_computing_at_once_allow(
     sweep = SimpleNamespace(one_device=capacity(1e-3), at_once=1)  # 2.3 ktok/s ±5%
     sweep.bounded_by_one_device = lambda layout: layout == "replicas"
     # read 59: a group steps 8 sequences at once, one device 4: not its ceiling, not read
-    assert "tensor parallel: not read against it (its steps hold every device's" in (
+    assert "tensor parallel: not read against it before the loss or for its capacity (its " in (
         FailureResult([run, group], 1).against_reachable(sweep)
     )
+    # read 149: rebuilt on its one survivor, a group steps one device's 4 sequences: read
+    group.slots_per_device = 4
+    rebuilt = FailureResult([group], 1).against_reachable(sweep)
+    assert "(after the loss, rebuilt on one device, it holds as many as one device's step: " in (
+        rebuilt
+    )
+    assert "tensor parallel after the loss: 500.0 tok/s ±5% (floor), not above 1x one device's" in (
+        rebuilt
+    )
+    sweep.one_device = capacity(16e-3)  # 308 tok/s: the rebuilt group served more: set aside
+    aside = FailureResult([group], 1, sweep).runs[0]
+    assert aside.set_aside.startswith("its window after the loss, 500.0 tok/s ±5% (floor), above")
+    group.n_devices = 3  # rebuilt on two devices: 8 sequences a step, not one device's 4
+    assert "rebuilt on one device" not in FailureResult([group], 1).against_reachable(sweep)
+    sweep.one_device = capacity(1e-3)
     said = FailureResult([run], 1).against_reachable(sweep)
     assert said.startswith(f"against 2.3 ktok/s ±5% ({reach_label(1)}): ")
     assert "replicas before the loss: 1.0 ktok/s" in said and "not above it" in said

@@ -163,8 +163,10 @@ class AllreduceModelResult(Reported):
         return (
             f"TensorFlow's ring, measured here on {self.ranks} {self.kind} devices, took "
             f"{format_seconds(self.measured.median)} {noise_text(self.measured)}: {ratio:,.2f}x "
-            f"± {ratio * relative_noise(self.measured):,.2f} the model's ring with your α and β "
-            "(the sweep above measures α and β of this machine)."
+            f"± {ratio * relative_noise(self.measured):,.2f} the model's ring with the sliders' "
+            f"α = {format_seconds(self.alpha_s)} and "
+            f"β = {format_rate(self.beta_bytes_per_s, 'B/s')} (values to set, not this "
+            "machine's: the sweep above measures those)."
         )
 
 

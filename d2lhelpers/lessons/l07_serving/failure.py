@@ -71,6 +71,7 @@ class Failover:
     # devices computing at once allow, from the sweep (`FailureResult`, read 74)
     set_aside: str = ""
     capacity_aside: str = ""
+    slots_per_device: int = 0  # sequences each device's engine holds (0: not given)
 
     @property
     def model_allows_no_gain(self) -> bool:
@@ -350,6 +351,8 @@ class FailureResult(Reported):
         sweep's) for each of `r`'s windows and its capacity, against what the devices computing
         at once allow; [] for a layout one device's capacity does not bound."""
         if not sweep.bounded_by_one_device(r.layout):
+            if self._rebuilt_as_one_device(r, sweep) and r.throughput_after is not None:
+                return [("after the loss", r.throughput_after, sweep.one_device.tokens_per_s, 1)]
             return []
         reach = sweep.one_device.tokens_per_s.scaled(sweep.at_once)
         # after the loss one device fewer can compute (read 70: a survivor at 1.73x one
@@ -365,6 +368,12 @@ class FailureResult(Reported):
             ]
             if value is not None
         ]
+
+    @staticmethod
+    def _rebuilt_as_one_device(r: Failover, sweep) -> bool:
+        """Read 149: a group rebuilt on its one survivor steps as many sequences as one device
+        does in the sweep, so one device's capacity bounds its window after the loss."""
+        return r.n_devices == 2 and r.slots_per_device == sweep.one_device.slots[0]
 
     @staticmethod
     def _where(it: str, c, why: bool = True) -> str:
@@ -410,12 +419,19 @@ class FailureResult(Reported):
         said = []
         for r in self.runs:
             readings = self._readings(r, sweep)
-            if not readings:
+            if not sweep.bounded_by_one_device(r.layout):
+                rebuilt = (
+                    " (after the loss, rebuilt on one device, it holds as many as one device's "
+                    "step: read below)"
+                    if readings
+                    else ""
+                )
                 said.append(
-                    f"{r.layout}: not read against it (its steps hold every device's sequences, "
-                    "one device's hold fewer, and a step's time may depend on how many it holds: "
-                    "one device's step at 4 to 32 sequences is timed in the pipeline's cell below, "
-                    "and this bound is not re-derived from it)"
+                    f"{r.layout}: not read against it before the loss or for its capacity (its "
+                    "steps hold every device's sequences, one device's hold fewer, and a step's "
+                    "time may depend on how many it holds: one device's step at 4 to 32 sequences "
+                    "is timed in the pipeline's cell below, and this bound is not re-derived from "
+                    f"it){rebuilt}"
                 )
             for name, value, most, k in readings:
                 c = compare(value, most)
@@ -562,7 +578,7 @@ def run_serving_failure(
             Failover(
                 name, n_devices, log, (window.warmup_s, fail_at), after,
                 capacity.tokens_per_s, at_once_here(n_devices, devices[0].kind),
-                capacity.inputs_text(), capacity.warnings,
+                capacity.inputs_text(), capacity.warnings, slots_per_device=slots_per_device,
             )
         )  # fmt: skip
         steps.finish(name)
