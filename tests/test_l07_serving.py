@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import matplotlib.pyplot as plt
 import pytest
 
-from d2lhelpers.core.units import format_bytes
+from d2lhelpers.core.units import format_bytes, percent_beside
 from d2lhelpers.core.verdicts import Spread, higher_or_lower, relative_noise
 from d2lhelpers.lessons.l07_serving import (
     Window,
@@ -427,6 +427,13 @@ def test_the_failure_verdict_compares_after_with_n_minus_1_over_n():
     assert "too noisy to test (n - 1) / n = 0.50: its runs spread by more than 10%" in (
         noisy.sentence()
     )
+    # read 151: which window's ± made it noisy, printed with the digits that show it past 10%
+    after = noisy.throughput_after
+    shown = percent_beside(after.iqr / after.median, 0.10)
+    assert noisy.sentence().endswith(
+        f"of their median (the window after the loss: ±{shown} of its rate, its ± as printed)"
+    )
+    assert shown != "10%" and float(shown.rstrip("%")) > 10
     # No token after the loss: the servers did not serve, so nothing about the model is read.
     silent = failover(0)
     assert silent.test == "nothing after" and silent.first_token_after is None

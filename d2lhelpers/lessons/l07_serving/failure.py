@@ -17,9 +17,10 @@ from collections.abc import Callable
 from d2lhelpers.core.concurrency import at_once_here
 from d2lhelpers.core.progress import Steps
 from d2lhelpers.core.report import Reported, Table
-from d2lhelpers.core.units import format_rate, format_seconds
+from d2lhelpers.core.units import format_rate, format_seconds, percent_beside
 from d2lhelpers.core.verdicts import (
     NOISE_FLOOR,
+    NOISY_IQR,
     UNTESTED,
     Spread,
     agreeing_digits,
@@ -166,6 +167,16 @@ class Failover:
             return "above before"  # by more than the floor: within it, "lost nothing" is read
         return model_test(self.throughput_after, before.scaled(self.expected), before.median)
 
+    def _noisy_window(self, test: str) -> str:
+        """Read 151: which window's ± made the test noisy, with the digits that show it above
+        the limit (a printed '±10%' beside 'more than 10%')."""
+        window = {"noisy": "after", "noisy yardstick": "before"}.get(test)
+        if window is None:
+            return ""
+        m = self.throughput_after if window == "after" else self.throughput_before
+        shown = percent_beside(m.iqr / m.median, NOISY_IQR)
+        return f" (the window {window} the loss: ±{shown} of its rate, its ± as printed)"
+
     @property
     def _ratio_band(self) -> float:
         return ratio_noise(self.ratio, self.throughput_before, self.throughput_after)
@@ -221,7 +232,7 @@ class Failover:
         elif test in UNTESTED:
             said = (
                 f"{self.layout}: after / before {self.ratio:.2f}: too noisy to test {self.model} = "
-                f"{self.expected:.2f}: {UNTESTED[test]}"
+                f"{self.expected:.2f}: {UNTESTED[test]}{self._noisy_window(test)}"
             )
         elif test == "set aside":
             said = (
