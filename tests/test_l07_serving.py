@@ -1310,7 +1310,8 @@ def test_capacity_keeps_each_engines_own_step_and_prefill(monkeypatch):
             time.sleep(self.prefill_s)
 
     monkeypatch.setattr(points, "setup_devices", lambda: [SimpleNamespace(kind="logical CPU")])
-    engines = [Sleeper("e0", 1e-3, 3e-3), Sleeper("e1", 2e-3, 5e-3)]
+    # ms apart, not 1 ms: on a busy machine a 1 ms sleep's median overshot a 2 ms one's (b34)
+    engines = [Sleeper("e0", 1e-3, 20e-3), Sleeper("e1", 8e-3, 40e-3)]
     found = points.measure_capacity(engines, 8, 16, budget_s=0.1)
     assert [m.label for m in found.decode] == ["e0 step", "e1 step"]
     assert [m.label for m in found.prefill] == ["e0 prefill", "e1 prefill"]
