@@ -423,6 +423,9 @@ def test_try_it_2_never_contradicts_the_verdict_above_it():
     assert within.tables()[0].rows[4][5] == (
         "0.96x (below it by less than the 5% a median moves between runs: not read as below it)"
     )
+    # 0.9975x its ideal is not printed as the '1.00x' of a time at its ideal
+    hair = fake_result(run=0.030, copy=0.010, sequential=0.0379, overlapped=None)
+    assert hair.tables()[0].rows[4][5].startswith("0.997x (below it by less than the 5%")
     assert close.verdict.startswith("Not a result")  # 0.94x its ideal, inside the noise
     assert "as the worked answer says" not in close.which_ideal()
     assert "as the worked answer says" not in noisy.which_ideal().split("timeline half")[0]

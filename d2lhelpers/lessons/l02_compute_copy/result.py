@@ -29,6 +29,7 @@ from d2lhelpers.core.units import (
     format_bytes,
     format_rate,
     format_seconds,
+    ratio_beside,
 )
 from d2lhelpers.core.verdicts import (
     NOISE_FLOOR,
@@ -413,7 +414,7 @@ class ComputeCopyResult(Reported):
         def row(what, m, ideal="", ideal_s=None, floor=NOISE_FLOOR):
             ratio = f"{m.median / ideal_s:.2f}x" if ideal_s else ""
             if ideal_s and m.median < ideal_s:  # read 147: 0.95x its ideal printed bare
-                ratio += (
+                ratio = f"{ratio_beside(m.median / ideal_s)}x" + (
                     " (below it: see the warning)"
                     if m.median < ideal_s * (1 - floor)
                     else f" (below it by less than the {floor:.0%} a median moves between runs: "
