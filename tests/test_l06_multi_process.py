@@ -289,8 +289,15 @@ def test_the_fits_misses_are_read_against_each_sizes_noise_and_the_fits_band():
     job = _fake_allreduce([quick, quick], [4 * KiB, 16 * KiB, *sizes[1:]])
     job.worker_iqrs_s = [[0.01 * t for t in quick]] * 2
     assert job.fit_reading().endswith(
-        "within it at all 5 sizes read (16.0 KiB not read: faster than the smallest size, 4.0 KiB)"
+        "within it at all 5 sizes read (16.0 KiB not read: faster than the smallest size, "
+        "4.0 KiB, by more than 5%)"
     )
+    # within the 5% floor a size is read, as notebook 05 reads one within it of alpha
+    near = [exact[0], exact[0] * 0.97, *exact[1:]]
+    job = _fake_allreduce([near, near], [4 * KiB, 16 * KiB, *sizes[1:]])
+    job.worker_iqrs_s = [[0.01 * t for t in near]] * 2
+    assert "not read" not in job.fit_reading() and "less than this alpha" not in str(job)
+    assert job.fit_reading().endswith("within it at all 6 sizes read")
 
 
 def test_the_memory_table_reads_the_admission_estimate_against_the_workers_peak():
@@ -360,7 +367,7 @@ def test_a_larger_message_faster_than_the_smallest_is_flagged_not_read():
     job.worker_iqrs_s = [[2e-3, 1e-3, 0.5e-3]] * 2  # within both noises: nothing to flag
     assert not any("less than the" in f for f in job.tables()[0].flags)
     # but the two-point alpha (the 4 KiB time alone) says so (read 68)
-    assert "(1.0 MiB); 64.0 KiB took less than this alpha, within both noises: it is one " in (
+    assert "(1.0 MiB); 64.0 KiB took less than this alpha by more than 5%, within both " in (
         str(job)
     )
     assert "which spread ±24%, a rough value" in str(job)

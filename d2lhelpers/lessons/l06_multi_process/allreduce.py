@@ -30,10 +30,11 @@ from d2lhelpers.core.units import (
     plural,
 )
 from d2lhelpers.core.verdicts import (
+    NOISE_FLOOR,
     NOISY_CAUSES,
     NOISY_IQR,
     Spread,
-    compare,
+    how_below_ideal,
     noise_of,
     noise_text,
     noisy_run,
@@ -111,55 +112,62 @@ class AllReduceJobResult(Reported):
             raise ValueError("one worker all-reduces with nobody: no link to measure")
         return self.fitted.ring_link(self.n_workers)
 
-    def below_smallest(self) -> list[str]:
-        """A larger message all-reduced faster than the smallest beyond both noises: below the
-        latency the smallest sets, which the model cannot give, so its residual is not read (as
-        notebook 05 reads a size below alpha; read 66: 6.45 ms at 64 KiB, 8.21 ms at 4 KiB)."""
+    def _below_smallest(self) -> dict[int, str]:
+        """Index -> "beyond" or "inside": a larger size below the smallest's time by more than
+        the noise floor, beyond both noises or inside them. Notebook 05 reads a size below
+        alpha by the same rule (`how_below_ideal`): within the floor a size is read."""
         spreads = [
             Spread(t, 0.0) if n is None else n for t, n in zip(self.times, self.noises, strict=True)
         ]
         first = spreads[0]
+        found = {
+            i: how_below_ideal(s, first.median, noise_of(first)) for i, s in enumerate(spreads)
+        }
+        return {i: how for i, how in found.items() if i and how}
+
+    def below_smallest(self) -> list[str]:
+        """A larger message all-reduced faster than the smallest beyond both noises: below the
+        latency the smallest sets, which the model cannot give, so its residual is not read (as
+        notebook 05 reads a size below alpha; read 66: 6.45 ms at 64 KiB, 8.21 ms at 4 KiB)."""
         return [
-            f"{format_bytes(size)} took {format_seconds(s.median)}, less than the "
-            f"{format_bytes(self.sizes[0])} all-reduce's {format_seconds(first.median)} beyond "
+            f"{format_bytes(self.sizes[i])} took {format_seconds(self.times[i])}, less than the "
+            f"{format_bytes(self.sizes[0])} all-reduce's {format_seconds(self.times[0])} beyond "
             "both noises: below the latency the smallest size sets, which alpha + S / beta cannot "
             f"give, so its residual is not read as the model's ({NOISY_CAUSES})"
-            for size, s in zip(self.sizes[1:], spreads[1:], strict=True)
-            if compare(s, first).a_faster
+            for i, how in self._below_smallest().items()
+            if how == "beyond"
         ]
 
     def faster_than_smallest_within(self) -> str:
-        """'; 16.0 KiB took less than ...' for larger sizes faster than the smallest within both
-        noises (beyond them, `below_smallest` flags them): the two-point alpha is the smallest's
-        time, so they sit below it, and its residuals there say more about its noise than the
-        model (read 68: three sizes at -13% to -20% beside a 4 KiB time at ±70%)."""
-        first = self.times[0]
-        flagged = {line.split(" took ")[0] for line in self.below_smallest()}
+        """'; 16.0 KiB took less than ...' for larger sizes faster than the smallest by more than
+        the floor, within both noises (beyond them, `below_smallest` flags them): the two-point
+        alpha is the smallest's time, so they sit below it, and its residuals there say more
+        about its noise than the model (read 68: -13% to -20% beside a 4 KiB time at ±70%)."""
         faster = [
-            format_bytes(size)
-            for size, t in zip(self.sizes[1:], self.times[1:], strict=True)
-            if t < first and format_bytes(size) not in flagged
+            format_bytes(self.sizes[i])
+            for i, how in self._below_smallest().items()
+            if how == "inside"
         ]
         if not faster:
             return ""
         noise = self.noises[0]
         spread = "" if noise is None else f", which spread {noise_text(noise)}"
         return (
-            f"; {', '.join(faster)} took less than this alpha, within both noises: it is one "
-            f"size's time{spread}, a rough value, and its residuals at those sizes are not "
-            "read as the model's"
+            f"; {', '.join(faster)} took less than this alpha by more than {NOISE_FLOOR:.0%}, "
+            f"within both noises: it is one size's time{spread}, a rough value, and its "
+            "residuals at those sizes are not read as the model's"
         )
 
     def fit_reading(self) -> str | None:
         """Read 129: where the fit misses a size beyond that size's noise plus the fit's own
         band there (`fit_band_s`), as notebook 05 reads its residuals; None for a run that kept
-        no noise. Sizes faster than the smallest are not read (`below_smallest`)."""
+        no noise. Sizes below the smallest beyond the floor are not read (`_below_smallest`)."""
         if None in self.noises:
             return None
-        fit, first = self.fitted, self.times[0]
+        fit, below = self.fitted, self._below_smallest()
         misses, read, skipped = [], 0, []
         for i, (size, t, noise) in enumerate(zip(self.sizes, self.times, self.noises, strict=True)):
-            if i and t < first:
+            if i in below:
                 skipped.append(format_bytes(size))
                 continue
             read += 1
@@ -173,7 +181,7 @@ class AllReduceJobResult(Reported):
         lead = "the fit against each size's time, beyond its noise plus the fit's own band there"
         left = (  # read 147: '5 sizes read' of 7, which two unsaid
             f" ({' and '.join(skipped)} not read: faster than the smallest size, "
-            f"{format_bytes(self.sizes[0])})"
+            f"{format_bytes(self.sizes[0])}, by more than {NOISE_FLOOR:.0%})"
             if skipped
             else ""
         )
