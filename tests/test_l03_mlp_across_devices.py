@@ -250,7 +250,7 @@ def test_baseline_sentence_reads_the_split_rate_within_both_noises():
     same = l03.baseline_sentence(split, {"flops_per_s": 104e9, "noise": 0.02, "measured_at": at})
     assert same.endswith(
         f"(measured {at} by this run, in a separate process (not read from a cache); noise "
-        "±0.10: the run's 5% + the baseline's 5%, as a fraction of the baseline): no "
+        "±0.10 on the ratio: the run's 5.0% + the baseline's 5.0%): no "
         "measurable difference"
     )  # its parts printed, so that it can be rebuilt (read 59)
     # Notebook 01's rule, not the ratio x the noises (read 68): 0.69 of it within 5% + 30%.
@@ -270,7 +270,8 @@ def test_baseline_sentence_reads_the_split_rate_within_both_noises():
     # read 142: 0.868 of it past 5% + 7.7% printed '0.87 ±0.13' beside 'below': 3 decimals
     edge = l03.baseline_sentence(split, {"flops_per_s": 100e9 / 0.868, "noise": 0.077})
     assert (
-        "= 0.868 of the usable" in edge and "noise ±0.127: the run's 5% + the baseline's 8%" in edge
+        "= 0.868 of the usable" in edge
+        and "noise ±0.127 on the ratio: the run's 5.00% + the baseline's 7.70%" in edge
     )
     assert edge.endswith("measurably below it")
     # read 81: below a cached baseline, and so is its own peak (a busy kernel): said so

@@ -186,8 +186,9 @@ def baseline_sentence(split: Measurement, baseline: dict, name: str = "split") -
         f"{name} rate {format_rate(rate)} = {rate / whole:.{d}f} of the usable cores' baseline "
         f"{format_rate(whole)}{baseline_chain(baseline)} (measured "
         f"{baseline.get('measured_at', 'in this run')}{source}; "
-        f"noise ±{relative:.{d}f}: the run's {own:.0%} + the baseline's {base_noise:.0%}, as a "
-        f"fraction of the baseline): {where}"
+        # the parts one digit past the total, so that they add up to it as printed
+        f"noise ±{relative:.{d}f} on the ratio: the run's {own:.{d - 1}%} + the baseline's "
+        f"{base_noise:.{d - 1}%}): {where}"
     )
 
 
