@@ -7,14 +7,13 @@ import pytest
 from d2lhelpers.core.verdicts import (
     LIKELY_CAUSES,
     Comparison,
+    TwoParts,
     above_limit,
     agree_within_noise,
     beats_ideal,
     compare,
     faster_or_slower,
     fraction_flags,
-    hidden_ceiling,
-    hidden_share,
     how_below_ideal,
     impossible,
     median_of,
@@ -181,11 +180,25 @@ def test_relative_noise_and_a_noisy_run():
 
 def test_the_hidden_share_and_its_ceiling():
     # Parts of 4 and 10 ms, a launch of 1 ms: one after the other 13 ms, overlapped 10 ms.
-    assert hidden_share(13e-3, 11e-3, 4e-3) == pytest.approx(0.5)
-    assert hidden_share(13e-3, 13e-3, 4e-3) == 0
-    assert hidden_share(13e-3, 10e-3, 4e-3) == pytest.approx(hidden_ceiling(1e-3, 4e-3))
-    assert hidden_ceiling(1e-3, 4e-3) == pytest.approx(0.75)  # not 100%: the launch is no overlap
-    assert hidden_ceiling(0.0, 4e-3) == 1
+    def two(combined, launch=1e-3, parts=(4e-3, 10e-3)):
+        found = TwoParts()
+        found.parts = tuple(Measurement("part", [t] * 5) for t in parts)
+        found.launch, found.combined = (
+            Measurement("l", [launch] * 5),
+            Measurement("c", [combined] * 5),
+        )
+        return found
+
+    assert two(11e-3).ideal_sequential == pytest.approx(13e-3)
+    assert two(11e-3).ideal_overlapped == 10e-3 and two(11e-3, parts=(10e-3, 4e-3)).shorter == 4e-3
+    assert two(11e-3).hidden_fraction == pytest.approx(0.5)
+    assert two(13e-3).hidden_fraction == pytest.approx(0)
+    assert two(10e-3).hidden_fraction == pytest.approx(two(10e-3).hidden_ceiling)
+    assert two(10e-3).hidden_ceiling == pytest.approx(0.75)  # not 100%: the launch is no overlap
+    assert two(10e-3, launch=0.0).hidden_ceiling == 1
+    # the noise: each time's 5% floor; the overlapped ideal's is the longer part's
+    assert two(11e-3).hidden_noise == pytest.approx(0.05 * (4 + 10 + 1 + 11) / 4)
+    assert two(11e-3, parts=(10e-3, 4e-3)).ideal_overlapped_noise == pytest.approx(0.05 * 10e-3)
 
 
 def test_a_model_holds_only_where_the_run_could_have_told_it_from_no_gain():

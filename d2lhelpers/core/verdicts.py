@@ -260,17 +260,54 @@ def above_limit(value: float, limit: float, noise: float) -> bool:
     return value > limit * (1 + noise)  # written so: exactly at the edge is not beyond
 
 
-def hidden_share(sequential_s: float, combined_s: float, shorter_s: float) -> float:
-    """The share of the shorter of two parts that running them together hid: (the one after the
-    other ideal - the combined time) / the shorter part; 0 when nothing was hidden."""
-    return (sequential_s - combined_s) / shorter_s
+class TwoParts:
+    """Two parts timed alone (`parts`), one call's `launch`, and the two in one call
+    (`combined`): the ideals that combined call is read against, and the share it hid. A
+    result class that has those three mixes this in (notebooks 02 and 05)."""
 
+    parts: tuple[Timed, Timed]
+    launch: Timed
+    combined: Timed
 
-def hidden_ceiling(launch_s: float, shorter_s: float) -> float:
-    """The most `hidden_share` can be: 1 - launch / shorter. The one-after-the-other ideal is
-    the parts' sum less the launch that one call saves over two, so a combined call that takes
-    max(parts), all of the shorter part hidden, hides that much and no more."""
-    return 1 - launch_s / shorter_s
+    @property
+    def shorter(self) -> float:
+        return min(p.median for p in self.parts)
+
+    @property
+    def ideal_sequential(self) -> float:
+        """Both parts less the launch: one function pays one launch, two calls paid two."""
+        return sum(p.median for p in self.parts) - self.launch.median
+
+    @property
+    def ideal_sequential_noise(self) -> float:
+        return sum(noise_of(p) for p in self.parts) + noise_of(self.launch)
+
+    @property
+    def ideal_overlapped(self) -> float:
+        return max(p.median for p in self.parts)
+
+    @property
+    def ideal_overlapped_noise(self) -> float:
+        return noise_of(max(self.parts, key=lambda p: p.median))
+
+    @property
+    def hidden_fraction(self) -> float:
+        """The share of the shorter part that running both in one call hid: (the one after the
+        other ideal - the combined time) / the shorter part; 0 when nothing was hidden. The raw
+        number, unchecked."""
+        return (self.ideal_sequential - self.combined.median) / self.shorter
+
+    @property
+    def hidden_ceiling(self) -> float:
+        """The most `hidden_fraction` can be: 1 - launch / shorter. A combined call that takes
+        max(parts), all of the shorter part hidden, hides that much and no more, since the one
+        after the other ideal is already less the launch one call saves."""
+        return 1 - self.launch.median / self.shorter
+
+    @property
+    def hidden_noise(self) -> float:
+        """How far `hidden_fraction` could move: the four times' noises over the shorter part."""
+        return (self.ideal_sequential_noise + noise_of(self.combined)) / self.shorter
 
 
 def numbered(items) -> str:

@@ -33,9 +33,8 @@ from d2lhelpers.core.units import (
 )
 from d2lhelpers.core.verdicts import (
     NOISE_FLOOR,
+    TwoParts,
     compare,
-    hidden_ceiling,
-    hidden_share,
     how_below_ideal,
     impossible,
     noise_of,
@@ -63,7 +62,7 @@ class BelowIdeal:
 
 
 @dataclasses.dataclass
-class ComputeCopyResult(Reported):
+class ComputeCopyResult(TwoParts, Reported):
     """Run, copy, launch, and both in one function (forced one after the other, overlapped)."""
 
     size: int
@@ -89,25 +88,8 @@ class ComputeCopyResult(Reported):
         return plot_compute_copy(self)
 
     @property
-    def shorter(self) -> float:
-        return min(self.run.median, self.copy.median)
-
-    @property
-    def ideal_sequential(self) -> float:
-        """run + copy - launch: one function pays one launch, the two calls paid two."""
-        return self.run.median + self.copy.median - self.launch.median
-
-    @property
-    def ideal_sequential_noise(self) -> float:
-        return noise_of(self.run) + noise_of(self.copy) + noise_of(self.launch)
-
-    @property
-    def ideal_overlapped(self) -> float:
-        return max(self.run.median, self.copy.median)
-
-    @property
-    def ideal_overlapped_noise(self) -> float:
-        return noise_of(self.run if self.run.median >= self.copy.median else self.copy)
+    def parts(self) -> tuple[Measurement, Measurement]:
+        return self.run, self.copy
 
     @property
     def link_peak(self) -> float:
@@ -127,21 +109,6 @@ class ComputeCopyResult(Reported):
     def combined(self) -> Measurement:
         """The run whose hidden share is reported: overlapped if run, else sequential."""
         return self.overlapped if self.overlapped is not None else self.sequential
-
-    @property
-    def hidden_fraction(self) -> float:
-        """(run + copy - launch - combined) / min(run, copy): the raw number, unchecked."""
-        return hidden_share(self.ideal_sequential, self.combined.median, self.shorter)
-
-    @property
-    def hidden_ceiling(self) -> float:
-        """1 - launch / min(run, copy): the share when the combined call takes max(run, copy)."""
-        return hidden_ceiling(self.launch.median, self.shorter)
-
-    @property
-    def hidden_noise(self) -> float:
-        """How far `hidden_fraction` could move from the noise of the four times in it."""
-        return (self.ideal_sequential_noise + noise_of(self.combined)) / self.shorter
 
     @property
     def copy_rate(self) -> float:

@@ -28,9 +28,8 @@ from d2lhelpers.core.units import (
 from d2lhelpers.core.verdicts import (
     LIKELY_CAUSES,
     Comparison,
+    TwoParts,
     faster_or_slower,
-    hidden_ceiling,
-    hidden_share,
     how_below_ideal,
     impossible,
     noise_of,
@@ -53,7 +52,7 @@ OVERLAP_CAUSES = (
 
 
 @dataclasses.dataclass(repr=False)  # shown by its tables (`Reported`)
-class AllreduceOverlapResult(Reported):
+class AllreduceOverlapResult(TwoParts, Reported):
     """The all-reduce alone, the compute alone, a call's fixed cost, and both in one function.
 
     `launch`: the compute function on 1x1 matrices, a call that does no work: what one function
@@ -73,38 +72,12 @@ class AllreduceOverlapResult(Reported):
     cores: int = dataclasses.field(default_factory=usable_cores)
 
     @property
-    def ideal_sequential(self) -> float:
-        """allreduce + compute - launch: one function pays one launch, two calls paid two."""
-        return self.allreduce.median + self.compute.median - self.launch.median
-
-    @property
-    def ideal_overlapped(self) -> float:
-        return max(self.allreduce.median, self.compute.median)
+    def parts(self) -> tuple[Measurement, Measurement]:
+        return self.allreduce, self.compute
 
     @property
     def ideal(self) -> float:
         return self.ideal_overlapped if self.overlap else self.ideal_sequential
-
-    @property
-    def shorter(self) -> float:
-        return min(self.allreduce.median, self.compute.median)
-
-    @property
-    def hidden_fraction(self) -> float:
-        """(allreduce + compute - launch - combined) / min(allreduce, compute): the raw number."""
-        return hidden_share(self.ideal_sequential, self.combined.median, self.shorter)
-
-    @property
-    def hidden_ceiling(self) -> float:
-        """1 - launch / min(allreduce, compute): the share when the combined call takes
-        max(allreduce, compute), the most overlap can hide."""
-        return hidden_ceiling(self.launch.median, self.shorter)
-
-    @property
-    def hidden_noise(self) -> float:
-        """The band, as a fraction of the shorter part, inside which `hidden_fraction` moves."""
-        parts = (self.allreduce, self.compute, self.launch, self.combined)
-        return sum(noise_of(m) for m in parts) / self.shorter
 
     def against_sequential(self) -> Comparison:
         """The combined run against the one-after-the-other ideal, with all four noises."""
