@@ -822,6 +822,22 @@ def test_a_load_points_row_prints_its_rates_with_their_noise():
     assert row[1].startswith("100 ±") and row[2].startswith("400.0 tok/s ±")
 
 
+def test_a_load_points_row_prints_the_digits_that_give_its_saturated_verdict():
+    # read 154: '258 ±22%' asked x 16 tokens and '3.1 ktok/s ±5%' made read within the noise
+    # (1,028 apart, 1,063 allowed) beside a 'yes' the unrounded numbers gave
+    class Fixed(LoadPoint):
+        arrival_rate = property(lambda self: Spread(258.0, 0.215 * 258.0))
+        throughput = property(lambda self: Spread(3060.0, 0.04 * 3060.0))
+
+    base = point(200, 100, started=False)
+    fixed = Fixed(base.log, base.offered, base.window, n_out=16)
+    assert fixed.saturated_word == "yes"
+    assert fixed.row()[1:3] == ["258.0 ±21.5%", "3.06 ktok/s ±5.0% (floor)"]
+    # rebuilt from those digits: 4,128 asked, 3,060 made, 1,068 apart past the 1,041 allowed
+    assert 258.0 * 16 - 3060 > 258.0 * 16 * 0.215 + 3060 * 0.05
+    assert not 258 * 16 - 3100 > 258 * 16 * 0.22 + 3100 * 0.05  # the plain digits read within
+
+
 def test_the_engines_idle_time_is_split_into_no_request_and_requests_between_steps():
     # Two servers, window [0.1, 0.9): server 0 holds a request from 0.2 to 0.5, server 1 two
     # overlapping ones, 0.3-0.6 and 0.4-0.9 (0.3-0.9 merged); one more never sent anywhere.

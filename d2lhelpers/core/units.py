@@ -64,13 +64,22 @@ def format_seconds(seconds: float) -> str:
     return f"{seconds * 1e9:.1f} ns"  # bounds of tiny messages: "0.0 µs" would say nothing
 
 
-def format_rate(rate: float, unit: str = "FLOP/s") -> str:
+RATE_PREFIXES = (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3))
+
+
+def format_rate(rate: float, unit: str = "FLOP/s", decimals: int = 1) -> str:
     if math.isinf(rate):
         return f"unbounded {unit} (the time did not grow with the work)"
-    for prefix, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+    for prefix, scale in RATE_PREFIXES:
         if rate >= scale:
-            return f"{rate / scale:.1f} {prefix}{unit}"
-    return f"{rate:.1f} {unit}"
+            return f"{rate / scale:.{decimals}f} {prefix}{unit}"
+    return f"{rate:.{decimals}f} {unit}"
+
+
+def printed_rate(text: str) -> float:
+    """The rate a reader reads back from `format_rate`'s text ('3.1 ktok/s' -> 3100.0)."""
+    number, unit = text.split()[:2]
+    return float(number) * (dict(RATE_PREFIXES).get(unit[0], 1.0) if unit[1:] else 1.0)
 
 
 def format_bytes(n: float) -> str:

@@ -74,13 +74,13 @@ def ratio_noise(ratio: float, *parts: Timed) -> float:
     return ratio * sum(relative_noise(p) for p in parts)
 
 
-def noise_text(m: Timed) -> str:
+def noise_text(m: Timed, decimals: int = 0) -> str:
     """'±16%', or '±5% (floor)' when the runs spread less than `NOISE_FLOOR`: the band is then
     the floor every verdict uses, not the runs' own spread."""
     if m.median <= 0:  # no relative band around nothing: the spread itself, as measured
         return f"(median 0, IQR {m.iqr:.3g})"
     floor = m.iqr < NOISE_FLOOR * m.median
-    return f"±{relative_noise(m):.0%}" + (" (floor)" if floor else "")
+    return f"±{relative_noise(m):.{decimals}%}" + (" (floor)" if floor else "")
 
 
 def noisy_run(m: Timed) -> bool:
