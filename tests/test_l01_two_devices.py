@@ -352,6 +352,20 @@ def test_merge_probe_verdict_names_what_stops_the_merge_beside_its_control():
     assert spread.tables()[0].rows[0][4] == "±20%"
 
 
+def test_the_merge_probes_oneDNN_setting_is_read_from_the_environment(monkeypatch):
+    # read 154: 'oneDNN off, as in this kernel' was said with nothing showing it
+    monkeypatch.setenv("TF_ENABLE_ONEDNN_OPTS", "1")
+    assert (
+        "oneDNN on, as in this kernel (TF_ENABLE_ONEDNN_OPTS=1 in its environment, read now;"
+        in (probe_result(AS_MEASURED).tables()[0].verdicts[-1])
+    )
+    monkeypatch.setenv("TF_ENABLE_ONEDNN_OPTS", "0")
+    assert (
+        "oneDNN off, as in this kernel (TF_ENABLE_ONEDNN_OPTS=0 in its environment, read now;"
+        in (probe_result(AS_MEASURED).tables()[0].verdicts[-1])
+    )
+
+
 def test_a_control_that_also_runs_everything_attributes_nothing():
     found = probe_result({**AS_MEASURED, "both_control": 10})
     assert found.culprits == []

@@ -128,13 +128,20 @@ class MergeProbeResult(Reported):
         columns = ["switched off", "how", "MatMuls executed", "time per call (median of 5)"]
         columns.append("noise")
         # read 94: the probe's processes inherit this kernel's setting (optimizer_probe)
-        onednn = "on" if os.environ.get("TF_ENABLE_ONEDNN_OPTS", "0") == "1" else "off"
+        # read 154: the setting is read from the environment now, and says so
+        value = os.environ.get("TF_ENABLE_ONEDNN_OPTS")
+        onednn = "on" if value == "1" else "off"
+        # unset here (never after `import d2lhelpers`), the probe sets 0: not this kernel's
+        same = ", as the probe sets it" if value is None else ", as in this kernel"
+        value = " unset" if value is None else f"={value}"
         where = (
             "each process runs on TensorFlow's own CPU device with its default thread pools "
-            f"(every usable core) and oneDNN {onednn}, as in this kernel (TF_ENABLE_ONEDNN_OPTS; "
-            "the baseline always runs with it on; how the package starts them: they inherit this "
-            "kernel's environment, not shown by a cell), not on one of this kernel's logical "
-            "devices: "
+            f"(every usable core) and oneDNN {onednn}{same} "
+            f"(TF_ENABLE_ONEDNN_OPTS{value} in its environment, read now; the baseline's process "
+            "sets it to 1, "
+            "`timing/peaks.py`; how the package starts the probe's: they inherit this "
+            "kernel's environment; neither shown by a cell), not on one of this kernel's "
+            "logical devices: "
             "its times are not one device's, and only the counts, and each row's time against "
             "its control's (both run that way), are read"
         )
