@@ -522,7 +522,8 @@ class FailureResult(Reported):
             "(an in-flight request's KV cache was there; a queued one had none to lose). Rebuild "
             "pause: re-placing the weights on the survivors and building and warming new "
             "tf.functions, during which the group serves nothing; "
-            "replicas need none.",
+            "replicas need none (both the package's design, `serving/load.py`, which its tests "
+            "check; the pause is timed, not what happens inside it).",
             self._model_note()
             + "; a group's window after starts once its rebuild is done (the pause is not in "
             "it), and the requests it restarted are read again from their prompts there. The "

@@ -627,8 +627,9 @@ class LoadSweepResult(Reported):
         for name, found in cancelled.items():  # read 110: 'held' on errors that cancelled
             text += (
                 f" For {name} the capacity as a whole matched the model within the noise, but "
-                f"its terms missed: {'; '.join(found)}, so the model did not hold there: its "
-                "errors cancelled."
+                f"its terms missed: {'; '.join(found)}, so the model did not hold there: the "
+                "whole matched despite them (the miss inside the whole's noise, or offset by "
+                "the other term: not separated here)."
             )
         slow = [name for name, t in tests.items() if t == "timed slow"]
         if slow:
