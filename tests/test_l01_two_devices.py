@@ -521,11 +521,21 @@ def timed(t):
 
 def test_at_once_verdict_reads_the_model_for_the_usable_cores():
     together = l01.at_once_verdict(timed(0.0101), timed(0.010), "logical CPU", cores=2)
-    assert together.endswith("they ran at the same time") and "1.01x one chain" in together
+    assert (
+        together.endswith(
+            "both runs' noise): consistent with their running at the same time (an inference from "
+            "the timing and the core count, not observed)"
+        )
+        and "1.01x one chain" in together
+    )
     turns = l01.at_once_verdict(timed(0.020), timed(0.010), "logical CPU", cores=1)
-    assert "as the model's 2.00x (1 usable CPU core) says" in turns and "took turns" in turns
+    assert "as the model's 2.00x (1 usable CPU core) says" in turns and "taking turns" in turns
     # read 108: the band is printed (5% of 20 ms + 2 x 5% of 10 ms, over 10 ms)
     assert "says (within ±0.20x: both runs' noise): more chains than cores" in turns
+    # read 154: below the model within the noise is said so, not read bare
+    below = l01.at_once_verdict(timed(0.0098), timed(0.010), "logical CPU", cores=2)
+    assert "0.98x one chain" in below and "noise, below it by less than that: not read as " in below
+    assert "below it" not in together
     slow = l01.at_once_verdict(timed(0.016), timed(0.010), "logical CPU", cores=2)
     assert "slower than the model's 1.00x" in slow and "slower even than" not in slow
     serial = l01.at_once_verdict(timed(0.026), timed(0.010), "logical CPU", cores=2)
