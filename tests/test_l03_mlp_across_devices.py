@@ -180,7 +180,10 @@ def test_table_shows_both_runs_and_the_models_time():
         "-",
     ]
     (note,) = [v for v in peaked.tables()[0].verdicts if v.startswith("rate / its peak")]
-    assert "(200.0 GFLOP/s, noise 0%), and for the split that peak x 2, the devices" in note
+    assert (
+        "(200.0 GFLOP/s, noise 0%), and for the split that peak x 2 = 400.0 GFLOP/s, the devices"
+        in note
+    )
 
 
 def test_overlap_sentence_warns_that_one_core_means_turns(monkeypatch):

@@ -20,6 +20,7 @@ from d2lhelpers.core.units import (
     format_seconds,
     plural,
     printed_rate,
+    rate_and_share,
     short_device_name,
     usable_cores,
 )
@@ -113,6 +114,13 @@ def test_format_seconds_at_each_boundary(seconds, text):
 def test_format_rate_prefixes(rate, unit, text):
     assert format_rate(rate, unit) == text
     assert printed_rate(text) == pytest.approx(rate)  # each of these prints exactly
+
+
+def test_a_share_of_a_rate_prints_digits_that_multiply_back_to_it():
+    # read 154: 'the ceiling 347.9 GFLOP/s (2 x the measured peak 174.0 GFLOP/s)'
+    assert rate_and_share(347.92e9, 2) == ("347.9 GFLOP/s", "173.96 GFLOP/s")
+    assert rate_and_share(348.0e9, 2) == ("348.0 GFLOP/s", "174.0 GFLOP/s")
+    assert rate_and_share(1.2e12, 2) == ("1.2 TFLOP/s", "600.0 GFLOP/s")  # across a prefix
 
 
 def test_a_rate_is_read_back_from_its_digits():

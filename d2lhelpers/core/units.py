@@ -76,6 +76,18 @@ def format_rate(rate: float, unit: str = "FLOP/s", decimals: int = 1) -> str:
     return f"{rate:.{decimals}f} {unit}"
 
 
+def rate_and_share(total: float, k: float, unit: str = "FLOP/s") -> tuple[str, str]:
+    """`total` and `total / k` as `format_rate` prints them, the share with as many decimals as
+    it takes for k x its printed digits to print as the total does (read 154: a ceiling 347.9
+    GFLOP/s beside '2 x 174.0')."""
+    said = format_rate(total, unit)
+    d = enough_digits(
+        lambda d: format_rate(k * printed_rate(format_rate(total / k, unit, d)), unit) == said,
+        1, 4, 4,
+    )  # fmt: skip
+    return said, format_rate(total / k, unit, d)
+
+
 def printed_rate(text: str) -> float:
     """The rate a reader reads back from `format_rate`'s text ('3.1 ktok/s' -> 3100.0)."""
     number, unit = text.split()[:2]

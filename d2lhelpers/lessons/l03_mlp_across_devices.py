@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import statistics
 from collections.abc import Callable, Sequence
 
@@ -27,7 +28,14 @@ from d2lhelpers.core.concurrency import at_once_here, concurrency_model
 from d2lhelpers.core.counts import mlp_bytes, mlp_flops
 from d2lhelpers.core.progress import Steps
 from d2lhelpers.core.report import Reported, Table
-from d2lhelpers.core.units import cores_phrase, format_rate, format_seconds, plural, usable_cores
+from d2lhelpers.core.units import (
+    cores_phrase,
+    format_rate,
+    format_seconds,
+    plural,
+    rate_and_share,
+    usable_cores,
+)
 from d2lhelpers.core.verdicts import (
     UNTESTED,
     Comparison,
@@ -447,11 +455,16 @@ class BranchResult(Reported):
         notes = [self.verdict]
         one, split = self.one_device, self.split
         if one.best_peak and split.best_peak:
+            k = round(split.best_peak / one.best_peak)
+            ceiling, peak = (  # k x its digits print the split's (a peak measured again: not k x)
+                rate_and_share(split.best_peak, k)
+                if math.isclose(split.best_peak, k * one.best_peak)
+                else (format_rate(split.best_peak), format_rate(one.best_peak))
+            )
             notes.append(
                 f"rate / its peak: one device's matmul peak, measured in this kernel "
-                f"({format_rate(one.best_peak)}, noise {one.peak_noise:.0%}), and for the split "
-                f"that peak x {split.best_peak / one.best_peak:.0f}, the devices that can compute "
-                "at once"
+                f"({peak}, noise {one.peak_noise:.0%}), and for the split "
+                f"that peak x {k} = {ceiling}, the devices that can compute at once"
             )
         return [Table(title, columns, rows, notes, flags)]
 

@@ -24,6 +24,7 @@ from d2lhelpers.core.units import (
     format_rate,
     format_seconds,
     noise_percent,
+    rate_and_share,
     ratio_beside,
     ratio_past_noise,
 )
@@ -158,10 +159,9 @@ class Measurement:
     def peak_words(self, peak: float) -> str:
         """'the peak 104.1 GFLOP/s', or for `k * peak` 'the ceiling 208.2 GFLOP/s (2 x the
         measured peak 104.1 GFLOP/s, ...)': a ceiling derived, not measured (read 105)."""
-        said = format_rate(peak, self.unit)
         if self.peak_factor == 1:
-            return f"the peak {said}"
-        one = format_rate(peak / self.peak_factor, self.unit)
+            return f"the peak {format_rate(peak, self.unit)}"
+        said, one = rate_and_share(peak, self.peak_factor, self.unit)
         return (
             f"the ceiling {said} ({self.peak_factor:g} x the measured peak {one}: that many "
             "devices computing at once, each assumed as fast)"
