@@ -19,7 +19,7 @@ from d2lhelpers.core.units import (
     format_rate,
     format_seconds,
     plural,
-    printed_rate,
+    printed_value,
     rate_and_share,
     short_device_name,
     usable_cores,
@@ -113,7 +113,7 @@ def test_format_seconds_at_each_boundary(seconds, text):
 )
 def test_format_rate_prefixes(rate, unit, text):
     assert format_rate(rate, unit) == text
-    assert printed_rate(text) == pytest.approx(rate)  # each of these prints exactly
+    assert printed_value(text) == pytest.approx(rate)  # each of these prints exactly
 
 
 def test_a_share_of_a_rate_prints_digits_that_multiply_back_to_it():
@@ -125,8 +125,8 @@ def test_a_share_of_a_rate_prints_digits_that_multiply_back_to_it():
 
 def test_a_rate_is_read_back_from_its_digits():
     assert format_rate(3064.0, "tok/s", 2) == "3.06 ktok/s"
-    assert printed_rate("3.06 ktok/s") == pytest.approx(3060.0)  # 't' of tok/s is no prefix
-    assert printed_rate("95.0 tok/s") == 95.0 and printed_rate("2.5 TFLOP/s") == 2.5e12
+    assert printed_value("3.06 ktok/s") == pytest.approx(3060.0)  # 't' of tok/s is no prefix
+    assert printed_value("95.0 tok/s") == 95.0 and printed_value("2.5 TFLOP/s") == 2.5e12
 
 
 def test_format_rate_of_an_unbounded_rate_says_why():

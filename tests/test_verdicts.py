@@ -4,9 +4,11 @@ from types import SimpleNamespace
 
 import pytest
 
+from d2lhelpers.core.units import format_rate
 from d2lhelpers.core.verdicts import (
     LIKELY_CAUSES,
     Comparison,
+    Spread,
     TwoParts,
     above_limit,
     agree_within_noise,
@@ -363,15 +365,25 @@ def test_two_runs_are_read_part_by_part_against_both_noises():
         "holds against its own parts, and neither run alone is the result"
     )
     rates = parts_between_runs(
-        [("c", m(2.0), m(1.0))], "x", other="the sweep", show=lambda v: f"{v:.1f} u", holds="y"
+        [("c", m(2.0), m(1.0))], "x", other="the sweep", show=lambda v, e=0: f"{v:.1f} s", holds="y"
     )
     assert rates == (
-        "c: 2.0 u ±5% (floor) here, 1.0 u ±5% (floor) in the sweep: 2.00x, beyond both noises "
-        "(0.2 u); a part moved between the runs beyond both noises (the machine's speed or load "
+        "c: 2.0 s ±5% (floor) here, 1.0 s ±5% (floor) in the sweep: 2.00x, beyond both noises "
+        "(0.2 s); a part moved between the runs beyond both noises (the machine's speed or load "
         "changed: a hypothesis, not measured), so y"
     )
     noisy = parts_between_runs([("a", m(0.010, 0.4), m(0.0102))], "x")  # IQR 40%: too noisy
     assert "too noisy to tell whether x" in noisy
+    # read 155: '3.3 ktok/s ±5% (floor)' and '3.7 ktok/s ±5%' read beyond both noises from
+    # their digits beside 'within both noises': a decimal more where the digits need it
+    here, sweep = Spread(3339.0, 0.04 * 3339), Spread(3704.0, 0.054 * 3704)
+    tokens = parts_between_runs(
+        [("pipeline", here, sweep)], "x", show=lambda v, e=0: format_rate(v, "tok/s", 1 + e)
+    )
+    assert tokens.startswith(
+        "pipeline: 3.34 ktok/s ±5.0% (floor) here, 3.70 ktok/s ±5.4% in the other run: within "
+        "both noises"
+    )
 
 
 def test_two_rates_get_the_digits_that_show_their_verdict():

@@ -51,7 +51,9 @@ def allreduce_ops(xs, devices, timeout_s=120.0):
 def allreduce_in_one_graph(devices):
     """One tf.function: `run(*xs)`, one tensor per device, returns on every device their sum.
 
-    Nothing else runs in it. Each new shape is traced again, with a new instance key.
+    Nothing else runs in it. A new shape makes tf.function trace it again (TensorFlow's
+    documented retracing, not shown here), and each trace takes new instance keys (this
+    package's design, which its tests check).
     """
     for name in device_names(devices):
         ordering_token(name)  # made before tracing

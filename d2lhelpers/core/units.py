@@ -54,14 +54,18 @@ def cores_phrase(n: int | None = None) -> str:
     return f"{n} usable CPU core{'s' if n != 1 else ''}"
 
 
-def format_seconds(seconds: float) -> str:
+SECONDS = {"s": 1.0, "ms": 1e-3, "µs": 1e-6, "ns": 1e-9}
+
+
+def format_seconds(seconds: float, extra: int = 0) -> str:
+    """'1.83 ms'; `extra` decimals past the usual ones where a verdict's digits need them."""
     if seconds >= 1:
-        return f"{seconds:.3f} s"
+        return f"{seconds:.{3 + extra}f} s"
     if seconds >= 1e-3:
-        return f"{seconds * 1e3:.2f} ms"
+        return f"{seconds * 1e3:.{2 + extra}f} ms"
     if seconds >= 1e-6 or seconds <= 0:
-        return f"{seconds * 1e6:.1f} µs"
-    return f"{seconds * 1e9:.1f} ns"  # bounds of tiny messages: "0.0 µs" would say nothing
+        return f"{seconds * 1e6:.{1 + extra}f} µs"
+    return f"{seconds * 1e9:.{1 + extra}f} ns"  # tiny messages: "0.0 µs" would say nothing
 
 
 RATE_PREFIXES = (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3))
@@ -82,15 +86,18 @@ def rate_and_share(total: float, k: float, unit: str = "FLOP/s") -> tuple[str, s
     GFLOP/s beside '2 x 174.0')."""
     said = format_rate(total, unit)
     d = enough_digits(
-        lambda d: format_rate(k * printed_rate(format_rate(total / k, unit, d)), unit) == said,
+        lambda d: format_rate(k * printed_value(format_rate(total / k, unit, d)), unit) == said,
         1, 4, 4,
     )  # fmt: skip
     return said, format_rate(total / k, unit, d)
 
 
-def printed_rate(text: str) -> float:
-    """The rate a reader reads back from `format_rate`'s text ('3.1 ktok/s' -> 3100.0)."""
+def printed_value(text: str) -> float:
+    """The value a reader reads back from `format_rate`'s or `format_seconds`' text ('3.1
+    ktok/s' -> 3100.0, '1.83 ms' -> 0.00183)."""
     number, unit = text.split()[:2]
+    if unit in SECONDS:
+        return float(number) * SECONDS[unit]
     return float(number) * (dict(RATE_PREFIXES).get(unit[0], 1.0) if unit[1:] else 1.0)
 
 

@@ -13,11 +13,13 @@ from typing import Protocol, runtime_checkable
 
 from d2lhelpers.core.cache import load_average, machine_busy
 from d2lhelpers.core.units import (
+    SECONDS,
     cores_phrase,
     enough_digits,
     format_rate,
     format_seconds,
     percent_beside,
+    printed_value,
 )
 
 NOISE_FLOOR = 0.05  # even a quiet run's median moves this much between runs of a notebook
@@ -121,9 +123,10 @@ def parts_between_runs(
             if not c.measurable
             else f"{c.ratio:.2f}x, beyond both noises ({show(c.noise)})"
         )
+        e = _digits_that_agree(mine, theirs, c.measurable, show)
         said.append(
-            f"{name}: {show(mine.median)} {noise_text(mine)} here, "
-            f"{show(theirs.median)} {noise_text(theirs)} in {other}: {where}"
+            f"{name}: {show(mine.median, e)} {noise_text(mine, e)} here, "
+            f"{show(theirs.median, e)} {noise_text(theirs, e)} in {other}: {where}"
         )
     said.append(
         "a part moved between the runs beyond both noises (the machine's speed or load "
@@ -132,6 +135,23 @@ def parts_between_runs(
         else agree_within_noise("the parts", [m for _, *pair in parts for m in pair], shared)
     )
     return "; ".join(said)
+
+
+def _digits_that_agree(a: Timed, b: Timed, measurable: bool, show) -> int:
+    """Decimals past `show`'s usual ones (up to 3) at which a and b and their noises, read back
+    from the printed digits, give `compare`'s verdict (read 155: '3.3 ktok/s ±5%' and '3.7
+    ktok/s ±5%' printed beside 'within both noises')."""
+    if a.median <= 0 or b.median <= 0:
+        return 0  # no relative noise printed to read back
+
+    def agrees(e: int) -> bool:
+        (x, nx), (y, ny) = (
+            (printed_value(show(m.median, e)), float(noise_text(m, e)[1:].split("%")[0]) / 100)
+            for m in (a, b)
+        )
+        return Comparison(x, y, x * nx + y * ny).measurable == measurable
+
+    return enough_digits(agrees, 0, 3, 3)
 
 
 EACH_RUN_HOLDS = (
@@ -219,7 +239,7 @@ def _within_digits(a: float, b: float, noise: float) -> tuple[str, str, str]:
     if len(units) != 1:
         return plain  # mixed units: the digits differ anyway
     (unit,) = units
-    scale = {"s": 1.0, "ms": 1e-3, "µs": 1e-6, "ns": 1e-9}[unit]
+    scale = SECONDS[unit]
     decimals = len(plain[1].split()[0].partition(".")[2])
 
     def shown(d: int) -> list[float]:

@@ -51,6 +51,18 @@ OVERLAP_CAUSES = (
 )
 
 
+def _beside_zero(against_sequential: Comparison) -> str:
+    """What a hidden share's band says of 0 (read 154: '58% ± 111%' beside its ceiling read as
+    a share hidden): nothing where it is above it beyond the noise."""
+    if against_sequential.a_faster:
+        return ""
+    return (
+        " (below 0 beyond its noise)"
+        if against_sequential.a_slower
+        else " (not measurably above 0)"
+    )
+
+
 @dataclasses.dataclass(repr=False)  # shown by its tables (`Reported`)
 class AllreduceOverlapResult(TwoParts, Reported):
     """The all-reduce alone, the compute alone, a call's fixed cost, and both in one function.
@@ -279,7 +291,7 @@ class AllreduceOverlapResult(TwoParts, Reported):
                 if self.above_ceiling or self.below_sequential or self.impossible_result
                 else f"{self.hidden_fraction:.0%} ± {self.hidden_noise:.0%}"
                 # read 154: '58% ± 111%' beside its ceiling read as a share hidden
-                + ("" if self.against_sequential().a_faster else " (not measurably above 0)"),
+                + _beside_zero(self.against_sequential()),
                 f"ceiling {self.hidden_ceiling:.0%} = 1 - launch / min(all-reduce, compute)"
                 if self.overlap
                 else "ideal 0%: order forced",

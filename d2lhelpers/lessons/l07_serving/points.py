@@ -22,7 +22,7 @@ from d2lhelpers.core.units import (
     format_rate,
     format_seconds,
     plural,
-    printed_rate,
+    printed_value,
     ratio_beside,
     usable_cores,
 )
@@ -401,7 +401,7 @@ class LoadPoint:
             for text in self._shown(d)
         )
         asked = float(arrived) * self.n_out
-        made = printed_rate(made)
+        made = printed_value(made)
         c = Comparison(made, asked, made * m_noise + asked * a_noise)
         return c.measurable and c.a < c.b
 
@@ -520,7 +520,7 @@ def capacities_against_sweep(sweep, capacities: list[tuple[str, Spread]]) -> str
             "the cells' capacities can be read together (each verdict is still read against "
             "its own cell's)",
             other="the sweep",
-            show=lambda v: format_rate(v, "tok/s"),
+            show=lambda v, e=0: format_rate(v, "tok/s", 1 + e),
             holds="each verdict read against a capacity holds for its own cell only, and "
             "neither capacity alone is the layout's",
         )
