@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from d2lhelpers.collectives.algorithms import allreduce_time_s
 from d2lhelpers.collectives.costs import AlphaBeta, fit_alpha_beta
 from d2lhelpers.collectives.tf_allreduce import sizes_up_to
-from d2lhelpers.core.units import GiB, KiB, MiB, format_bytes
+from d2lhelpers.core.units import GiB, KiB, MiB, cores_phrase, format_bytes
 from d2lhelpers.core.verdicts import relative_noise
 from d2lhelpers.lessons import l06_multi_process as l06
 from d2lhelpers.lessons.l06_multi_process import allreduce, failure, hosts, jobs, panels, training
@@ -953,6 +953,11 @@ def test_the_committed_two_host_run_stands_beside_this_one(tmp_path):
     path.write_text(json.dumps(_hosts_file()))
     result = l06.hosts_reference(job, None, path)
     links, failures, copy = result.tables()
+    # read 155: the committed run's machine is named as its own, beside this run's cores
+    assert links.title.startswith("all-reduce and training: loopback here (")
+    assert f"loopback here ({cores_phrase()}), two network namespaces in the committed run (" in (
+        links.title
+    )
     assert [row[0] for row in links.rows] == [
         "loopback, this run",
         "two hosts, 1000 Mbit/s link",

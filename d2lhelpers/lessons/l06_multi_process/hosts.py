@@ -13,7 +13,7 @@ from pathlib import Path
 
 from d2lhelpers.collectives.costs import fit_alpha_beta, fit_prediction_noise_s
 from d2lhelpers.core.report import Reported, Table
-from d2lhelpers.core.units import format_bytes, format_rate, format_seconds
+from d2lhelpers.core.units import cores_phrase, format_bytes, format_rate, format_seconds
 from d2lhelpers.lessons.l06_multi_process.allreduce import AllReduceJobResult, alpha_text
 from d2lhelpers.lessons.l06_multi_process.training import TrainingSweepResult, scaling_sentence
 from d2lhelpers.references import RESULTS_DIR
@@ -80,10 +80,10 @@ class HostsReferenceResult(Reported):
             )
         machine = self.hosts["machine"]
         link = self.hosts["link"]
-        title = (
-            f"all-reduce and training: loopback here, two network namespaces in the committed "
-            f"run · {machine['processor']}, {machine['cpu_cores']} cores, TensorFlow "
-            f"{machine['tensorflow']}, {machine['date']}"
+        title = (  # read 155: one machine named once read as every row's, on one core
+            f"all-reduce and training: loopback here ({cores_phrase()}), two "
+            f"network namespaces in the committed run ({machine['processor']}, "
+            f"{machine['cpu_cores']} cores, TensorFlow {machine['tensorflow']}, {machine['date']})"
         )
         notes = [
             f"the two-host rows are a committed `make hosts` run (not this run): one veth "
