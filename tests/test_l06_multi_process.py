@@ -955,8 +955,9 @@ def test_the_committed_two_host_run_stands_beside_this_one(tmp_path):
     links, failures, copy = result.tables()
     # read 155: the committed run's machine is named as its own, beside this run's cores
     assert links.title.startswith("all-reduce and training: loopback here (")
-    assert f"loopback here ({cores_phrase()}), two network namespaces in the committed run (" in (
-        links.title
+    assert (
+        f"loopback here ({cores_phrase()}), two network namespaces in the committed run · that "
+        in (links.title)
     )
     assert [row[0] for row in links.rows] == [
         "loopback, this run",

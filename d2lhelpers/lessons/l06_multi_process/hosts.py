@@ -81,9 +81,9 @@ class HostsReferenceResult(Reported):
         machine = self.hosts["machine"]
         link = self.hosts["link"]
         title = (  # read 155: one machine named once read as every row's, on one core
-            f"all-reduce and training: loopback here ({cores_phrase()}), two "
-            f"network namespaces in the committed run ({machine['processor']}, "
-            f"{machine['cpu_cores']} cores, TensorFlow {machine['tensorflow']}, {machine['date']})"
+            f"all-reduce and training: loopback here ({cores_phrase()}), two network "
+            f"namespaces in the committed run · that run's machine: {machine['processor']}, "
+            f"{machine['cpu_cores']} cores, TensorFlow {machine['tensorflow']}, {machine['date']}"
         )
         notes = [
             f"the two-host rows are a committed `make hosts` run (not this run): one veth "
