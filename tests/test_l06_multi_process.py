@@ -423,6 +423,11 @@ def test_sweep_verdicts_follow_the_numbers_and_their_noise():
     one_noise, two_noise = (float(row[2].strip("±%")) / 100 for row in rows)
     band = float(re.search(r"beyond ±(\d+)%", said).group(1)) / 100
     assert band == pytest.approx(one_noise + two_noise * 7.5, abs=0.01 + 0.005 * 7.5)
+    # read 156: and the sentence prints that rule's parts, so its ± rebuilds from them
+    parts = re.search(r"2 workers' ±([\d.]+)% x 7.50 \+ one worker's ±([\d.]+)%\)", said)
+    assert parts, said
+    two, one = (float(p) / 100 for p in parts.groups())
+    assert f"±{two * 7.5 + one:.0%}" == f"±{band:.0%}"
     noisy = l06.TrainingSweepResult(
         [_fake_training(1, 1e-3, 0.5), _fake_training(2, 1.9e-3, 0.5)], None, 2
     )

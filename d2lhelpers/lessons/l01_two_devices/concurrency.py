@@ -126,9 +126,10 @@ class ConcurrencyResult(Reported):
         )
         return (
             f"the model {where} holds within the noise for every k ({bands} one chain's time, "
-            "both runs' noise): up to "
-            f"{plural(together, 'chain')} ran at the same time"
-            + (", more shared the cores" if together < len(self.times) else "")
+            "both runs' noise): consistent with up to "  # read 156: an inference, said so
+            f"{plural(together, 'chain')} running at the same time"
+            + (", more taking turns on the cores" if together < len(self.times) else "")
+            + " (inferred from the times and the core count, not traced)"
         )
 
     def tables(self) -> list[Table]:
