@@ -177,7 +177,8 @@ def test_the_reading_spans_the_rates_and_says_what_it_cannot_tell():
     assert spread_less_copy(seed_copy_rate()) == pytest.approx(23.85 / 12.75 - 1, abs=0.01)
     assert spread_less_copy(float("inf")) == pytest.approx(0.0668 / 0.0557 - 1)
     assert reading.verdict.startswith(
-        "'GPU1 & GPU2' over the slower GPU alone is within the seed's noise at 1.49 GB/s (1.84x, "
+        "'GPU1 & GPU2' over the slower GPU alone (not the table's 'both / one', which is over "
+        "'GPU1 time') is within the seed's noise at 1.49 GB/s (1.84x, "
         "gap 87%), so at that rate its numbers cannot tell whether the two jobs took the time of "
         "one; beyond it at 3.00 GB/s (1.44x, gap 32%); "
     )
@@ -191,15 +192,16 @@ def test_a_ratio_within_the_spread_of_the_single_times_is_not_called_a_differenc
     monkeypatch.setitem(SEED_000, "GPU1 & GPU2", 0.0680)  # 1.02x GPU2's 66.8 ms: within 20%
     verdict = SeedComputeResult((float("inf"),)).verdict
     assert verdict.startswith(
-        "'GPU1 & GPU2' over the slower GPU alone is within the seed's noise at free (1.02x, gap "
+        "'GPU1 & GPU2' over the slower GPU alone (not the table's 'both / one', which is over "
+        "'GPU1 time') is within the seed's noise at free (1.02x, gap "
         "20%), so at that rate its numbers cannot tell"
     )
     assert "beyond it" not in verdict
     wide = SeedComputeResult((float("inf"), 12e9))
     monkeypatch.setitem(SEED_000, "GPU1 & GPU2", 0.0869)  # the seed's own: beyond at both
     assert wide.verdict.startswith(
-        "At every copy rate here, 'GPU1 & GPU2' over the slower GPU alone is beyond the seed's "
-        "noise (free (1.30x, gap 20%); 12.00 GB/s (1.33x, gap 22%);"
+        "At every copy rate here, 'GPU1 & GPU2' over the slower GPU alone (not the table's 'both "
+        "/ one', which is over 'GPU1 time') is beyond the seed's noise (free (1.30x, gap 20%); 12.00 GB/s (1.33x, gap 22%);"
     )
     assert wide.verdict.endswith("together, the two jobs did not take the time of one")
 
