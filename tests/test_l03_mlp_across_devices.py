@@ -252,8 +252,8 @@ def test_baseline_sentence_reads_the_split_rate_within_both_noises():
     at = "2026-12-01T15:00:29"  # a cached baseline says when it was measured
     same = l03.baseline_sentence(split, {"flops_per_s": 104e9, "noise": 0.02, "measured_at": at})
     assert same.endswith(
-        f"(measured {at} by this run, in a separate process (not read from a cache); noise "
-        "±0.10 on the ratio: the run's 5.0% + the baseline's 5.0%): no "
+        f"(measured {at} by this run, in a separate process (not read from a cache); "
+        "its gap to 1 read against ±0.10: the run's 5.0% + the baseline's 5.0%): no "
         "measurable difference"
     )  # its parts printed, so that it can be rebuilt (read 59)
     # Notebook 01's rule, not the ratio x the noises (read 68): 0.69 of it within 5% + 30%.
@@ -261,7 +261,7 @@ def test_baseline_sentence_reads_the_split_rate_within_both_noises():
     assert "= 0.69 of" in wide and wide.endswith("no measurable difference")
     assert "= 0.96 of the usable cores' baseline" in same
     cached = {"flops_per_s": 104e9, "noise": 0.02, "measured_at": at, "from_cache": True}
-    assert f"(measured {at} by an earlier run, read from the cache; noise" in (
+    assert f"(measured {at} by an earlier run, read from the cache; its gap" in (
         l03.baseline_sentence(split, cached)
     )
     above = l03.baseline_sentence(split, {"flops_per_s": 80e9, "noise": 0.02})
@@ -274,7 +274,7 @@ def test_baseline_sentence_reads_the_split_rate_within_both_noises():
     edge = l03.baseline_sentence(split, {"flops_per_s": 100e9 / 0.868, "noise": 0.077})
     assert (
         "= 0.868 of the usable" in edge
-        and "noise ±0.127 on the ratio: the run's 5.00% + the baseline's 7.70%" in edge
+        and "gap to 1 read against ±0.127: the run's 5.00% + the baseline's 7.70%" in edge
     )
     assert edge.endswith("measurably below it")
     # read 81: below a cached baseline, and so is its own peak (a busy kernel): said so

@@ -201,7 +201,8 @@ def test_a_ratio_within_the_spread_of_the_single_times_is_not_called_a_differenc
     monkeypatch.setitem(SEED_000, "GPU1 & GPU2", 0.0869)  # the seed's own: beyond at both
     assert wide.verdict.startswith(
         "At every copy rate here, 'GPU1 & GPU2' over the slower GPU alone (not the table's 'both "
-        "/ one', which is over 'GPU1 time') is beyond the seed's noise (free (1.30x, gap 20%); 12.00 GB/s (1.33x, gap 22%);"
+        "/ one', which is over 'GPU1 time') is beyond the seed's noise (free (1.30x, gap 20%); "
+        "12.00 GB/s (1.33x, gap 22%);"
     )
     assert wide.verdict.endswith("together, the two jobs did not take the time of one")
 

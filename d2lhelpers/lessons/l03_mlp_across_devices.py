@@ -195,8 +195,10 @@ def baseline_sentence(split: Measurement, baseline: dict, name: str = "split") -
         f"{format_rate(whole)}{baseline_chain(baseline)} (measured "
         f"{baseline.get('measured_at', 'in this run')}{source}; "
         # the parts one digit past the total, so that they add up to it as printed
-        f"noise ±{relative:.{d}f} on the ratio: the run's {own:.{d - 1}%} + the baseline's "
-        f"{base_noise:.{d - 1}%}): {where}"
+        # read 156: '±0.14 on the ratio' beside 0.44 read as a band around 0.44: it is the one
+        # its gap to the baseline (1.00) is read against
+        f"its gap to 1 read against ±{relative:.{d}f}: the run's {own:.{d - 1}%} + the "
+        f"baseline's {base_noise:.{d - 1}%}): {where}"
     )
 
 
