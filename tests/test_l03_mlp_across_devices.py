@@ -109,7 +109,8 @@ def test_a_slow_split_names_the_cause_its_trace_allows():
     assert "1 of 3 ran slower than that" in said and "spanned 9.80 ms from the first's" in said
     assert (  # read 129: the third began as the others ended: rounds, not three taking turns
         "for 75% of the shorter, and all 3 for 0% of the shortest (never all 3 at once: at most "
-        "2 in flight at a time, so they ran in rounds, not all 3 taking turns on the cores); "
+        "2 in flight at a time, not all 3 taking turns on the cores; in rounds or staggered, "
+        "which this share cannot tell); "
     ) in said
     three.trace = [  # every branch 4.8 ms, slower than 4.00 ms ±200 µs
         OpEvent(CPU1, "MatMul", "matmul", 0.0, 0.0048),
@@ -122,7 +123,7 @@ def test_a_slow_split_names_the_cause_its_trace_allows():
     assert (  # read 131: a share between 0 and 100% is a mix, said so
         "of the shorter, and all 3 for 79% of the shortest (while all 3 were in flight, more than "
         "the 2 usable CPU cores, they were not all computing at once: taking turns; for the rest "
-        "at most 2 at a time: a mix of turns and rounds); its 3 branch"
+        "at most 2 at a time: a mix of the two); its 3 branch"
     ) in three.verdict
     three.cores = 4  # as many cores as branches: nothing says turns
     assert "of the shorter, and all 3 for 79% of the shortest; its 3 branch" in three.verdict

@@ -273,8 +273,8 @@ class BranchResult(Reported):
         said = f", and all {k} for {share:.0%} of the shortest"
         if every == 0:
             return said + (
-                f" (never all {k} at once: at most {k - 1} in flight at a time, so they ran in "
-                f"rounds, not all {k} taking turns on the cores)"
+                f" (never all {k} at once: at most {k - 1} in flight at a time, not all {k} "
+                "taking turns on the cores; in rounds or staggered, which this share cannot tell)"
             )
         if self.kind == "logical CPU" and self.cores < k:
             said += (
@@ -284,7 +284,7 @@ class BranchResult(Reported):
             said += (
                 ")"
                 if f"{share:.0%}" == "100%"
-                else (f"; for the rest at most {k - 1} at a time: a mix of turns and rounds)")
+                else (f"; for the rest at most {k - 1} at a time: a mix of the two)")
             )
         return said
 
