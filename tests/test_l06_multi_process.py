@@ -1132,6 +1132,14 @@ def test_the_committed_training_model_prints_the_alpha_and_beta_it_used():
         "hypothesis, not measured))"
     )
     assert "burst" not in hosts._training_words(data["training"], slow, burst_bytes=grads // 3)
+    # read 156: a step shorter than the model's all-reduce alone says what that implies
+    alone = data["training"]["predicted_s"][-1] - one
+    faster = "; the whole step is shorter than the model's all-reduce alone ("
+    assert (faster in said) == (data["training"]["step_s"][-1] < alone)
+    slower = {**data["training"], "step_s": [one, alone * 1.01]}
+    assert faster not in hosts._training_words(slower, slow)
+    quick = {**data["training"], "step_s": [one, alone * 0.99]}
+    assert faster in hosts._training_words(quick, slow)
 
 
 def test_raw_tcps_rate_is_read_against_tensorflows_beta():
