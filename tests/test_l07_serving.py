@@ -769,6 +769,12 @@ def test_a_capacity_timed_slow_is_not_read_against_the_model():
     )
     assert "pipeline's capacity" not in str(both)
     assert "it bounds only" not in str(over)  # replicas alone: every layout bounded
+    # read 156: where every device computes at once the ideal line says it too
+    every = LoadSweepResult(2, 2, cap, [fast, group], step_flops=1e6, peak=1e12)
+    assert "not reachable here" not in str(every)
+    assert "communication): 2.0 ktokens/s; it bounds only layouts whose steps hold one " in (
+        str(every)
+    )
     near = LayoutSweep(
         "replicas", capacity(0.0038, 0.001, 4, 4), Spread(1000, 50), [point(400, 100, False)]
     )

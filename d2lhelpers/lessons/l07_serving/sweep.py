@@ -771,6 +771,8 @@ class LoadSweepResult(Reported):
                     f"±{relative_noise(cap):.0%}, is above it "
                     + ("beyond the noise (see the warning)" if beyond else "within the noise")
                 )
+        else:  # read 156: 'ideal' beside the groups' 8-slot rows read as their ceiling too
+            ideal_line += self.unbounded_note()
         lines += [ideal_line, self.regime()]
         if self.earlier is not None and self.same_setup(self.earlier):  # else: other work
             capacities = [(s.layout, s.capacity.tokens_per_s) for s in self.sweeps]
