@@ -61,6 +61,7 @@ def test_verdict_on_one_core_expects_queueing_not_a_broken_model():
     result = sweep([0.010, 0.020, 0.030, 0.040], cores=1)
     assert "holds" in result.verdict and "1 usable CPU core" in result.verdict
     assert "consistent with up to 1 chain running at the same time" in result.verdict
+    assert ", more taking turns on the core (inferred" in result.verdict  # read 157: one core
 
 
 def test_verdict_says_slower_and_flags_faster_than_the_model():

@@ -54,6 +54,11 @@ def cores_phrase(n: int | None = None) -> str:
     return f"{n} usable CPU core{'s' if n != 1 else ''}"
 
 
+def the_cores(n: int) -> str:
+    """'the core' on one usable core, else 'the cores' (read 157: 'the cores' on a 1-core run)."""
+    return "the core" if n == 1 else "the cores"
+
+
 SECONDS = {"s": 1.0, "ms": 1e-3, "µs": 1e-6, "ns": 1e-9}
 
 

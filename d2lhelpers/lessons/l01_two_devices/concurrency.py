@@ -17,7 +17,7 @@ from d2lhelpers.core.concurrency import devices_at_once, slowdown_model
 from d2lhelpers.core.counts import chain_bytes, chain_flops
 from d2lhelpers.core.progress import Steps
 from d2lhelpers.core.report import Reported, Table
-from d2lhelpers.core.units import cores_phrase, format_seconds, plural, usable_cores
+from d2lhelpers.core.units import cores_phrase, format_seconds, plural, the_cores, usable_cores
 from d2lhelpers.core.verdicts import (
     NOISY_IQR,
     Comparison,
@@ -128,7 +128,11 @@ class ConcurrencyResult(Reported):
             f"the model {where} holds within the noise for every k ({bands} one chain's time, "
             "both runs' noise): consistent with up to "  # read 156: an inference, said so
             f"{plural(together, 'chain')} running at the same time"
-            + (", more taking turns on the cores" if together < len(self.times) else "")
+            + (
+                f", more taking turns on {the_cores(self.cores)}"
+                if together < len(self.times)
+                else ""
+            )
             + " (inferred from the times and the core count, not traced)"
         )
 

@@ -483,9 +483,10 @@ def _turns(share: float, cores: int | None) -> str:
     if cores is None or cores >= 2 or share <= 0:
         return ""
     return (
-        f" (the worker process has {cores_phrase(cores)}, so its matmuls and the copy took turns "
-        "on it: in flight at once, not computing at once; the verdict from the times says "
-        "whether overlapping saved any time)"
+        f" (the worker process has {cores_phrase(cores)}, so its matmuls and its side of the "
+        "copy are expected to have taken turns on it, in flight at once but not computing at "
+        "once: one core runs one thread at a time, and a trace shows ops in flight, not which "
+        "ran; the verdict from the times says whether overlapping saved any time)"
     )
 
 

@@ -759,9 +759,10 @@ class LoadSweepResult(Reported):
         if self.at_once < self.n_devices:  # devices that share cores cannot all compute at once
             reachable = format_rate(self.reachable, "tokens/s")
             ideal_line += (
-                f"; not reachable here: {self.at_once} of the {self.n_devices} devices can "
-                f"compute at once on {cores_phrase(usable_cores())}, so {self.at_once}x one "
-                f"device, {reachable}, is the most by a model (each device's step is core time "
+                f"; by a model, not reachable here: {self.at_once} of the {self.n_devices} "
+                f"devices can compute at once on {cores_phrase(usable_cores())}, so "
+                f"{self.at_once}x one device, {reachable}, is the most by a model (each device's "
+                "step is core time "
                 f"that adds up on the shared cores; not traced){self.unbounded_note()}"
             )
             for s, beyond in self.above_reachable():
