@@ -145,13 +145,17 @@ def _digits_that_agree(a: Timed, b: Timed, measurable: bool, show) -> int:
         return 0  # no relative noise printed to read back
 
     def agrees(e: int) -> bool:
-        (x, nx), (y, ny) = (
-            (printed_value(show(m.median, e)), float(noise_text(m, e)[1:].split("%")[0]) / 100)
-            for m in (a, b)
-        )
-        return Comparison(x, y, x * nx + y * ny).measurable == measurable
+        shown = [(printed_value(show(m.median, e)), noise_text(m, e)) for m in (a, b)]
+        return printed_comparison(*shown).measurable == measurable
 
     return enough_digits(agrees, 0, 3, 3)
+
+
+def printed_comparison(a: tuple[float, str], b: tuple[float, str]) -> Comparison:
+    """`compare` as a reader rebuilds it from printed digits: each value (as read back) and its
+    printed noise ('±5.0% (floor)'), the band their relative noises' share of each, summed."""
+    (x, nx), (y, ny) = ((v, float(t.split("±")[1].split("%")[0]) / 100) for v, t in (a, b))
+    return Comparison(x, y, x * nx + y * ny)
 
 
 EACH_RUN_HOLDS = (

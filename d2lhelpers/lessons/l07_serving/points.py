@@ -27,13 +27,13 @@ from d2lhelpers.core.units import (
     usable_cores,
 )
 from d2lhelpers.core.verdicts import (
-    Comparison,
     Spread,
     compare,
     impossible,
     noise_of,
     noise_text,
     parts_between_runs,
+    printed_comparison,
     rates_as_judged,
 )
 from d2lhelpers.devices import check_fits, select_devices, setup_devices
@@ -396,13 +396,11 @@ class LoadPoint:
 
     def _reads_below(self, d: int) -> bool:
         """The saturated column's comparison (`saturated`) rebuilt from the printed digits."""
-        (arrived, a_noise), (made, m_noise) = (
-            (text.split(" ±")[0], float(text.split(" ±")[1].split("%")[0]) / 100)
-            for text in self._shown(d)
+        arrived, made = (text.split(" ±", 1) for text in self._shown(d))
+        c = printed_comparison(
+            (printed_value(made[0]), "±" + made[1]),
+            (float(arrived[0]) * self.n_out, "±" + arrived[1]),
         )
-        asked = float(arrived) * self.n_out
-        made = printed_value(made)
-        c = Comparison(made, asked, made * m_noise + asked * a_noise)
         return c.measurable and c.a < c.b
 
     def row(self) -> list:
