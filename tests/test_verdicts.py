@@ -384,6 +384,25 @@ def test_two_runs_are_read_part_by_part_against_both_noises():
         "pipeline: 3.34 ktok/s ±5.0% (floor) here, 3.70 ktok/s ±5.4% in the other run: within "
         "both noises"
     )
+    # the same for times below a second, in format_seconds' own units
+    times = parts_between_runs(
+        [("step", Spread(3.339e-3, 0.04 * 3.339e-3), Spread(3.704e-3, 0.054 * 3.704e-3))], "x"
+    )
+    assert times.startswith("step: 3.339 ms ±5.0% (floor) here, 3.704 ms ±5.4% in the other run")
+    # a part at 0 prints its spread, not a ± to read back: its usual digits
+    zero = parts_between_runs([("z", Spread(0.0, 0.0), Spread(1e-3, 5e-5))], "x")
+    assert zero.startswith("z: 0.0 µs (median 0, IQR 0) here, 1.00 ms ±5% in the other run")
+    zero = parts_between_runs([("z", Spread(1e-3, 5e-5), Spread(0.0, 0.0))], "x")
+    assert zero.startswith("z: 1.00 ms ±5% here, 0.0 µs (median 0, IQR 0) in the other run")
+
+
+def test_a_comparison_is_rebuilt_from_its_printed_digits():
+    from d2lhelpers.core.verdicts import printed_comparison
+
+    # 100 ±5% against 110.5 ±5%: 10.5 apart, 5 + 5.525 allowed: within
+    within = printed_comparison((100.0, "±5%"), (110.5, "±5.0% (floor)"))
+    assert within.noise == pytest.approx(10.525) and not within.measurable
+    assert printed_comparison((100.0, "±5%"), (111.0, "±5%")).measurable
 
 
 def test_two_rates_get_the_digits_that_show_their_verdict():

@@ -121,7 +121,7 @@ def parts_between_runs(
         where = (
             "within both noises"
             if not c.measurable
-            else f"{c.ratio:.2f}x, beyond both noises ({show(c.noise)})"
+            else f"{f'{c.ratio:.2f}x, ' if c.b else ''}beyond both noises ({show(c.noise)})"
         )
         e = _digits_that_agree(mine, theirs, c.measurable, show)
         said.append(
