@@ -237,9 +237,9 @@ class SeedComputeResult(Reported):
             f"{_rate_words(slowest_copy_rate())} would take longer than all of 'GPU1 time'.",
             "Cannot tell whether GPU 1 had finished: 'GPU1 & GPU2' waits only for GPU 2's last "
             "result (the seed's code calls run(x_gpu1) without .numpy(), and the book's "
-            "Benchmark, in d2l's own library, starts and stops a timer and syncs no device; "
-            "this notebook's d2l.Benchmark syncs every device: how it is built, not shown by a "
-            "cell).",
+            "Benchmark, in d2l's own library, starts and stops a timer and syncs no device "
+            "(read in d2l's source, its `Benchmark` class; not shown here); this notebook's "
+            "d2l.Benchmark syncs every device: how it is built, not shown by a cell).",
             "Cannot tell how many of the 50 products ran: the seed names no GPU, so no rate "
             "above can be checked against its own GPU's peak; "
             + _against_datasheet([seed_rate(SEED_000_MATMULS, r) for r in self.copy_rates])

@@ -26,6 +26,14 @@ def sweep(times, kind="logical CPU", cores=2, n=20):
     return ConcurrencyResult(512, n, kind, ms, cores)
 
 
+def test_a_row_below_its_model_prints_the_digits_that_show_it():
+    # read 158: 'its speedup above the model's is noise' beside a printed 2.00 and model 2.00
+    row = sweep([0.010, 0.00997]).tables()[0].rows[1]
+    assert row[3:5] == ["0.997x", "1.000x"] and row[6] == "2.006"
+    assert row[5].endswith("; its speedup above the model's is noise, not a result")
+    assert sweep([0.010, 0.0101]).tables()[0].rows[1][3:5] == ["1.01x", "1.00x"]
+
+
 def test_the_result_reads_the_model_for_its_kind_and_cores():
     assert sweep([1.0, 1.0, 1.0, 1.0]).model == [1.0, 1.0, 1.5, 2.0]
     assert sweep([1.0, 1.0, 1.0], cores=1).model == [1.0, 2.0, 3.0]

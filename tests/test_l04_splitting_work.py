@@ -489,6 +489,9 @@ def test_a_bubble_change_prints_the_digits_that_show_its_verdict():
         "no measurable difference between the two bubbles (34% -> 44%: up 10 points, within the "
         "56 the two bands allow for a rise)"
     )
+    # read 158: 'down 25 points, within the 25' printed a tie: a decimal more shows it within
+    tie = words((0.42, 0.12, 0.06), (0.1701, 0.10, 0.1312))  # 24.99 points inside 25.12
+    assert "(42.0% -> 17.0%: down 25.0 points, within the 25.1 the two bands allow" in tie
     grew = words((0.10, 0.02, 0.02), (0.30, 0.02, 0.02))
     assert grew.startswith("more microbatches measurably grew the bubble here: 10% -> 30%, up 20")
 

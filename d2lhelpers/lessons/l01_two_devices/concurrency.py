@@ -17,7 +17,14 @@ from d2lhelpers.core.concurrency import devices_at_once, slowdown_model
 from d2lhelpers.core.counts import chain_bytes, chain_flops
 from d2lhelpers.core.progress import Steps
 from d2lhelpers.core.report import Reported, Table
-from d2lhelpers.core.units import cores_phrase, format_seconds, plural, the_cores, usable_cores
+from d2lhelpers.core.units import (
+    cores_phrase,
+    format_seconds,
+    plural,
+    ratio_beside,
+    the_cores,
+    usable_cores,
+)
 from d2lhelpers.core.verdicts import (
     NOISY_IQR,
     Comparison,
@@ -165,15 +172,18 @@ class ConcurrencyResult(Reported):
                 reading += f" (band {low / one:.2f}x to {(c.b + c.noise) / one:.2f}x)"
                 if not c.measurable and c.a < c.b:  # as notebook 04 reads it (read 73)
                     reading += "; its speedup above the model's is noise, not a result"
+            # read 158: below the model, the digits that show it ('2.00' beside a 2.00 model)
+            shown = ratio_beside(slow, want) if c is not None and c.a < c.b else f"{slow:.2f}"
+            d = len(shown.partition(".")[2].partition(" ")[0])
             rows.append(
                 [
                     k,
                     format_seconds(m.median),
                     noise_text(m),
-                    f"{slow:.2f}x",
-                    "-" if want is None else f"{want:.2f}x",
+                    f"{shown}x",
+                    "-" if want is None else f"{want:.{d}f}x",
                     reading,
-                    f"{speed:.2f}",
+                    f"{speed:.{d}f}",
                 ]
             )
             flags += [f"{m.label}: {w}" for w in m.warnings]

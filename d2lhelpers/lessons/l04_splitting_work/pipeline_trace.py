@@ -229,7 +229,12 @@ class BubbleComparisonResult(Reported):
             return gap, down, up
 
         verdict = side(few.measured_bubble - many.measured_bubble, shrank, grew)
-        d = enough_digits(lambda d: side(*printed(d)) == verdict, 0, 2, past=3)
+
+        def shows(d: int) -> bool:  # read 158: 'down 25, within the 25' read as a tie
+            gap, down, up = printed(d)
+            return side(gap, down, up) == verdict and gap not in (down, -up)
+
+        d = enough_digits(shows, 0, 2, past=3)
         gap, down, up = printed(d)
         change = (
             f"{points(few.measured_bubble, d):.{d}f}% -> {points(many.measured_bubble, d):.{d}f}%"
