@@ -383,6 +383,11 @@ def test_differences_inside_the_noise_are_no_measurable_difference():
     assert result.hidden_text() == (  # read 147: the value and the cut-off, both said
         "too noisy to tell: 20% ±139%, a band wider than the ±50% this notebook reads a share from"
     )
+    # read 159: '±50%, a band wider than the ±50%': the digits that show it past the cut-off
+    edge = fake_result(0.030, 0.010, 0.038, 0.036, spread=0.078)  # a band of 50.2%
+    assert edge.hidden_text().startswith(
+        "too noisy to tell: 20% ±50.2%, a band wider than the ±50%"
+    )
     quieter = fake_result(0.030, 0.010, 0.038, 0.0375, spread=0.02)
     assert quieter.hidden_text() == "none measurable (±40%)"
 

@@ -29,6 +29,7 @@ from d2lhelpers.core.units import (
     format_bytes,
     format_rate,
     format_seconds,
+    percent_beside,
     ratio_beside,
 )
 from d2lhelpers.core.verdicts import (
@@ -211,7 +212,9 @@ class ComputeCopyResult(TwoParts, Reported):
         if band > MAX_HIDDEN_BAND:  # read 147: the cut-off said, and the value kept back
             value = f"{h:.0%} " if 0 <= h <= 1 else ""  # a share outside 0..100% is noise
             return (
-                f"too noisy to tell: {value}±{band:.0%}, a band wider than the "
+                # read 159: '±50%, a band wider than the ±50%': the digits that show it wider
+                f"too noisy to tell: {value}±{percent_beside(band, MAX_HIDDEN_BAND)}, a band "
+                "wider than the "
                 f"±{MAX_HIDDEN_BAND:.0%} this notebook reads a share from"
             )
         if h + band < 0:
