@@ -558,7 +558,18 @@ def test_with_its_all_reduce_job_the_sweep_counts_the_fits_band_and_reads_a_miss
     assert "not read as the model missing" not in said and said in str(far)
     assert l06.break_even(far).ring_band_s == pytest.approx(band)  # the sweep's own job
     # read 129: the break-even answer says when it comes from a model that missed this step
-    assert far.model_misses(far.jobs[1]) == pytest.approx(-0.5)
+    assert far.model_misses(far.jobs[1]) == "-50%"
+    # read 159: '-19% ... outside (±19%)': at the band's edge, the digits that show it past
+    edge_s = (predicted - 0.05e-3 - band) / 1.05 * (1 - 1e-4)
+    edge = l06.TrainingSweepResult(
+        [_fake_training(1, 1e-3), _fake_training(2, edge_s)], None, 2, allreduce=job
+    )
+    gap, spread = re.search(
+        r"([-+][\d.]+)% from the model, outside .*\(±([\d.]+)%\)",
+        (edge.model_sentence(edge.jobs[1])),
+    ).groups()
+    assert abs(float(gap)) > float(spread) and "." in gap
+    assert edge.model_misses(edge.jobs[1]) == f"{gap}%"
     assert inside.model_misses(inside.jobs[1]) is None
     assert without.model_misses(without.jobs[1]) is None  # the fit's band unknown: not a miss
     answer = l06.break_even(far)

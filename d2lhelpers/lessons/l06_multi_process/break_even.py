@@ -42,7 +42,7 @@ class BreakEvenResult(Reported):
     measured: str  # this run's own K-vs-one sentence
     outcome: str  # and its outcome: 'win', 'lose' or 'tie' (`scaling_outcome`)
     ring_band_s: float | None = None  # the all-reduce's band from the fit's (None: not known)
-    model_gap: float | None = None  # where the sweep's model missed K workers' step: the gap
+    model_gap: str | None = None  # where the sweep's model missed K workers' step: the gap
 
     @property
     def needed_s(self) -> float | None:
@@ -133,7 +133,7 @@ class BreakEvenResult(Reported):
                 judged += "how close its step time came is the sentence under the sweep's table"
             else:  # read 129: an answer from a model that missed this very step, said so
                 judged += (
-                    f"but its step missed the measured one ({self.model_gap:+.0%}, beyond the "
+                    f"but its step missed the measured one ({self.model_gap}, beyond the "
                     "noise: the sentence under the sweep's table), so the compute needed above "
                     "is the model's estimate, not a threshold this run measured"
                 )

@@ -28,7 +28,7 @@ from d2lhelpers.core.units import (
     format_seconds,
     usable_cores,
 )
-from d2lhelpers.core.verdicts import Comparison, relative_noise
+from d2lhelpers.core.verdicts import Comparison, agreeing_digits, relative_noise
 from d2lhelpers.lessons.l06_multi_process.allreduce import AllReduceJobResult
 from d2lhelpers.lessons.l06_multi_process.jobs import (
     machine_defaults,
@@ -234,6 +234,14 @@ def scaling_sentence(job: TrainingJobResult, one: TrainingJobResult) -> str:
     )
 
 
+def _gap_and_band(c: Comparison) -> tuple[str, str]:
+    """('-19.4%', '±19.3%'): a step's gap from the model's and the band it is read against,
+    relative to the model's, with the decimals at which the digits show the verdict (read 159:
+    '-19% ... outside (±19%)')."""
+    d = agreeing_digits(c.a / c.b, c.noise / c.b, c.measurable) - 2
+    return f"{c.a / c.b - 1:+.{d}%}", f"±{c.noise / c.b:.{d}%}"
+
+
 def link_of(link, allreduce):
     """The link a training sweep's model uses: `link`, or the fit of `allreduce` (an
     `AllReduceJobResult`); refused when both are given and disagree."""
@@ -302,13 +310,13 @@ class TrainingSweepResult(Reported):
         noise = step_noise + compute * relative_noise(one.per_sample) + (band or 0.0)
         return Comparison(job.step_s, predicted, noise), noise, band, compute, step_noise
 
-    def model_misses(self, job: TrainingJobResult) -> float | None:
-        """The measured step's gap from the model's, relative, where the model misses it (beyond
-        the noise with the fit's band counted, as `model_sentence` says); else None."""
+    def model_misses(self, job: TrainingJobResult) -> str | None:
+        """The measured step's gap from the model's ('-19.4%'), as `model_sentence` prints it,
+        where the model misses it (beyond the noise with the fit's band counted); else None."""
         found = self._against_model(job)
         if found is None or found[2] is None or not found[0].measurable:
             return None
-        return found[0].a / found[0].b - 1
+        return _gap_and_band(found[0])[0]
 
     def model_sentence(self, job: TrainingJobResult) -> str | None:
         """The measured step against the model's, beyond the noise of both step times and the
@@ -324,18 +332,19 @@ class TrainingSweepResult(Reported):
             f"{job.n_workers} workers: measured step {format_seconds(job.step_s)}, the model's "
             f"{format_seconds(predicted)}"
         )
+        shown, spread = _gap_and_band(c)
         if not c.measurable:
-            return f"{said}: within the noise of {counted} (±{noise / predicted:.0%})"
-        gap = f"{(job.step_s - predicted) / predicted:+.0%} from the model"
+            return f"{said}: within the noise of {counted} ({spread})"
+        gap = f"{shown} from the model"
         if band is None:  # read 102: the fit's band, printed two cells later, covered a -14%
             said += (
-                f": {gap}, outside the noise of the step times (±{noise / predicted:.0%}), but the "
+                f": {gap}, outside the noise of the step times ({spread}), but the "
                 "alpha-beta fit's own band is not counted here (no all-reduce job given), so this "
                 "is not read as the model missing"
             )
         else:  # read 103: with the fit's band counted, a gap beyond it is the model's miss
             said += (
-                f": {gap}, outside the noise of {counted} (±{noise / predicted:.0%}): the model "
+                f": {gap}, outside the noise of {counted} ({spread}): the model "
                 f"misses at {job.n_workers} workers (its step is "
                 f"{'longer' if predicted > job.step_s else 'shorter'} than the measured one)"
             )
