@@ -1028,7 +1028,7 @@ def test_a_sum_of_servers_above_what_computes_at_once_is_called_a_rough_bound():
     refuted = two.summed_note(Spread(3400, 170))
     assert refuted.endswith(
         "2.3 ktok/s ±5%, beyond both noises; but this window served 3.4 ktok/s ±5%, above 2.3 "
-        "ktok/s beyond both noises, which does not fit the model that 1 server computes at a "
+        "ktok/s ±5% beyond both noises, which does not fit the model that 1 server computes at a "
         "time, each as fast as the fastest did: its premise fails here (a step timed beside "
         "another server's is not all core time: part of it was waiting, a hypothesis, not "
         "traced), so the sum is not shown to overstate what this machine serves: a rough bound, "
@@ -1108,11 +1108,12 @@ def test_failure_rows_are_read_against_what_the_devices_computing_at_once_allow(
     given = FailureResult([run], 1, sweep)
     assert given.tables()[0].verdicts[0] == (
         "replicas: after / before 0.50, not read against min(n - 1, 1) / min(n, 1) = 1.00: its "
-        "window before the loss, 1.0 ktok/s ±5% (floor), above 307.7 tok/s from the sweep beyond "
-        "both noises; its window after the loss, 500.0 tok/s ±5% (floor), above 1x one device's "
-        "(307.7 tok/s from the sweep) beyond both noises, not a result; its measured capacity is "
-        "not read either: 1.1 ktok/s ±5% (floor), above 307.7 tok/s from the sweep beyond both "
-        "noises, so the model's premise, the window before at capacity, is untested here"
+        "window before the loss, 1.0 ktok/s ±5% (floor), above 307.7 tok/s ±5% (floor) from the "
+        "sweep beyond both noises; its window after the loss, 500.0 tok/s ±5% (floor), above 1x "
+        "one device's (307.7 tok/s ±5% (floor) from the sweep) beyond both noises, not a result; "
+        "its measured capacity is not read either: 1.1 ktok/s ±5% (floor), above 307.7 tok/s ±5% "
+        "(floor) from the sweep beyond both noises, so the model's premise, the window before at "
+        "capacity, is untested here"
     )
     assert "(a window above what the devices allow: not a result)" in given.verdict
     assert "is not read (the table says so too)" in given.against_reachable()  # its own sweep
@@ -1144,8 +1145,8 @@ def test_failure_rows_are_read_against_what_the_devices_computing_at_once_allow(
     assert inside.startswith("replicas: throughput after is 0.50x")  # the windows are read
     assert inside.endswith(
         "; its measured capacity is not read either: 1.1 ktok/s ±5% (floor), above 1.0 ktok/s "
-        "from the sweep, within both noises, so the model's premise, the window before at "
-        "capacity, is untested here"
+        "±5% (floor) from the sweep, within both noises, so the model's premise, the window "
+        "before at capacity, is untested here"
     )
     assert "served 0.91x" in FailureResult([run], 1).tables()[0].verdicts[0]  # no sweep: read
     assert "served 0.91x" not in inside

@@ -413,16 +413,28 @@ def test_two_rates_get_the_digits_that_show_their_verdict():
     bound = SimpleNamespace(median=2820.0, iqr=0.076 * 2820)
     within = SimpleNamespace(median=3170.0, iqr=10.0)
     assert not compare(within, bound).measurable
-    assert rates_as_judged(within, bound, "tok/s") == ("3.17 ktok/s", "2.82 ktok/s")
+    assert rates_as_judged(within, bound, "tok/s") == ("3.17 ktok/s ±5% (floor)", "2.82 ktok/s ±8%")
     beyond = SimpleNamespace(median=3250.0, iqr=10.0)
     assert compare(beyond, bound).measurable
-    assert rates_as_judged(beyond, bound, "tok/s") == ("3.2 ktok/s", "2.8 ktok/s")  # as usual
+    assert rates_as_judged(beyond, bound, "tok/s") == ("3.2 ktok/s ±5% (floor)", "2.8 ktok/s ±8%")
     # Read 116's rule at its last resort: a gap this close to the summed bands reads the other
     # way at 2 and 3 decimals, so 4 are printed.
     close = SimpleNamespace(median=1361.7665502230002, iqr=0.0)
     below = SimpleNamespace(median=1232.3263005989436, iqr=0.0)
-    assert rates_as_judged(close, below, "tok/s") == ("1.3618 ktok/s", "1.2323 ktok/s")
+    assert rates_as_judged(close, below, "tok/s") == (
+        "1.3618 ktok/s ±5% (floor)",
+        "1.2323 ktok/s ±5% (floor)",
+    )
     # Different prefixes stay as `format_rate` prints them where those digits read as judged.
     assert rates_as_judged(
         SimpleNamespace(median=1050.0, iqr=0.0), SimpleNamespace(median=999.0, iqr=0.0), "tok/s"
-    ) == ("1.1 ktok/s", "999.0 tok/s")
+    ) == ("1.1 ktok/s ±5% (floor)", "999.0 tok/s ±5% (floor)")
+    # read 159: '4.1410 ktok/s' and '±6%' beside '3.7076 ktok/s ±5%' read within; the noises'
+    # digits decided it, so they get decimals too
+    value = SimpleNamespace(median=4141.0, iqr=0.0596 * 4141)
+    reach = SimpleNamespace(median=3707.6, iqr=0.0)
+    assert compare(value, reach).measurable
+    assert rates_as_judged(value, reach, "tok/s") == (
+        "4.141 ktok/s ±5.96%",
+        "3.708 ktok/s ±5.00% (floor)",
+    )

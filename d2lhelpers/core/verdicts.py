@@ -362,26 +362,35 @@ def agreeing_digits(ratio: float, band: float, beyond: bool) -> int:
 
 
 def rates_as_judged(a: Timed, b: Timed, unit: str) -> tuple[str, str]:
-    """Two rates as `format_rate` prints them, or with a shared prefix and up to 4 decimals
-    where those digits would let a reader, from the printed medians and `noise_text` bands,
-    reach the other verdict than `compare(a, b)` (read 116: 3.2 ktok/s ±5% 'within both noises'
-    of 2.8 ktok/s ±8%)."""
+    """Two rates, each with its `noise_text`, as `format_rate` prints them, or with a shared
+    prefix and up to 4 decimals, and their noises with up to 2 decimals, where fewer digits
+    would let a reader, from the printed medians and bands, reach the other verdict than
+    `compare(a, b)` (read 116: 3.2 ktok/s ±5% 'within both noises' of 2.8 ktok/s ±8%; read 159:
+    4.1410 ktok/s ±6% beside 3.7076 ktok/s ±5%, whose noises' digits decided it)."""
     beyond = compare(a, b).measurable
-    bands = [round(relative_noise(m), 2) for m in (a, b)]  # as '±5%' prints them
 
-    def reads(x: float, y: float) -> bool:
-        return (abs(x - y) > x * bands[0] + y * bands[1]) == beyond
+    def reads(texts: list[str]) -> bool:
+        shown = [(printed_value(t), t.partition(" ")[2].partition(" ")[2]) for t in texts]
+        return printed_comparison(*shown).measurable == beyond
 
-    plain = [format_rate(m.median, unit) for m in (a, b)]
-    if reads(*(_SCALES[p.split()[1].removesuffix(unit)] * float(p.split()[0]) for p in plain)):
-        return plain[0], plain[1]
-    prefix = format_rate(max(a.median, b.median), unit).split()[1].removesuffix(unit)
+    def plain(e: int) -> list[str]:
+        return [f"{format_rate(m.median, unit)} {noise_text(m, e)}" for m in (a, b)]
 
-    def shown(d: int) -> list[float]:
-        return [round(m.median / _SCALES[prefix], d) for m in (a, b)]
+    prefix = format_rate(max(a.median, b.median), unit).split()[1]
 
-    d = enough_digits(lambda d: reads(*shown(d)), 2, 3, past=4)
-    return tuple(f"{x:.{d}f} {prefix}{unit}" for x in shown(d))
+    def shared(d: int, e: int) -> list[str]:
+        return [
+            f"{m.median / _SCALES[prefix.removesuffix(unit)]:.{d}f} {prefix} {noise_text(m, e)}"
+            for m in (a, b)
+        ]
+
+    for e in range(3):  # the noises' decimals, then the rates'
+        if reads(plain(e)):
+            return tuple(plain(e))
+        d = enough_digits(lambda d, e=e: reads(shared(d, e)), 2, 4)
+        if d is not None:
+            return tuple(shared(d, e))
+    return tuple(shared(4, 2))
 
 
 _SCALES = {"T": 1e12, "G": 1e9, "M": 1e6, "k": 1e3, "": 1.0}  # `format_rate`'s prefixes

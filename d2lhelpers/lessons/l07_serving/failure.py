@@ -404,11 +404,11 @@ class FailureResult(Reported):
             c = compare(value, most)
             if c.a <= c.b:
                 continue
-            shown, bound = rates_as_judged(value, most, "tok/s")
+            shown, bound = rates_as_judged(value, most, "tok/s")  # each with its noise
             it = f"{bound} from the sweep"
             it = it if k is None else f"{k}x one device's ({it})"
             where = self._where(it, c, why=False)  # the sentence says 'not a result'
-            said = f"{shown} {noise_text(value)}, {where}"
+            said = f"{shown}, {where}"
             if name == "capacity":
                 capacity = said
             else:
@@ -446,12 +446,13 @@ class FailureResult(Reported):
                 )
             for name, value, most, k in readings:
                 c = compare(value, most)
-                shown, bound = rates_as_judged(value, most, "tok/s")
+                shown, bound = rates_as_judged(value, most, "tok/s")  # each with its noise
                 if k is not None:
                     it = f"{k}x one device's ({bound})"
                 else:  # the digits the ceiling above printed, or more where they would mislead
-                    it = "it" if bound == format_rate(most.median, "tok/s") else f"it ({bound})"
-                said.append(f"{r.layout} {name}: {shown} {noise_text(value)}, {self._where(it, c)}")
+                    usual = f"{format_rate(most.median, 'tok/s')} {noise_text(most)}"
+                    it = "it" if bound == usual else f"it ({bound})"
+                said.append(f"{r.layout} {name}: {shown}, {self._where(it, c)}")
                 if name == "capacity" and c.a > c.b and r.utilisation is not None:
                     said.append(  # read 70: the share read the window against this capacity
                         f"so the share of its capacity {r.layout} served before the loss, in the "

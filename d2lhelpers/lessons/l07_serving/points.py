@@ -143,7 +143,7 @@ class Capacity:
         if served is not None and compare(served, fastest).a_slower:  # served above it
             shown, bound = rates_as_judged(served, fastest, "tok/s")
             return (
-                f"{said}; but this window served {shown} {noise_text(served)}, above {bound} "
+                f"{said}; but this window served {shown}, above {bound} "
                 f"beyond both noises, which does not fit {model}: its premise fails here (a "
                 "step timed beside another server's is not all core time: part of it was "
                 "waiting, a hypothesis, not traced), so the sum is not shown to overstate what "

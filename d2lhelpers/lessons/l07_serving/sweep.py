@@ -477,13 +477,14 @@ class LoadSweepResult(Reported):
         c = compare(value, reach)
         if c.a <= c.b:
             return ""
-        shown, bound = rates_as_judged(value, reach, "tok/s")
+        shown, bound = rates_as_judged(value, reach, "tok/s")  # each with its noise
         # Where the usual digits would read the other way, the value too, at these digits.
-        digits = "" if bound == format_rate(reach.median, "tok/s") else f" ({shown} against it)"
-        if shown == bound:  # read 136: '3.2 ktok/s ... above 3.2 ktok/s': the ratio says how far
-            digits = f" ({ratio_beside(c.ratio)}x it)"
+        usual = f"{format_rate(reach.median, 'tok/s')} {noise_text(reach)}"
+        digits = "" if bound == usual else f" ({shown} against it)"
+        if shown.partition(" ±")[0] == bound.partition(" ±")[0]:  # read 136: '3.2 ktok/s ...
+            digits = f" ({ratio_beside(c.ratio)}x it)"  # above 3.2 ktok/s': the ratio says
         return (
-            f"above {bound} {noise_text(reach)} ({reach_label(self.at_once)}), "
+            f"above {bound} ({reach_label(self.at_once)}), "
             f"{'beyond' if c.measurable else 'within'} both noises{digits}"
             + above_reach_words(c.measurable)
         )
