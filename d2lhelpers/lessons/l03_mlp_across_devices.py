@@ -34,6 +34,7 @@ from d2lhelpers.core.units import (
     format_seconds,
     plural,
     rate_and_share,
+    the_cores,
     usable_cores,
 )
 from d2lhelpers.core.verdicts import (
@@ -126,9 +127,10 @@ def overlap_sentence(rows: Sequence[OpEvent], devices: Sequence[Device | str]) -
     cores = usable_cores()
     if share > 0 and not on_gpu() and cores < len(names):  # read 122: not beside 0%
         sentence += (
-            f" (with {cores_phrase(cores)}, ops shown at the same time took turns on the "
-            "cores: in flight at once, not computing at once; the verdict from the times below "
-            "says whether splitting saved any time)"
+            f" (with {cores_phrase(cores)}, ops shown at the same time are expected to have "
+            f"taken turns on {the_cores(cores)}, in flight at once but not computing at once: "
+            "one core runs one thread at a time, and a trace shows ops in flight, not which ran; "
+            "the verdict from the times below says whether splitting saved any time)"
         )
     return sentence
 
