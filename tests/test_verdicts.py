@@ -390,6 +390,8 @@ def test_two_runs_are_read_part_by_part_against_both_noises():
     )
     assert times.startswith("step: 3.339 ms ±5.0% (floor) here, 3.704 ms ±5.4% in the other run")
     # a part at 0 prints its spread, not a ± to read back: its usual digits
+    gone = parts_between_runs([("z", Spread(1e-3, 5e-5), Spread(0.0, 0.0))], "x")
+    assert "in the other run: beyond both noises (50.0 µs)" in gone  # no ratio to a 0
     zero = parts_between_runs([("z", Spread(0.0, 0.0), Spread(1e-3, 5e-5))], "x")
     assert zero.startswith("z: 0.0 µs (median 0, IQR 0) here, 1.00 ms ±5% in the other run")
     zero = parts_between_runs([("z", Spread(1e-3, 5e-5), Spread(0.0, 0.0))], "x")
@@ -437,4 +439,11 @@ def test_two_rates_get_the_digits_that_show_their_verdict():
     assert rates_as_judged(value, reach, "tok/s") == (
         "4.141 ktok/s ±5.96%",
         "3.708 ktok/s ±5.00% (floor)",
+    )
+    # where the rates' usual digits do and only the noises' need one more
+    noisy = SimpleNamespace(median=4091.0, iqr=0.0751 * 4091)
+    assert compare(noisy, SimpleNamespace(median=3600.0, iqr=0.0)).measurable  # 7.5% decides
+    assert rates_as_judged(noisy, SimpleNamespace(median=3600.0, iqr=0.0), "tok/s") == (
+        "4.1 ktok/s ±7.5%",
+        "3.6 ktok/s ±5.0% (floor)",
     )

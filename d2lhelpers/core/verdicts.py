@@ -384,13 +384,13 @@ def rates_as_judged(a: Timed, b: Timed, unit: str) -> tuple[str, str]:
             for m in (a, b)
         ]
 
-    for e in range(3):  # the noises' decimals, then the rates'
+    for e in range(3):  # the noises' decimals, then the rates'; at the last, the most of both
         if reads(plain(e)):
             return tuple(plain(e))
-        d = enough_digits(lambda d, e=e: reads(shared(d, e)), 2, 4)
+        d = enough_digits(lambda d, e=e: reads(shared(d, e)), 2, 4, past=4 if e == 2 else None)
         if d is not None:
             return tuple(shared(d, e))
-    return tuple(shared(4, 2))
+    raise AssertionError("unreachable: the last pass always returns")
 
 
 _SCALES = {"T": 1e12, "G": 1e9, "M": 1e6, "k": 1e3, "": 1.0}  # `format_rate`'s prefixes
