@@ -582,6 +582,10 @@ def test_single_samples_outside_their_runs_band_are_named():
     edge = [sample("at the band", 0.0524), sample("past it", 0.0526)]  # 50 ms ±2.5 ms
     said = l01.single_samples_verdict(list(zip(edge, runs[:2], strict=True)))
     assert "'past it'" in said and "'at the band'" not in said
+    # read 160: '1.05x' beside '±5%' listed outside: the digits that show it past 1.05
+    assert "'past it' 52.60 ms is 1.052x the median of its 5 runs (50.00 ms ±5% (floor))" in said
+    below = l01.single_samples_verdict([(sample("short", 0.0474), runs[0])])
+    assert "'short' 47.40 ms is 0.948x the median" in below  # past 0.95 on the other side
 
 
 def test_separate_calls_verdict_tells_overlap_from_sequence():

@@ -261,6 +261,8 @@ def test_the_table_prints_each_measured_time_with_its_noise_and_the_model_withou
     run = _pipeline(step=0.625, busy=1.0)
     (table,) = run.tables()
     assert table.columns[:3] == ("run", "time per batch", "noise")
+    # read 160: the speedup's ± is said to be its band against 1x, not the reachable's
+    assert table.columns[4] == "speedup vs one device (± its band against 1x)"
     noise = {row[0]: row[2] for row in table.rows}
     assert noise["one device"] == "±5% (floor)"  # identical times: the noise floor, and it says so
     # read 156: a pipeline's model names the idle time its schedule leaves

@@ -34,6 +34,9 @@ from d2lhelpers.timing.interleaved import ROUNDS, measure_in_turns
 
 # What the reachable speedup assumes (read 82: 'reachable here' read as this busy machine's)
 REACHABLE_IS = "a model: hand-overs free, no other program on the usable cores"
+# the ± is the band of the time comparison with one device, on the speedup: it says which side of
+# 1x the run is, and is not the band the reachable is read against (that one: the times')
+SPEEDUP_COLUMN = "speedup vs one device (± its band against 1x)"
 
 
 def communication_note(kind: str) -> str:
@@ -419,7 +422,9 @@ class ParallelResult(Reported):
         return [
             Table(
                 f"{self.scheme}: a batch of {self.samples} rows",
-                ("run", "time per batch", "noise", "samples/s", "speedup vs one device"),
+                # read 160: '1.57x ± 0.39' read against the reachable 2.00x below it: the band
+                # is the one-device comparison's, as the header says
+                ("run", "time per batch", "noise", "samples/s", SPEEDUP_COLUMN),
                 rows,
                 [self.verdict, *self.details()],
                 self.flags(),

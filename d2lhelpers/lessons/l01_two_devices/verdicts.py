@@ -4,7 +4,14 @@ and the devices' combined rate against the usable cores' baseline, each read fro
 from __future__ import annotations
 
 from d2lhelpers.core.concurrency import slowdown_model
-from d2lhelpers.core.units import cores_phrase, format_rate, format_seconds, plural, usable_cores
+from d2lhelpers.core.units import (
+    cores_phrase,
+    format_rate,
+    format_seconds,
+    plural,
+    ratio_beside,
+    usable_cores,
+)
 from d2lhelpers.core.verdicts import (
     LIKELY_CAUSES,
     UNTESTED,
@@ -72,8 +79,13 @@ def single_samples_verdict(pairs) -> str:
             f"Each single sample above ({samples}) lies within the band of its repeated runs: "
             "this time one sample agreed with them, which it need not"
         )
+
+    def ratio(b, m) -> str:  # read 160: '1.05x' beside '±5%' listed as outside: the digits
+        r, edge = b.elapsed / m.median, noise_of(m) / m.median
+        return ratio_beside(r, 1 + edge if r > 1 else 1 - edge)
+
     said = "; ".join(
-        f"'{b.description}' {format_seconds(b.elapsed)} is {b.elapsed / m.median:.2f}x the "
+        f"'{b.description}' {format_seconds(b.elapsed)} is {ratio(b, m)}x the "
         f"median of its {len(m.times)} runs ({format_seconds(m.median)} {noise_text(m)})"
         for b, m in outside
     )

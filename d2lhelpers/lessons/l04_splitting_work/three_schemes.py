@@ -23,7 +23,7 @@ from d2lhelpers.core.verdicts import compare, noise_text
 from d2lhelpers.devices import on_gpu, setup_devices
 from d2lhelpers.parallel.pipeline_runs import MAX_PIECES, check_pipeline, run_pipeline_parallel
 from d2lhelpers.parallel.replica_runs import check_replicas, run_replicas
-from d2lhelpers.parallel.result import ParallelResult
+from d2lhelpers.parallel.result import SPEEDUP_COLUMN, ParallelResult
 from d2lhelpers.parallel.tensor_parallel_runs import check_tensor_parallel, run_tensor_parallel
 from d2lhelpers.timing.estimate import (
     CALL_S,
@@ -210,7 +210,7 @@ class ThreeSchemesResult(Reported):
             "time per batch",
             "one device's (its speedup's yardstick)",
             "samples/s",
-            "speedup vs one device",
+            SPEEDUP_COLUMN,
             "reachable here (model)",
             "its time against the reachable's",
             "outcome vs one device",
