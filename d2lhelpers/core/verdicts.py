@@ -123,7 +123,7 @@ def parts_between_runs(
             if not c.measurable
             else f"{f'{c.ratio:.2f}x, ' if c.b else ''}beyond both noises ({show(c.noise)})"
         )
-        e = _digits_that_agree(mine, theirs, c.measurable, show)
+        e = digits_that_agree(mine, theirs, c.measurable, show)
         said.append(
             f"{name}: {show(mine.median, e)} {noise_text(mine, e)} here, "
             f"{show(theirs.median, e)} {noise_text(theirs, e)} in {other}: {where}"
@@ -137,7 +137,7 @@ def parts_between_runs(
     return "; ".join(said)
 
 
-def _digits_that_agree(a: Timed, b: Timed, measurable: bool, show) -> int:
+def digits_that_agree(a: Timed, b: Timed, measurable: bool, show=format_seconds) -> int:
     """Decimals past `show`'s usual ones (up to 3) at which a and b and their noises, read back
     from the printed digits, give `compare`'s verdict (read 155: '3.3 ktok/s ±5%' and '3.7
     ktok/s ±5%' printed beside 'within both noises')."""
