@@ -440,6 +440,14 @@ def test_two_rates_get_the_digits_that_show_their_verdict():
         "4.141 ktok/s ±5.96%",
         "3.708 ktok/s ±5.00% (floor)",
     )
+    # read 160: two different rates are never printed as one ('3.4 ktok/s above 3.4 ktok/s')
+    near = rates_as_judged(
+        SimpleNamespace(median=3440.0, iqr=0.0),
+        reach_34 := SimpleNamespace(median=3420.0, iqr=0.0),
+        "tok/s",
+    )
+    assert near == ("3.44 ktok/s ±5% (floor)", "3.42 ktok/s ±5% (floor)")
+    assert rates_as_judged(reach_34, reach_34, "tok/s")[0] == "3.4 ktok/s ±5% (floor)"
     # where the rates' usual digits do and only the noises' need one more
     noisy = SimpleNamespace(median=4091.0, iqr=0.0751 * 4091)
     assert compare(noisy, SimpleNamespace(median=3600.0, iqr=0.0)).measurable  # 7.5% decides
