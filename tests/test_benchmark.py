@@ -1,4 +1,5 @@
 import pickle
+import re
 
 import pytest
 
@@ -533,7 +534,15 @@ def test_a_rate_within_the_noise_of_a_peak_that_barely_moved_blames_no_one():
     m.peak_noise = 0.04
     assert m.rate_noise == pytest.approx(0.09) and not m.above_peak  # 1.09x of 10.3, 1.12x of 10
     assert measurement_warnings(m) == []
-    assert "(above it by less than the noise of 9%: the rate's 5% + the peak's 4%: not a " in str(m)
+    assert "(above it by less than the noise of 9%: the rate's 5.0% + the peak's 4.0%: not a " in (
+        str(m)
+    )
+    # read 161: parts that add up to the total as printed (5.8% + 3.6%, not 6% + 4% beside 9%)
+    odd = Measurement("r", [0.971, 0.971, 1.0, 1.029, 1.029], work=10.5e9, peak=10e9)  # IQR 5.8%
+    odd.peak_noise = 0.036
+    said = odd.above_peak_within
+    total, first, second = (float(x) for x in re.findall(r"([\d.]+)%", said)[:3])
+    assert (first, second, total) == (5.8, 3.6, 9) and round(first + second) == total
     m.remeasured_noise = 0.03
     assert "judged with the peak's noise before that, 4%, later rates with 3%: the larger" in str(m)
 

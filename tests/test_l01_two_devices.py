@@ -50,6 +50,11 @@ def test_verdict_holds_when_times_follow_the_model():
     assert result.verdict.endswith(
         ", more taking turns on the cores (inferred from the times and the core count, not traced)"
     )
+    # read 161: k = 3 at 14.9 ms against the model's 15 ms: faster within the noise, said so
+    assert "both runs' noise; at k = 3 faster than the model within the noise, not read as " in (
+        result.verdict
+    )
+    assert "faster than the model within" not in sweep([0.010, 0.0101, 0.0151]).verdict
     # read 108: the bands the verdict used are printed (k x 5% + k's own 5%, over one chain)
     assert "(k = 2: ±0.10x, k = 3: ±0.15x, k = 4: ±0.20x one chain's time" in result.verdict
     table = result.tables()[0]

@@ -40,9 +40,10 @@ def copy_to(host):
 def run_and_copy(worker, host, n, overlap=True):
     """A tf.function: x -> the chain's n results computed on `worker`, copied to `host`.
 
-    overlap=False holds every copy until the last matmul, on the worker, where the sends start
-    (the forced run's trace below shows when its first copy starts; why on the worker: a
-    dependency on the receiving side would not stop the bytes moving, a hypothesis not tested).
+    overlap=False holds every copy until the last matmul, on the worker, where we expect the
+    sends to start (TensorFlow's send/recv design, not shown here; the forced run's trace below
+    shows when its first copy starts; why on the worker: a dependency on the receiving side
+    would not stop the bytes moving, a hypothesis not tested).
     """
 
     @tf.function

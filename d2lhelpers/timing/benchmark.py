@@ -210,7 +210,9 @@ class Measurement:
             return ""
         said = f" (above it by less than the noise of {self.rate_noise:.0%}"
         if self.peak_noise:  # its parts, so that the band rebuilds from the page (read 64)
-            said += f": the rate's {relative_noise(self):.0%} + the peak's {self.peak_noise:.0%}"
+            # the parts one digit past the total, so that they add up to it as printed (read
+            # 161: 'the noise of 9%: the rate's 6% + the peak's 4%')
+            said += f": the rate's {relative_noise(self):.1%} + the peak's {self.peak_noise:.1%}"
             if self.peak_noise > NOISY_IQR:
                 said += ", a peak too noisy to judge a rate against"
         return said + ": not a result)"

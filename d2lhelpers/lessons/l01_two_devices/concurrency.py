@@ -131,9 +131,17 @@ class ConcurrencyResult(Reported):
             for k, c in zip(self.device_counts, found, strict=True)
             if k > 1
         )
+        # read 161: faster than the model within the noise is 'not a result' in notebook 04
+        quick = [str(k) for k, c in zip(self.device_counts, found, strict=True) if c.a < c.b]
+        faster = (
+            f"; at k = {', '.join(quick)} faster than the model within the noise, not read as "
+            "faster (its table's rows say so)"
+            if quick
+            else ""
+        )
         return (
             f"the model {where} holds within the noise for every k ({bands} one chain's time, "
-            "both runs' noise): consistent with up to "  # read 156: an inference, said so
+            f"both runs' noise{faster}): consistent with up to "  # read 156: an inference
             f"{plural(together, 'chain')} running at the same time"
             + (
                 f", more taking turns on {the_cores(self.cores)}"
