@@ -164,3 +164,15 @@ def test_the_baseline_is_one_number_per_run_unless_measured_again():
     (far,) = measurement_warnings(Measurement("r", [1.0] * 3, work=50e9, peak=10e9))
     assert "(peak or baseline)" in far and "the peak 10.0 GFLOP/s" in far
     assert one_core.baseline_drift([first, (16, far), same]) == []
+    # make one-core at 6dffe70: a baseline measured again names the stale cached one after it
+    # (205.5 now, 171.3 cached): the one used is the first, which later cells print
+    remeasured = (
+        3,
+        "Fair baseline: the usable cores reach 205.5 GFLOP/s (noise 5%) (measured in this run; "
+        "the cached baseline, 171.3 GFLOP/s measured 08:40, was below this run's device peak, so "
+        "it was measured again).",
+    )
+    later = (34, "2 devices: 186.9 GFLOP/s = 0.91 of the usable cores' baseline 205.5 GFLOP/s")
+    assert one_core.baseline_drift([remeasured, later]) == []
+    stale = (34, "2 devices: 160.0 GFLOP/s = 0.93 of the usable cores' baseline 171.3 GFLOP/s")
+    assert one_core.baseline_drift([remeasured, stale]) != []
