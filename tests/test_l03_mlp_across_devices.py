@@ -62,6 +62,9 @@ def test_verdicts_compare_the_split_with_one_device_and_with_the_model():
     one_core = result(0.010, 0.0098, cores=1).verdict  # one core: no speedup is the model
     assert "no measurable difference" in one_core
     assert "holds (9.80 ms vs the model's 10.00 ms" in one_core
+    # read 163: below the model's time within the noise is said, not read as faster
+    assert one_core.endswith("; its time below the model's, within the noise: not read as faster)")
+    assert "not read as faster" not in holds  # 5.10 ms above the model's 5.00 ms
     impossible = result(0.010, 0.004)
     assert "impossible" in impossible.verdict
     assert any("impossible" in flag for flag in impossible.tables()[0].flags)
@@ -402,8 +405,8 @@ def test_a_rate_above_its_peak_within_the_noise_is_labelled_in_the_table():
         m.peak, m.peak_noise = peak, 0.91
     (table,) = run.tables()
     assert table.rows[0][4] == (
-        "1.16 of 86.0 GFLOP/s (above it by less than the noise of 96%: the rate's 5% + the "
-        "peak's 91%, a peak too noisy to judge a rate against: not a result)"
+        "1.16 of 86.0 GFLOP/s (above it by less than the noise of 96%: the rate's 5.0% + the "
+        "peak's 91.0%, a peak too noisy to judge a rate against: not a result)"
     )
     assert table.rows[1][4] == "0.78 of 250.0 GFLOP/s"
 
