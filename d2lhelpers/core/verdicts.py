@@ -443,6 +443,16 @@ def model_test(measured: Timed | float, model: Timed | float, alternative: float
     return "held" if gap > c.noise else "untestable"
 
 
+def took_turns(saving: str, where: str = "") -> str:
+    """What ops a trace shows "at the same time" on one usable core were: the end of a clause
+    that says they are expected to have taken turns (notebooks 02 and 03)."""
+    return (
+        "in flight at once but not computing at once: one core runs one thread at a time, and a "
+        f"trace shows ops in flight, not which ran; the verdict from the times{where} says "
+        f"whether {saving} saved any time"
+    )
+
+
 UNTESTED = {  # why `model_test` could not call a model held, for a sentence
     "noisy": f"its runs spread by more than {NOISY_IQR:.0%} of their median",
     "untestable": "its noise band covers the no-model outcome too",

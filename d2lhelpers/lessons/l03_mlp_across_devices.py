@@ -49,6 +49,7 @@ from d2lhelpers.core.verdicts import (
     noisy_run,
     parts_between_runs,
     slower_cause,
+    took_turns,
 )
 from d2lhelpers.devices import Device, check_fits, cpu, on_gpu, setup_devices
 from d2lhelpers.parallel import branches as saved
@@ -128,9 +129,7 @@ def overlap_sentence(rows: Sequence[OpEvent], devices: Sequence[Device | str]) -
     if share > 0 and not on_gpu() and cores < len(names):  # read 122: not beside 0%
         sentence += (
             f" (with {cores_phrase(cores)}, ops shown at the same time are expected to have "
-            f"taken turns on {the_cores(cores)}, in flight at once but not computing at once: "
-            "one core runs one thread at a time, and a trace shows ops in flight, not which ran; "
-            "the verdict from the times below says whether splitting saved any time)"
+            f"taken turns on {the_cores(cores)}, {took_turns('splitting', ' below')})"
         )
     return sentence
 

@@ -40,6 +40,7 @@ from d2lhelpers.core.verdicts import (
     impossible,
     noise_of,
     ratio_noise,
+    took_turns,
 )
 from d2lhelpers.processes.tf_servers import (
     BOTH_TRACED,
@@ -487,9 +488,7 @@ def _turns(share: float, cores: int | None) -> str:
         return ""
     return (
         f" (the worker process has {cores_phrase(cores)}, so its matmuls and its side of the "
-        "copy are expected to have taken turns on it, in flight at once but not computing at "
-        "once: one core runs one thread at a time, and a trace shows ops in flight, not which "
-        "ran; the verdict from the times says whether overlapping saved any time)"
+        f"copy are expected to have taken turns on it, {took_turns('overlapping')})"
     )
 
 
