@@ -208,6 +208,12 @@ def test_a_ratio_is_printed_with_the_digits_that_show_its_side_of_the_limit():
     assert ratio_beside(1.004) == "1.004" and ratio_beside(1.04) == "1.04"
     assert ratio_beside(0.9996) == "0.9996" and ratio_beside(0.5) == "0.50"
     assert ratio_beside(1.0) == "1.00 (to 6 decimals)"
+    from d2lhelpers.core.units import ratio_and_decimals
+
+    assert ratio_and_decimals(1.004) == ("1.004", 3) and ratio_and_decimals(1.0) == (
+        "1.00 (to 6 decimals)",
+        2,
+    )
 
 
 def test_a_ratio_past_its_noise_is_printed_apart_from_its_edge():

@@ -133,8 +133,13 @@ def percent_beside(share: float, limit: float, least: int = 0) -> str:
 def ratio_beside(ratio: float, limit: float = 1.0, least: int = 2) -> str:
     """`ratio` with as many decimals (`least` up to 6) as it takes not to print `limit` itself
     (read 113: '1.00x' beside 'above 1'), as `percent_beside` does for shares."""
+    return ratio_and_decimals(ratio, limit, least)[0]
+
+
+def ratio_and_decimals(ratio: float, limit: float = 1.0, least: int = 2) -> tuple[str, int]:
+    """`ratio_beside`'s text and its decimals, to print what stands beside it alike."""
     d = enough_digits(lambda d: f"{ratio:.{d}f}" != f"{limit:.{d}f}", least, 6)
-    return f"{limit:.{least}f} (to 6 decimals)" if d is None else f"{ratio:.{d}f}"
+    return (f"{limit:.{least}f} (to 6 decimals)", least) if d is None else (f"{ratio:.{d}f}", d)
 
 
 def noise_percent(noise: float) -> str:
@@ -148,8 +153,7 @@ def ratio_past_noise(ratio: float, noise: float) -> tuple[str, str]:
     with as many decimals as it takes to print them apart (read 116: '1.1x … beyond the noise
     of 7%' for 1.069 past 1.066)."""
     edge = 1 + noise
-    shown = ratio_beside(ratio, edge)
-    digits = len(shown.partition(".")[2].partition(" ")[0])
+    shown, digits = ratio_and_decimals(ratio, edge)
     side = "above" if ratio > edge else "within"
     return f"{shown}x", f"{side} the {edge:.{digits}f}x its noise of {noise_percent(noise)} allows"
 

@@ -21,7 +21,7 @@ from d2lhelpers.core.units import (
     cores_phrase,
     format_seconds,
     plural,
-    ratio_beside,
+    ratio_and_decimals,
     the_cores,
     usable_cores,
 )
@@ -181,8 +181,8 @@ class ConcurrencyResult(Reported):
                 if not c.measurable and c.a < c.b:  # as notebook 04 reads it (read 73)
                     reading += "; its speedup above the model's is noise, not a result"
             # read 158: below the model, the digits that show it ('2.00' beside a 2.00 model)
-            shown = ratio_beside(slow, want) if c is not None and c.a < c.b else f"{slow:.2f}"
-            d = len(shown.partition(".")[2].partition(" ")[0])
+            below = c is not None and c.a < c.b
+            shown, d = ratio_and_decimals(slow, want) if below else (f"{slow:.2f}", 2)
             rows.append(
                 [
                     k,
