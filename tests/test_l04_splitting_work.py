@@ -125,7 +125,7 @@ def test_the_bubble_is_above_a_level_beyond_its_noise_exactly_when_the_times_are
     )
     assert run.measured_bubble - 0.5 > (1 - run.measured_bubble) * 0.10  # the old band: 'above'
     assert "beyond its noise" not in run.bubble_reading
-    assert run.bubble_reading.startswith("within its noise of the least possible")
+    assert run.bubble_reading.startswith("within the bubble's noise of the least possible 50%")
     slower = _schemes(pipeline=0.67, busy=0.596).runs[2]  # 0.67 x 95% > 0.596 x 105%
     slower.cores = 1
     assert compare(slower.measurement, slower.microbatched_reference).measurable
@@ -505,7 +505,9 @@ def test_bubble_comparison_is_computed_from_both_runs():
     )
     # 40% at m = 2 is above the model's 33% beyond its noise (±6%): the model missed there.
     assert "2 microbatches: above the least possible 33% beyond its noise" in shrank.verdict
-    assert "16: within its noise of the least possible: the model held" in shrank.verdict
+    assert (
+        "16: within the bubble's noise of the least possible 6%: the model held" in shrank.verdict
+    )
     same = compare_bubbles(_pipeline(2, 1 / (2 * 0.6)), _pipeline(16, 1 / (2 * 0.62)))
     assert same.verdict.startswith("no measurable difference between the two bubbles")
     flagged = compare_bubbles(few, _pipeline(16, 0.4))  # bubble below zero

@@ -137,7 +137,9 @@ def test_the_bubbles_band_is_narrower_upwards_as_the_times_compare():
     turns = dataclasses.replace(turns, noise=noise_of(run.measurement) + 0.05 * 0.005946)
     assert turns.a_faster and not run.within_bubble_noise(0.5)
     assert "cannot tell them apart" not in run.bubble_reading
-    assert run.bubble_reading.startswith("within its noise of the least possible: too noisy")
+    assert run.bubble_reading.startswith(
+        "within the bubble's noise of the least possible 11%: too noisy"
+    )
     assert run.bubble_text() == "27% -27%/+17%"
     assert run.within_bubble_noise(0.44) and run.within_bubble_noise(0.01)
     assert not run.within_bubble_noise(0.45) and not run.within_bubble_noise(0.005)
@@ -151,10 +153,10 @@ def test_bubble_at_the_model_is_a_result():
     assert "measured bubble 20%" in str(run)
     # read 95: 20% is below 50% beyond its noise, and the reading says what that shows
     assert run.bubble_reading == (
-        "within its noise of the least possible: the model held; below 50% = 1 - 1/p beyond its "
-        "noise: faster than the 2 stages taking turns would be, so overlapping them gained time "
-        "(against the microbatches' busy time on one device, the bubble's yardstick, not one "
-        "device's whole batch; which ops ran at once is the trace's to say)"
+        "within the bubble's noise of the least possible 20%: the model held; below 50% = 1 - 1/p "
+        "beyond its noise: faster than the 2 stages taking turns would be, so overlapping them "
+        "gained time (against the microbatches' busy time on one device, the bubble's yardstick, "
+        "not one device's whole batch; which ops ran at once is the trace's to say)"
     )
 
 
@@ -200,11 +202,13 @@ def test_bubble_below_the_model_beyond_noise_is_flagged_within_noise_is_not():
 def test_a_bubble_at_the_model_on_noisy_runs_is_too_noisy_to_check():
     # an IQR of 0.1 s on a 0.625 s step is 16% of it: noisy, so the model is not called held
     run = _pipeline(step=0.625, busy=1.0, noise=0.1)
-    assert run.bubble_reading.startswith("within its noise of the least possible: too noisy")
+    assert run.bubble_reading.startswith(
+        "within the bubble's noise of the least possible 20%: too noisy"
+    )
     assert "held" not in run.bubble_reading
     quiet = _pipeline(step=0.625, busy=1.0, noise=0.02)  # IQR 6% of the step, 4% of the busy time
     assert quiet.bubble_reading.startswith(
-        "within its noise of the least possible: the model held;"
+        "within the bubble's noise of the least possible 20%: the model held;"
     )
 
 
@@ -287,15 +291,15 @@ def test_the_bound_named_is_the_one_that_held():
     one_core = _pipeline(step=1 / (2 * 0.47), busy=1.0, cores=1, noise=0.12)
     assert one_core.bubble_floor == pytest.approx(0.5) and one_core.measured_bubble > 0.5
     assert one_core.bubble_reading == (
-        "within its noise of the least possible: too noisy to check (its runs spread by more "
-        "than 10% of their median) (here the least possible is 50% = 1 - 1/p: the stages take "
-        "turns)"
+        "within the bubble's noise of the least possible 50%: too noisy to check (its runs spread "
+        "by more than 10% of their median) (here the least possible is 50% = 1 - 1/p: the stages "
+        "take turns)"
     )
     one_core = _pipeline(step=1 / (2 * 0.49), busy=1.0, cores=1, noise=0.04)  # quiet: held
     assert one_core.bubble_reading == (
-        "within its noise of the least possible: the cores' bound 1 - c/p = 50% held (GPipe's "
-        "20% needs a core per stage) (here the least possible is 50% = 1 - 1/p: the stages take "
-        "turns)"
+        "within the bubble's noise of the least possible 50%: the cores' bound 1 - c/p = 50% held "
+        "(GPipe's 20% needs a core per stage) (here the least possible is 50% = 1 - 1/p: the "
+        "stages take turns)"
     )
 
 

@@ -284,7 +284,8 @@ class PipelineResult(ParallelResult):
                 f"1 - 1/p (stages taking turns): this run cannot tell them apart"
             )
         if near_floor:
-            where = "within its noise of the least possible"
+            # read 157: the least possible printed, and whose noise (not the model's)
+            where = f"within the bubble's noise of the least possible {floor:.0%}"
             # the rule every notebook reads a model by (core.verdicts.model_test): never held
             # on a noisy run
             noisy = noisy_run(self.measurement) or noisy_run(self.microbatched_reference)
