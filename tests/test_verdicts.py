@@ -203,6 +203,28 @@ def test_the_hidden_share_and_its_ceiling():
     assert two(11e-3, parts=(10e-3, 4e-3)).ideal_overlapped_noise == pytest.approx(0.05 * 10e-3)
 
 
+def test_the_hidden_share_is_shown_only_as_far_as_its_noise_allows():
+    def two(combined, iqr=0.0, refused=""):
+        found = TwoParts()
+        found.parts = (Measurement("a", [4e-3] * 5), Measurement("b", [10e-3] * 5))
+        found.launch = Measurement("l", [1e-3] * 5)
+        found.combined = Measurement("c", [combined - iqr, combined, combined, combined + iqr])
+        found.sum_name, found.not_a_result = "a + b - launch", lambda: refused
+        return found
+
+    # noise 5% floors: (0.2 + 0.5 + 0.05 + 0.55) ms over 4 ms = 32.5%
+    assert two(11e-3).hidden_text() == "50% ±32%"
+    assert two(12e-3).hidden_text() == "none measurable (±34%)"  # 25% inside its 34%
+    assert two(11e-3, refused="why").hidden_text() == "not shown (see the warnings)"
+    # 16 ms against 13: below 0 beyond the noise, said as time lost, never as -75%
+    assert two(16e-3).hidden_text() == "none: took 3.00 ms longer than a + b - launch"
+    # a band past MAX_HIDDEN_BAND (read 164: '71% ± 249%'): the value with the cut-off
+    wide = two(11e-3, iqr=6e-3).hidden_text()
+    assert wide.startswith("too noisy to tell: 50% ±")
+    assert wide.endswith(", a band wider than the ±50% this notebook reads a share from")
+    assert two(20e-3, iqr=8e-3).hidden_text().startswith("too noisy to tell: ±")  # -175%: no value
+
+
 def test_a_model_holds_only_where_the_run_could_have_told_it_from_no_gain():
     from d2lhelpers.core.verdicts import model_test
 

@@ -24,6 +24,7 @@ from d2lhelpers.core.units import (
 
 NOISE_FLOOR = 0.05  # even a quiet run's median moves this much between runs of a notebook
 NOISY_IQR = 0.1  # IQR / median above this: too noisy to trust (pyperf, torch.utils.benchmark)
+MAX_HIDDEN_BAND = 0.5  # a hidden share known only to ±50% or worse is not shown as a number
 LIKELY_CAUSES = (
     "the runs were too noisy (another program, or another copy of this notebook, was running)",
     "the reference (peak or baseline) was measured low",
@@ -292,6 +293,7 @@ class TwoParts:
     parts: tuple[Timed, Timed]
     launch: Timed
     combined: Timed
+    sum_name: str  # how the one after the other ideal is written: 'run + copy - launch'
 
     @property
     def shorter(self) -> float:
@@ -332,6 +334,27 @@ class TwoParts:
     def hidden_noise(self) -> float:
         """How far `hidden_fraction` could move: the four times' noises over the shorter part."""
         return (self.ideal_sequential_noise + noise_of(self.combined)) / self.shorter
+
+    def hidden_text(self) -> str:
+        """The hidden share as shown: a number only when the run is a result (the class's
+        `not_a_result()` is falsy), its band at most `MAX_HIDDEN_BAND` and the share beyond it
+        (read 164: '71% ± 249%' beside 'no time measurably hidden')."""
+        h, band = self.hidden_fraction, self.hidden_noise
+        if self.not_a_result():
+            return "not shown (see the warnings)"
+        if band > MAX_HIDDEN_BAND:  # read 147: the cut-off said, and the value kept back
+            value = f"{h:.0%} " if 0 <= h <= 1 else ""  # a share outside 0..100% is noise
+            return (
+                # read 159: '±50%, a band wider than the ±50%': the digits that show it wider
+                f"too noisy to tell: {value}±{percent_beside(band, MAX_HIDDEN_BAND)}, a band "
+                f"wider than the ±{MAX_HIDDEN_BAND:.0%} this notebook reads a share from"
+            )
+        if h + band < 0:
+            lost = self.combined.median - self.ideal_sequential
+            return f"none: took {format_seconds(lost)} longer than {self.sum_name}"
+        if abs(h) <= band:
+            return f"none measurable (±{band:.0%})"
+        return f"{h:.0%} ±{band:.0%}"
 
 
 def numbered(items) -> str:

@@ -29,7 +29,6 @@ from d2lhelpers.core.units import (
     format_bytes,
     format_rate,
     format_seconds,
-    percent_beside,
     ratio_beside,
 )
 from d2lhelpers.core.verdicts import (
@@ -51,8 +50,6 @@ from d2lhelpers.processes.tf_servers import (
 from d2lhelpers.timing.benchmark import Measurement
 from d2lhelpers.tracing.timeline import OpEvent, plot_timeline
 
-MAX_HIDDEN_BAND = 0.5  # a hidden share known only to ±50% or worse is not shown as a number
-
 
 @dataclasses.dataclass(frozen=True)
 class BelowIdeal:
@@ -66,6 +63,8 @@ class BelowIdeal:
 @dataclasses.dataclass
 class ComputeCopyResult(TwoParts, Reported):
     """Run, copy, launch, and both in one function (forced one after the other, overlapped)."""
+
+    sum_name = "run + copy - launch"  # not a field: how `TwoParts` writes the ideal
 
     size: int
     n_matmuls: int  # the chain's length asked for
@@ -204,26 +203,6 @@ class ComputeCopyResult(TwoParts, Reported):
             f"Not a result: {what} came out below its ideal, inside noise too large to tell "
             "which time is off (see the warnings)."
         )
-
-    def hidden_text(self) -> str:
-        """The hidden share as shown: a number only when the run is a result and its noise small."""
-        h, band = self.hidden_fraction, self.hidden_noise
-        if self.not_a_result():
-            return "not shown (see the warnings)"
-        if band > MAX_HIDDEN_BAND:  # read 147: the cut-off said, and the value kept back
-            value = f"{h:.0%} " if 0 <= h <= 1 else ""  # a share outside 0..100% is noise
-            return (
-                # read 159: '±50%, a band wider than the ±50%': the digits that show it wider
-                f"too noisy to tell: {value}±{percent_beside(band, MAX_HIDDEN_BAND)}, a band "
-                "wider than the "
-                f"±{MAX_HIDDEN_BAND:.0%} this notebook reads a share from"
-            )
-        if h + band < 0:
-            lost = self.combined.median - self.ideal_sequential
-            return f"none: took {format_seconds(lost)} longer than run + copy - launch"
-        if abs(h) <= band:
-            return f"none measurable (±{band:.0%})"
-        return f"{h:.0%} ±{band:.0%}"
 
     @property
     def verdict(self) -> str:

@@ -51,18 +51,6 @@ OVERLAP_CAUSES = (
 )
 
 
-def _beside_zero(against_sequential: Comparison) -> str:
-    """What a hidden share's band says of 0 (read 154: '58% ± 111%' beside its ceiling read as
-    a share hidden): nothing where it is above it beyond the noise."""
-    if against_sequential.a_faster:
-        return ""
-    return (
-        " (below 0 beyond its noise)"
-        if against_sequential.a_slower
-        else " (not measurably above 0)"
-    )
-
-
 @dataclasses.dataclass(repr=False)  # shown by its tables (`Reported`)
 class AllreduceOverlapResult(TwoParts, Reported):
     """The all-reduce alone, the compute alone, a call's fixed cost, and both in one function.
@@ -79,6 +67,7 @@ class AllreduceOverlapResult(TwoParts, Reported):
     compute: Measurement
     launch: Measurement
     combined: Measurement
+    sum_name = "all-reduce + compute - launch"  # not a field: how `TwoParts` writes the ideal
     rows: list[OpEvent]  # one traced call, through `allreduce_timeline`
     devices: list[str]
     cores: int = dataclasses.field(default_factory=usable_cores)
@@ -122,6 +111,10 @@ class AllreduceOverlapResult(TwoParts, Reported):
         if self.against_overlapped().a_faster:
             return True
         return not self.overlap and self.against_sequential().a_faster
+
+    def not_a_result(self) -> bool:
+        """Why the hidden share is not shown is in the warnings (`TwoParts.hidden_text`)."""
+        return self.above_ceiling or self.below_sequential or self.impossible_result
 
     @property
     def above_ceiling(self) -> bool:
@@ -287,11 +280,7 @@ class AllreduceOverlapResult(TwoParts, Reported):
         compared.append(
             (
                 "hidden: (sum - launch - both) / min(all-reduce, compute)",
-                "not shown (see the warnings)"
-                if self.above_ceiling or self.below_sequential or self.impossible_result
-                else f"{self.hidden_fraction:.0%} ± {self.hidden_noise:.0%}"
-                # read 154: '58% ± 111%' beside its ceiling read as a share hidden
-                + _beside_zero(self.against_sequential()),
+                self.hidden_text(),
                 f"ceiling {self.hidden_ceiling:.0%} = 1 - launch / min(all-reduce, compute)"
                 if self.overlap
                 else "ideal 0%: order forced",
