@@ -288,7 +288,8 @@ def above_limit(value: float, limit: float, noise: float) -> bool:
 class TwoParts:
     """Two parts timed alone (`parts`), one call's `launch`, and the two in one call
     (`combined`): the ideals that combined call is read against, and the share it hid. A
-    result class that has those three mixes this in (notebooks 02 and 05)."""
+    result class that has those three mixes this in (notebooks 02 and 05), with `sum_name` and
+    a `not_a_result()` that is truthy where the share is not to be shown."""
 
     parts: tuple[Timed, Timed]
     launch: Timed
