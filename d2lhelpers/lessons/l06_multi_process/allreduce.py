@@ -179,9 +179,12 @@ class AllReduceJobResult(Reported):
                     f"±{format_seconds(band)})"
                 )
         lead = "the fit against each size's time, beyond its noise plus the fit's own band there"
-        left = (  # read 147: '5 sizes read' of 7, which two unsaid
+        # read 147: '5 sizes read' of 7, which two unsaid; read 165: that the fit used them
+        left = (
             f" ({' and '.join(skipped)} not read: faster than the smallest size, "
-            f"{format_bytes(self.sizes[0])}, by more than {NOISE_FLOOR:.0%})"
+            f"{format_bytes(self.sizes[0])}, by more than {NOISE_FLOOR:.0%}; the "
+            f"{FIT_METHOD} fit still takes {'them' if len(skipped) > 1 else 'it'} in, and so "
+            "do the cells that use its alpha and beta)"
             if skipped
             else ""
         )
