@@ -450,8 +450,8 @@ def test_the_failure_verdict_compares_after_with_n_minus_1_over_n():
     held.capacity = Spread(1020.0, 0.0)  # its noise: the 5% floor, summed with the before's
     assert held.test == "held"
     assert held.sentence().endswith(
-        "before the loss it served 0.98x ± 0.10 (the window's ±5% x 0.98 + the capacity's ±5%) "
-        "its measured capacity (1.0 ktok/s ±5% (floor), "
+        "before the loss it served 0.98x ± 0.10 (the window's ±5.0% x 0.98 + the capacity's "
+        "±5.0%) its measured capacity (1.0 ktok/s ±5% (floor), "
         "from its steps just before)"
     )
     # the band is the comparison's: both noises over the capacity (read 55: "0.62x ± 0.34"
@@ -471,7 +471,7 @@ def test_the_failure_verdict_compares_after_with_n_minus_1_over_n():
     assert f"(±{band:.2f} on the ratio: the first's ±" in held.sentence()
     held.capacity = Spread(850.0, 0.0)  # 1.18x ± 0.11: above it beyond both noises
     assert held.sentence().endswith(
-        "1.18x ± 0.11 (the window's ±5% x 1.18 + the capacity's ±5%) its measured capacity "
+        "1.18x ± 0.11 (the window's ±5.0% x 1.18 + the capacity's ±5.0%) its measured capacity "
         "(850.0 tok/s ±5% (floor), from its steps just "
         "before), more than it beyond the noise: its capacity was measured low on this run, so "
         "the share it served is a rough one"
@@ -493,14 +493,14 @@ def test_the_failure_verdict_compares_after_with_n_minus_1_over_n():
     held.capacity = Spread(1250.0, 0.0)
     assert held.test == "below capacity"
     assert held.sentence().endswith(
-        "0.80x ± 0.09 (the window's ±5% x 0.80 + the capacity's ±5%) its measured capacity "
+        "0.80x ± 0.09 (the window's ±5.0% x 0.80 + the capacity's ±5.0%) its measured capacity "
         "(1.2 ktok/s ±5% (floor), from its steps just "
         "before), measurably less: (n - 1) / n compares capacities, so it is not tested here"
     )
     wide = failover(500)  # the same 0.80x from a capacity that spread ±24%: not measurably less
     wide.capacity = Spread(1250.0, 300.0)
     assert wide.test == "held" and (
-        "0.80x ± 0.28 (the window's ±5% x 0.80 + the capacity's ±24%) its measured capacity "
+        "0.80x ± 0.28 (the window's ±5.0% x 0.80 + the capacity's ±24.0%) its measured capacity "
         "(1.2 ktok/s ±24%" in wide.sentence()
     )
     assert "(not at capacity before: (n - 1) / n not tested)" in FailureResult([held], 2).verdict

@@ -252,9 +252,10 @@ class Failover:
             # enough digits that the printed numbers show which side of 1 the band ends (read 65)
             d = agreeing_digits(self.utilisation, band, abs(self.utilisation - 1) > band)
             said += (
+                # its parts one digit past the total, to add up to it as printed (read 166)
                 f"; before the loss it served {self.utilisation:.{d}f}x ± {band:.{d}f} (the "
-                f"window's ±{relative_noise(before):.0%} x {self.utilisation:.{d}f} + the "
-                f"capacity's ±{relative_noise(capacity):.0%}) its "
+                f"window's ±{relative_noise(before):.{d - 1}%} x {self.utilisation:.{d}f} + the "
+                f"capacity's ±{relative_noise(capacity):.{d - 1}%}) its "
                 f"measured capacity ({format_rate(capacity.median, 'tok/s')} "
                 f"{noise_text(capacity)}, from its steps just before"
                 + (f": {self.capacity_inputs})" if self.capacity_inputs else ")")
