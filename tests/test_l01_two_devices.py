@@ -568,6 +568,34 @@ def test_at_once_verdict_reads_the_model_for_the_usable_cores():
     assert "no model" in l01.at_once_verdict(timed(0.012), timed(0.010), "virtual GPU")
 
 
+def test_at_once_verdict_reads_each_chain_alone_against_the_least_time_they_allow():
+    """Read 166: on one core, 51.02 ms against 2 x the longer chain (28.76 ms) was 'impossible',
+    though the two chains alone added up to 54.84 ms: taking turns, within the noise."""
+    m0, m1, both = timed(0.02876), timed(0.02608), timed(0.05102)
+    said = l01.at_once_verdict(both, [m0, m1], "logical CPU", cores=1)
+    assert "impossible" not in said and "took 1.77x the longer chain alone" in said
+    assert (
+        "as the model's 1.91x (1 usable CPU core: the chains alone take 28.76 ms + 26.08 ms = "
+        "54.84 ms, 1 at a time) says" in said
+    )
+    assert "below it by less than that" in said and "taking turns" in said
+    # against 2 x the longer alone, the same time was read faster than the model
+    assert "impossible" in l01.at_once_verdict(both, m0, "logical CPU", cores=1)
+    # below the sum beyond both noises: impossible still (5% floors: 2.55 + 1.44 + 1.30 ms)
+    fast = l01.at_once_verdict(timed(0.0495), [m0, m1], "logical CPU", cores=1)
+    assert "faster than the model's 1.91x" in fast and "impossible" in fast
+    # with a core each, the model is the longer alone (26.08 ms does not set it)
+    apart = l01.at_once_verdict(timed(0.0290), [m1, m0], "logical CPU", cores=2)
+    assert "as the model's 1.00x (2 usable CPU cores) says" in apart
+    assert "running at the same time" in apart and "chains alone take" not in apart
+    assert "took 1.01x the longer chain alone" in apart
+    three = l01.at_once_verdict(timed(0.030), [m0, m1, m1], "GPU")
+    assert three.startswith("3 chains launched together in one graph took 1.04x the longest")
+    # slower than the sum beyond the noise: slower even than one after the other
+    slow = l01.at_once_verdict(timed(0.070), [m0, m1], "logical CPU", cores=1)
+    assert "slower than the model's 1.91x" in slow and "slower even than" in slow
+
+
 def test_single_samples_outside_their_runs_band_are_named():
     def sample(name, seconds):
         b = Benchmark(name, clock=iter([0.0, seconds]).__next__, sync=lambda: None)

@@ -224,6 +224,24 @@ def test_the_hidden_share_is_shown_only_as_far_as_its_noise_allows():
     assert wide.endswith(", a band wider than the ±50% this notebook reads a share from")
     assert two(20e-3, iqr=8e-3).hidden_text().startswith("too noisy to tell: ±")  # -175%: no value
 
+    # the edges, on exact numbers (mutate, 2026-12-05): noises given above their 5% floors
+    def exact(parts, launch, combined, iqrs):
+        found = TwoParts()
+        found.parts = tuple(Spread(m, q) for m, q in zip(parts, iqrs[:2], strict=True))
+        found.launch, found.combined = Spread(launch, iqrs[2]), Spread(combined, iqrs[3])
+        found.sum_name, found.not_a_result = "a + b - launch", lambda: ""
+        return found.hidden_text()
+
+    quarters = (0.25, 0.5, 0.25, 1.0)  # (0.25 + 0.5 + 0.25 + 1.0) / 4: a band of 50% exactly
+    assert exact((4.0, 10.0), 1.0, 11.0, quarters) == "none measurable (±50%)"  # at the cut-off
+    ones = (1.0, 1.0, 1.0, 1.0)  # a band of 100%
+    assert exact((4.0, 10.0), 1.0, 13.0, ones).startswith("too noisy to tell: 0% ±100%")
+    assert exact((4.0, 10.0), 1.0, 9.0, ones).startswith("too noisy to tell: 100% ±100%")
+    assert exact((4.0, 10.0), 1.0, 7.0, ones).startswith("too noisy to tell: ±100%")  # 150%
+    tenths = (0.5, 0.5, 0.5, 1.5)  # 3.0 / 10: a band of 30%
+    assert exact((10.0, 10.0), 1.0, 22.0, tenths) == "none measurable (±30%)"  # -30%: its edge
+    assert exact((10.0, 10.0), 1.0, 16.0, tenths) == "none measurable (±30%)"  # +30%: its edge
+
 
 def test_a_model_holds_only_where_the_run_could_have_told_it_from_no_gain():
     from d2lhelpers.core.verdicts import model_test
