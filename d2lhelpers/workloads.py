@@ -13,9 +13,9 @@ from d2lhelpers.core.units import device_name
 def random_matrix(size, device, seed=0):
     """A `size` x `size` float32 matrix on `device`, scaled so that its powers stay finite.
 
-    Dividing by sqrt(size) gives a spectral radius of about 1 (expected from random-matrix
-    theory, the circular law; not checked by a cell): a chain of products then neither
-    overflows nor underflows, so every product does real floating-point work.
+    Dividing by sqrt(size) gives a spectral radius of about 1, so that a chain of products
+    neither overflows nor underflows and every product does real floating-point work (both
+    expected from random-matrix theory, the circular law; not checked by a cell).
     """
     with tf.device(device_name(device)):
         x = tf.random.stateless_normal((size, size), seed=(seed, 0))
