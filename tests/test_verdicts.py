@@ -83,18 +83,21 @@ def test_faster_or_slower_reads_differently_with_the_data():
     assert "(10.516 ms vs 9.517 ms, within the noise of 1.002 ms)" in edge
 
 
-def test_within_digits_adds_decimals_only_until_the_gap_reads_inside_the_noise():
-    from d2lhelpers.core.verdicts import _within_digits
+def testtimes_within_adds_decimals_only_until_the_gap_reads_inside_the_noise():
+    from d2lhelpers.core.verdicts import times_within
 
-    assert _within_digits(10.5e-3, 9.5e-3, 2e-3) == ("10.50 ms", "9.50 ms", "2.00 ms")
-    assert _within_digits(2.5156, 1.5164, 1.0002) == ("2.5156 s", "1.5164 s", "1.0002 s")
+    assert times_within(10.5e-3, 9.5e-3, 2e-3) == ("10.50 ms", "9.50 ms", "2.00 ms")
+    assert times_within(2.5156, 1.5164, 1.0002) == ("2.5156 s", "1.5164 s", "1.0002 s")
     # mixed units: as format_seconds prints them
-    assert _within_digits(1.5155, 0.5165, 0.5002) == ("1.516 s", "516.50 ms", "500.20 ms")
-    assert _within_digits(15.155e-6, 5.165e-6, 10.002e-6) == ("15.16 µs", "5.17 µs", "10.00 µs")
+    assert times_within(1.5155, 0.5165, 0.5002) == ("1.516 s", "516.50 ms", "500.20 ms")
+    assert times_within(15.155e-6, 5.165e-6, 10.002e-6) == ("15.16 µs", "5.17 µs", "10.00 µs")
     # a gap inside the noise by less than three more decimals can show: printed as it was
-    assert _within_digits(2.999999e-3, 2.0e-3, 1.0e-3) == ("3.00 ms", "2.00 ms", "1.00 ms")
-    assert _within_digits(2.99999e-3, 2.0e-3, 1.0e-3)[0] == "2.99999 ms"  # three more: enough
-    assert _within_digits(3e-9, 2e-9, 2e-9) == ("3.0 ns", "2.0 ns", "2.0 ns")
+    assert times_within(2.999999e-3, 2.0e-3, 1.0e-3) == ("3.00 ms", "2.00 ms", "1.00 ms")
+    assert times_within(2.99999e-3, 2.0e-3, 1.0e-3)[0] == "2.99999 ms"  # three more: enough
+    assert times_within(3e-9, 2e-9, 2e-9) == ("3.0 ns", "2.0 ns", "2.0 ns")
+    # read 166: two different times never print alike (6.48 ms vs 6.48 ms 'below')
+    assert times_within(6.4793e-3, 6.4831e-3, 0.6e-3) == ("6.479 ms", "6.483 ms", "0.600 ms")
+    assert times_within(6.48e-3, 6.48e-3, 0.6e-3) == ("6.48 ms", "6.48 ms", "600.0 µs")
 
 
 def test_a_comparisons_outcome_word_for_a_table_cell():

@@ -228,19 +228,20 @@ def faster_or_slower(a: Timed | float, b: Timed | float, a_name: str, b_name: st
         return f"{a_name} is {1 / c.ratio:.2f}x faster than {b_name}"
     if c.a_slower:
         return f"{a_name} is {c.ratio:.2f}x slower than {b_name}"
-    shown = _within_digits(c.a, c.b, c.noise)
+    shown = times_within(c.a, c.b, c.noise)
     return (
         f"no measurable difference between {a_name} and {b_name} "
         f"({shown[0]} vs {shown[1]}, within the noise of {shown[2]})"
     )
 
 
-def _within_digits(a: float, b: float, noise: float) -> tuple[str, str, str]:
+def times_within(a: float, b: float, noise: float) -> tuple[str, str, str]:
     """a, b and noise as `format_seconds` prints them, with more decimals (up to 3 more) where
     those digits would show a gap as wide as the noise for a gap inside it (read 69: "10.52 ms
-    vs 9.52 ms, within the noise of 1.00 ms")."""
+    vs 9.52 ms, within the noise of 1.00 ms"), or two different times alike (read 166: "6.48 ms
+    vs the model's 6.48 ms ... below it")."""
     plain = tuple(format_seconds(x) for x in (a, b, noise))
-    units = {p.split()[-1] for p in plain}
+    units = {p.split()[-1] for p in plain[:2]}
     if len(units) != 1:
         return plain  # mixed units: the digits differ anyway
     (unit,) = units
@@ -252,10 +253,12 @@ def _within_digits(a: float, b: float, noise: float) -> tuple[str, str, str]:
 
     def apart(d: int) -> bool:
         x, y, n = shown(d)
-        return round(abs(x - y), d) < n
+        return round(abs(x - y), d) < n and (x != y or a == b)
 
     d = enough_digits(apart, decimals, decimals + 3)
-    return plain if d is None else tuple(f"{x:.{d}f} {unit}" for x in shown(d))
+    if d is None or d == decimals:  # as printed, or no digits show it
+        return plain
+    return tuple(f"{x:.{d}f} {unit}" for x in shown(d))  # the noise in their unit too
 
 
 def beats_ideal(measured: Timed | float, ideal: float, ideal_noise: float = 0.0) -> bool:

@@ -49,6 +49,7 @@ from d2lhelpers.core.verdicts import (
     noisy_run,
     parts_between_runs,
     slower_cause,
+    times_within,
     took_turns,
 )
 from d2lhelpers.devices import Device, check_fits, cpu, on_gpu, setup_devices
@@ -430,9 +431,14 @@ class BranchResult(Reported):
         """The numbers the model verdict compares, with the band it uses: the split's noise plus
         the model time's (one device's noise divided by the model's speedup)."""
         c = self.against_model()
+        a, b, noise = (  # read 166: '6.48 ms vs the model's 6.48 ms', said below it
+            times_within(c.a, c.b, c.noise)
+            if where == "within"
+            else (format_seconds(x) for x in (c.a, c.b, c.noise))
+        )
         return (
-            f"{format_seconds(c.a)} vs the model's {format_seconds(c.b)}, {where} the noise of "
-            f"{format_seconds(c.noise)}: the split's plus one device's / {self.model:.2f}"
+            f"{a} vs the model's {b}, {where} the noise of {noise}: the split's plus one "
+            f"device's / {self.model:.2f}"
         )
 
     def tables(self) -> list[Table]:
