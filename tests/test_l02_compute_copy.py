@@ -788,3 +788,21 @@ def test_the_compute_copy_figure_draws_each_time_beside_both_ideals(overlapped):
         "taken)"
     )
     plt.close(figure)
+
+
+def test_a_rerun_is_read_against_the_first_run_part_by_part():
+    """Read 166: the one-after-the-other call took 34.61 ms in one run and 28.10 ms in the
+    panel's rerun at the same sliders, and nothing read the two together."""
+    first = fake_result(run=0.030, copy=0.010, sequential=0.0346, overlapped=0.031)
+    rerun = fake_result(run=0.030, copy=0.010, sequential=0.0281, overlapped=None)
+    said = rerun.parts_against(first)
+    assert "run alone: 30.00 ms ±5% (floor) here, 30.00 ms ±5% (floor) in the other run: " in said
+    assert (
+        "one after the other: 28.10 ms ±5% (floor) here, 34.60 ms ±5% (floor) in the other" in said
+    )
+    assert "0.81x, beyond both noises" in said and "a part moved between the runs" in said
+    same = fake_result(run=0.030, copy=0.010, sequential=0.0345, overlapped=None)
+    assert "moved" not in same.parts_against(first)
+    other = dataclasses.replace(rerun, size=256)
+    assert rerun.parts_against(other).startswith("not the same experiment")
+    assert dataclasses.replace(rerun, n_matmuls=5).parts_against(first).startswith("not the same")

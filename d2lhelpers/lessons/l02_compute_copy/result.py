@@ -38,6 +38,7 @@ from d2lhelpers.core.verdicts import (
     how_below_ideal,
     impossible,
     noise_of,
+    parts_between_runs,
     ratio_noise,
     took_turns,
 )
@@ -285,6 +286,22 @@ class ComputeCopyResult(TwoParts, Reported):
         max_off = abs(sequential / self.ideal_overlapped - 1)
         closer = "run + copy - launch" if sum_off <= max_off else "max(run, copy)"
         return f"neither within the noise; closer to {closer}"
+
+    def parts_against(self, other: ComputeCopyResult) -> str:
+        """This run against another at the same size and chain (the panel's), part by part, the
+        one-after-the-other call included: each run's verdict reads its own parts (read 166:
+        34.61 ms and 28.10 ms for that call, never read together)."""
+        if (self.size, self.n_matmuls) != (other.size, other.n_matmuls):
+            return "not the same experiment (size or matmuls differ), so not compared"
+        return parts_between_runs(
+            [
+                ("run alone", self.run, other.run),
+                ("copy alone", self.copy, other.copy),
+                ("launch", self.launch, other.launch),
+                ("one after the other", self.sequential, other.sequential),
+            ],
+            "both runs share one yardstick",
+        )
 
     def which_ideal(self) -> str:
         """Try it 2, checked against this run: the sentence saying which ideal it matched."""
