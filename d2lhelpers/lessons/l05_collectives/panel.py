@@ -117,7 +117,8 @@ class AllreduceModelResult(Reported):
                     "",
                     f"{format_seconds(self.measured.median)} {noise_text(self.measured)}",
                     "",
-                    format_ratio(self.measured.median / self.bound),
+                    # read 165: a bound from the sliders' β, not this machine's
+                    f"{format_ratio(self.measured.median / self.bound)} (the sliders' bound)",
                 )
             )
         title = (
