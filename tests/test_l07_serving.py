@@ -377,7 +377,7 @@ def test_the_failure_verdict_compares_after_with_n_minus_1_over_n():
     assert "(3) the survivors took a share of what every replica shared" in more.flags()[0]
     assert "impossible" not in str(more)  # the model's premise, not a law (read 56)
     assert "(more than before, which the model does not allow: not tested)" in more.verdict
-    assert "replicas: served 2.00x ± 0.20 as much after the loss as before" in str(more)
+    assert "replicas: served 2.00x ± 0.15 as much after the loss as before" in str(more)
     assert "this is not read as a result (see the warning)" in str(more)
     # More after than before inside a wide band: the model allows no gain, so not tested.
     wobbly = failover(1100)

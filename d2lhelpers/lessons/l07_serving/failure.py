@@ -31,7 +31,6 @@ from d2lhelpers.core.verdicts import (
     noise_text,
     numbered,
     rates_as_judged,
-    ratio_noise,
     relative_noise,
 )
 from d2lhelpers.lessons.l07_serving.plots import plot_requests
@@ -179,12 +178,17 @@ class Failover:
 
     @property
     def _ratio_band(self) -> float:
-        return ratio_noise(self.ratio, self.throughput_before, self.throughput_after)
+        """after / before's band as `compare` reads after against before (the band every
+        verdict here uses; read 165: the ratio's own spread, a second rule, read it before)."""
+        c = compare(self.throughput_after, self.throughput_before)
+        return c.noise / c.b
 
     @property
     def band_misses_model(self) -> bool:
-        """Whether after / before, within its band, excludes the model's after / before."""
-        return abs(self.ratio - self.expected) > self._ratio_band
+        """Whether after differs from the model's share of before beyond both noises."""
+        return compare(
+            self.throughput_after, self.throughput_before.scaled(self.expected)
+        ).measurable
 
     def sentence(self) -> str:
         before = self.throughput_before
