@@ -24,7 +24,7 @@ from d2lhelpers.core.units import (
     format_rate,
     format_seconds,
 )
-from d2lhelpers.core.verdicts import compare, noise_of, noise_text, ratio_noise
+from d2lhelpers.core.verdicts import compare, noise_of, noise_text
 from d2lhelpers.devices import check_fits, select_devices
 from d2lhelpers.timing.benchmark import Measurement, measure
 from d2lhelpers.tracing.timeline import device_label
@@ -53,8 +53,10 @@ class LocalCopyResult(Reported):
 
     @property
     def time_ratio_noise(self) -> float:
-        """How far `time_ratio` could move: both times' relative noises, summed."""
-        return ratio_noise(self.time_ratio, self.copies[0], self.copies[-1])
+        """`time_ratio`'s band: both times' noises over the smallest's, the band `compare`
+        reads the two with (one rule for every verdict against 1; read 165)."""
+        c = compare(self.copies[-1], self.copies[0])
+        return c.noise / c.b
 
     @property
     def moved_no_bytes(self) -> bool:
@@ -67,7 +69,7 @@ class LocalCopyResult(Reported):
     def shrank(self) -> bool:
         """The largest faster than the smallest beyond the ratio's noise: more bytes cannot take
         less time, so the per-call cost moved between the sizes' runs."""
-        return self.time_ratio + self.time_ratio_noise < 1
+        return compare(self.copies[-1], self.copies[0]).a_faster
 
     @property
     def added_at_most_s(self) -> float:
