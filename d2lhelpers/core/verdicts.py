@@ -71,9 +71,10 @@ def relative_noise(m: Timed) -> float:
 
 def ratio_noise(ratio: float, *parts: Timed) -> float:
     """How far a ratio (or product) of `parts` could move: the ratio times their relative noises,
-    summed (each at least the floor). A speedup read as a time comparison uses that comparison's
-    band instead (`ParallelResult.speedup_noise`: both noises over the split's time), so that it
-    holds 1 exactly when the times do not differ; the two agree for a ratio near 1."""
+    summed (each at least the floor): a ratio's own spread, for ratios no verdict reads against
+    1. A verdict uses its comparison's band instead (`compare`: both noises over the second
+    value, e.g. `ParallelResult.speedup_noise`), so that it holds 1 exactly when the two do not
+    differ; the two agree for a ratio near 1."""
     return ratio * sum(relative_noise(p) for p in parts)
 
 
