@@ -104,6 +104,18 @@ def _sweep(times, tiny=1e-3, n=4, measurements=None):
     )  # fmt: skip
 
 
+def test_residuals_all_on_one_side_of_the_model_are_said_so():
+    """Read 165: -5%, -9%, -12%, -15%, each within the noise, and the model above every one."""
+    below = _sweep([1.1e-3, 1.2e-3, 1.4e-3, 2.0e-3]).verdict  # -2%, -4%, -7%
+    assert (
+        "; all 3 below the model: one-sided, as an α measured high or a β measured low would make "
+        "them, since every prediction shares both (a hypothesis, not measured)" in below
+    )
+    above = _sweep([1.15e-3, 1.3e-3, 1.6e-3, 2.0e-3]).verdict  # +2%, +4%, +7%
+    assert "; all 3 above the model: one-sided, as an α measured low or a β measured high" in above
+    assert "one-sided" not in _sweep([1.1e-3, 1.3e-3, 1.4e-3, 2.0e-3]).verdict  # -, +, -
+
+
 def test_sweep_result_residuals_and_bound_from_known_numbers():
     sweep = _sweep([1.1e-3, 1.3e-3, 1.4e-3, 2.0e-3])
     assert sweep.model.beta_bytes_per_s == pytest.approx(8000 / 1e-3)

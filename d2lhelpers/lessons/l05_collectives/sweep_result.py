@@ -59,6 +59,25 @@ ALPHA_CAUSES = (
 )
 
 
+def _one_sided(read: list) -> str:
+    """Read 165: every residual read on one side of the model (3 or more): what a shared
+    error would give, since every prediction shares α and β (a hypothesis)."""
+    if len(read) < 3 or not (
+        all(r.relative < 0 for r in read) or all(r.relative > 0 for r in read)
+    ):
+        return ""
+    below = read[0].relative < 0
+    return (
+        f"; all {len(read)} {'below' if below else 'above'} the model: one-sided, as "
+        + (
+            "an α measured high or a β measured low"
+            if below
+            else "an α measured low or a β measured high"
+        )
+        + " would make them, since every prediction shares both (a hypothesis, not measured)"
+    )
+
+
 @dataclasses.dataclass(repr=False)  # shown by its tables (`Reported`)
 class AllreduceSweepResult(Reported):
     """TF's all-reduce on `n_devices` timed per message size, beside the alpha-beta predictions.
@@ -190,6 +209,7 @@ class AllreduceSweepResult(Reported):
                 f"{sum(q for _, q in read)} of {len(read)} within the "
                 "noise of their own run and of the two runs α and β come from"
             )
+            said += _one_sided([r for r, _ in read])
         if flagged:
             sizes = ", ".join(format_bytes(s) for s in sorted(flagged))
             said += f" ({sizes} left out: flagged, see the warning)"
