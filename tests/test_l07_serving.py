@@ -786,8 +786,9 @@ def test_a_capacity_timed_slow_is_not_read_against_the_model():
     one = capacity(0.008, 0.002, 4, 4)  # 500 tok/s: the ideal 2 x 500, near's 1039 above it
     two = LoadSweepResult(2, 2, one, [near], step_flops=1e6, peak=1e12)
     said = two.capacity_doubt(near)
-    assert said.startswith("replicas: its measured capacity, 1.0 ktok/s ±5% (floor), is 1.04x")
-    assert f"is 1.04x 1.0 ktok/s ±5% ({reach_label(2)}), above it" in said
+    # read 166: two rates never print alike beside 'above' (1.0 ktok/s beside 1.0 ktok/s)
+    assert said.startswith("replicas: its measured capacity, 1.04 ktok/s ±5% (floor), is 1.04x")
+    assert f"is 1.04x 1.00 ktok/s ±5% ({reach_label(2)}), above it" in said
     # read 99: the bound is a model from one timing, and says so
     assert reach_label(2) == (
         "2x one device's capacity as the sweep timed it: the most 2 devices computing at once "

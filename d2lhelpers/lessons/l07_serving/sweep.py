@@ -539,10 +539,11 @@ class LoadSweepResult(Reported):
             return None
         cap = sweep.capacity.tokens_per_s
         reach = self.one_device.tokens_per_s.scaled(self.at_once)
+        # read 166: '3.9 ktok/s ±8%, is 1.14x 3.4 ktok/s ±5% ... within the noise': the digits
+        shown, bound = rates_as_judged(cap, reach, "tok/s")
         return (
-            f"{sweep.layout}: its measured capacity, {format_rate(cap.median, 'tok/s')} "
-            f"{noise_text(cap)}, is {cap.median / reach.median:.2f}x "
-            f"{format_rate(reach.median, 'tok/s')} {noise_text(reach)} "
+            f"{sweep.layout}: its measured capacity, {shown}, is "
+            f"{ratio_beside(cap.median / reach.median)}x {bound} "
             f"({reach_label(self.at_once)}), above it "
             + ("beyond both noises" if above[sweep.layout] else "within the noise")
             + above_reach_words(above[sweep.layout])
