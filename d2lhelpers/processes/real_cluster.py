@@ -53,8 +53,10 @@ class RealClusterResult(Reported):
         ]
         launcher = (
             "From here a launcher takes over: Kubernetes (Kubeflow's TFJob) or Vertex AI writes "
-            "each worker's TF_CONFIG and starts, restarts and ends the processes (on Slurm, TF's "
-            "SlurmClusterResolver); the worker code stays this one. (From those tools' "
+            "each worker's TF_CONFIG and starts, restarts and ends the processes, and the worker "
+            "code stays this one; on Slurm no TF_CONFIG is written: TensorFlow's "
+            "SlurmClusterResolver reads Slurm's own variables, and the strategy is given it "
+            "(`cluster_resolver=`), one line of the worker code changed. (From those tools' "
             "documentation: no launcher is run here.)"
         )
         return [Table("what each host runs", ("host", "command"), rows, verdicts=[launcher])]
