@@ -375,6 +375,7 @@ def test_the_edges_of_the_digit_and_noise_rules():
     assert agreeing_digits(0.89531, 0.104683, True) == 5  # 0.8953x ± 0.1047 does not show it
     assert agreeing_digits(0.8953, 0.1046, True) == 4 and agreeing_digits(0.8, 0.1, True) == 2
     assert agreeing_digits(1.0000499, 5e-05, True) == 6  # at the band's edge: the most decimals
+    assert agreeing_digits(0.8953101, 0.1046898, True) == 6  # only a 7th shows it: 6, the most
     assert noisy_warning(Spread(0.0, 1.0)) is None  # no share of a zero median
 
 
