@@ -288,10 +288,15 @@ def test_the_fits_misses_are_read_against_each_sizes_noise_and_the_fits_band():
     quick = [exact[0], exact[0] * 0.9, *exact[1:]]  # 16 KiB faster than 4 KiB: not read
     job = _fake_allreduce([quick, quick], [4 * KiB, 16 * KiB, *sizes[1:]])
     job.worker_iqrs_s = [[0.01 * t for t in quick]] * 2
-    assert job.fit_reading().endswith(
+    assert (
         "within it at all 5 sizes read (16.0 KiB not read: faster than the smallest size, "
         "4.0 KiB, by more than 5%; the least squares on relative error fit still takes it in, "
         "and so do the cells that use its alpha and beta)"
+    ) in job.fit_reading()
+    # read 167: a size past its own noise, within only by the fit's band, prints that band
+    assert job.fit_reading().endswith(
+        "; past its own noise but within that band, nearest its edge: 4.0 KiB, 2.01 ms against "
+        "the fit's 1.90 ms, within ±163.5 µs"
     )
     # within the 5% floor a size is read, as notebook 05 reads one within it of alpha
     near = [exact[0], exact[0] * 0.97, *exact[1:]]
