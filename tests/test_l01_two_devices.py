@@ -575,7 +575,7 @@ def test_at_once_verdict_reads_each_chain_alone_against_the_least_time_they_allo
     said = l01.at_once_verdict(both, [m0, m1], "logical CPU", cores=1)
     assert "impossible" not in said and "took 1.77x the longer chain alone" in said
     assert (
-        "as the model's 1.91x (1 usable CPU core: the chains alone take 28.76 ms + 26.08 ms = "
+        "as the model's 1.91x (1 usable CPU core: the chains alone take 28.760 ms + 26.080 ms = "
         "54.84 ms, 1 at a time) says" in said
     )
     assert "below it by less than that" in said and "taking turns" in said

@@ -32,6 +32,7 @@ from d2lhelpers.core.units import (
     cores_phrase,
     format_rate,
     format_seconds,
+    noise_percent,
     plural,
     rate_and_share,
     the_cores,
@@ -478,7 +479,7 @@ class BranchResult(Reported):
             )
             notes.append(
                 f"rate / its peak: one device's matmul peak, measured in this kernel "
-                f"({peak}, noise {one.peak_noise:.0%}), and for the split "
+                f"({peak}, noise {noise_percent(one.peak_noise)}), and for the split "
                 f"that peak x {k} = {ceiling}, the devices that can compute at once"
             )
         return [Table(title, columns, rows, notes, flags)]

@@ -62,8 +62,8 @@ def at_once_verdict(both: Measurement, one, kind: str, k: int = 2, cores=None) -
     want = model / longest.median
     c = Comparison(both.median, model, noise_of(both) + model_noise)
     how = ""
-    if turns and not alike:  # the times it adds, printed
-        added = " + ".join(format_seconds(m.median) for m in chains)
+    if turns and not alike:  # the times it adds, one digit past the sum to add up to it
+        added = " + ".join(format_seconds(m.median, 1) for m in chains)
         how = f": the chains alone take {added} = {format_seconds(total)}, {at_once} at a time"
     where = (
         f"the model's {want:.2f}x ({cores_phrase(cores)}{how})"
