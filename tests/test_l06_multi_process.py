@@ -1159,6 +1159,19 @@ def test_the_committed_training_model_prints_the_alpha_and_beta_it_used():
     assert f"{faster}{format_seconds(alone)}) by more than the 5% floor" in (
         hosts._training_words(quick, slow)
     )
+    # read 168: the time a step leaves its all-reduce, as a rate, beside the link's payload rate
+    share = data["link"]["payload_share"]
+    payload = slow["rate_bit_s"] / 8 * share
+    grads = data["training"]["gradient_bytes"]
+    fast = {**data["training"], "step_s": [one, one + grads / (payload * 1.2)]}  # 1.2x it
+    said = hosts._training_words(fast, slow, payload_share=share)
+    assert (
+        "; by the model's premise (one worker's step, then the all-reduce) the step leaves " in said
+    )
+    assert "1.20x the link's payload rate" in said and "a rate no steady stream passes" in said
+    steady = {**data["training"], "step_s": [one, one + grads / (payload * 1.04)]}  # in the floor
+    assert "premise" not in hosts._training_words(steady, slow, payload_share=share)
+    assert "premise" not in hosts._training_words(fast, slow)  # no share given: not read
 
 
 def test_raw_tcps_rate_is_read_against_tensorflows_beta():

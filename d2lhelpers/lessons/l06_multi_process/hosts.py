@@ -73,7 +73,10 @@ class HostsReferenceResult(Reported):
                     f"{found['beta_over_payload_rate']:.2f} ({found['beta_over_rate']:.2f})",
                     held,
                     _training_words(
-                        self.hosts["training"], found, self.hosts["link"].get("burst_bytes")
+                        self.hosts["training"],
+                        found,
+                        self.hosts["link"].get("burst_bytes"),
+                        self.hosts["link"].get("payload_share"),
                     )
                     if slowest
                     else "- (slowest link only)",
@@ -173,7 +176,9 @@ class HostsReferenceResult(Reported):
         return tables
 
 
-def _training_words(training: dict, link: dict, burst_bytes: int | None = None) -> str:
+def _training_words(
+    training: dict, link: dict, burst_bytes: int | None = None, payload_share: float | None = None
+) -> str:
     """The two-host training's verdict, and its 2-worker step beside the cost model's, with the
     alpha and beta that model used: `make hosts` fits them on every size of the slowest `link`
     (the row's own are fitted without the held-out sizes), so that the model rebuilds. Where the
@@ -201,12 +206,34 @@ def _training_words(training: dict, link: dict, burst_bytes: int | None = None) 
         if measured < alone * (1 - NOISE_FLOOR)
         else ""
     )
+    above = _above_link(training, link, payload_share) if payload_share else ""
     return (
         f"{training['two_vs_one']} (the committed run's verdict, from step times whose spread "
         f"it did not keep: not checkable here); a step took {format_seconds(measured)}, the "
         f"model says {format_seconds(predicted)} ({used}{gap:+.0%}: the committed "
         "run kept no spread for its steps, so this gap is not read as the model holding or "
-        f"missing{shorter}{_burst_words(training, burst_bytes)})"
+        f"missing{shorter}{above}{_burst_words(training, burst_bytes)})"
+    )
+
+
+def _above_link(training: dict, link: dict, payload_share: float) -> str:
+    """Read 168: by the model's premise (one worker's step, then the all-reduce), the time a
+    step leaves for its all-reduce, as a rate for the ring's bytes, beside the link's payload
+    rate: above it by more than the floor, a rate no steady stream passes, said as such."""
+    n, grads = len(training["step_s"]), training.get("gradient_bytes")
+    left = training["step_s"][-1] - training["step_s"][0]
+    if n < 2 or not grads or left <= 0:
+        return ""
+    rate = grads * 2 * (n - 1) / n / left
+    payload = link["rate_bit_s"] / 8 * payload_share
+    if rate <= payload * (1 + NOISE_FLOOR):
+        return ""
+    return (
+        f"; by the model's premise (one worker's step, then the all-reduce) the step leaves "
+        f"{format_seconds(left)} for its all-reduce: {format_rate(rate, 'B/s')} for the ring's "
+        f"bytes, {rate / payload:.2f}x the link's payload rate ({format_rate(payload, 'B/s')}), "
+        f"above it by more than the {NOISE_FLOOR:.0%} floor: a rate no steady stream passes, "
+        "so either the premise or the rate is not a result here"
     )
 
 
