@@ -1043,3 +1043,12 @@ def test_the_model_panel_prints_its_tables_word_for_word():
     measured.measured = Measurement("tf", [4e-3, 5e-3, 6e-3])
     measured.kind = "logical CPU"
     assert str(measured) + "\n" == printed("l05_model_measured.txt")
+
+
+def test_alpha_and_beta_carry_the_noise_of_the_two_runs_they_come_from():
+    """Read 168: the crossover 0.8 alpha beta was printed as a point value."""
+    sweep = _sweep([1.1e-3, 1.3e-3, 1.4e-3, 2.0e-3])  # tiny 1 ms, largest 2 ms, 5% floors
+    a, b = sweep.alpha_beta_noises
+    assert a == pytest.approx(0.05) and b == pytest.approx((0.1e-3 + 0.05e-3) / 1e-3)
+    flat = _sweep([1.1e-3, 1.3e-3, 1.4e-3, 1.0e-3])  # the largest no slower: beta unbounded
+    assert flat.alpha_beta_noises[1] == math.inf

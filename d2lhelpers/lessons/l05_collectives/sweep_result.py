@@ -162,6 +162,16 @@ class AllreduceSweepResult(Reported):
         return share * (noise_of(self.measurements[-1]) + noise_of(self.tiny))
 
     @property
+    def alpha_beta_noises(self) -> tuple[float, float]:
+        """How far alpha and beta could move, as shares of each, with the noise of the two runs
+        they come from (alpha = t_tiny, beta = S_max / (t_max - t_tiny); a link's are the same
+        shares): read 168, a crossover 0.8 alpha beta printed as a point value."""
+        tiny, top = self.tiny, self.measurements[-1]
+        span = top.median - tiny.median
+        beta = (noise_of(top) + noise_of(tiny)) / span if span > 0 else math.inf
+        return noise_of(tiny) / tiny.median, beta
+
+    @property
     def link(self) -> AlphaBeta | None:
         """One link's alpha and beta, if the all-reduce is a ring of `n_devices` (None when
         nothing moves): what `algorithms.allreduce_time_s('ring', n, ...)` takes."""
