@@ -195,6 +195,9 @@ def test_a_percent_beside_its_limit_never_prints_the_limit_itself():
     assert percent_beside(0.1004, 0.10) == "10.04%"  # read 97: not '10%' under 'above 10%'
     assert percent_beside(0.104, 0.10) == "10.4%"
     assert percent_beside(0.20, 0.10, least=1) == "20.0%"
+    # read 169: a noise of 0.4% printed 'noise 0%' beside a peak
+    assert percent_beside(0.004, 0.10) == "0.4%" and percent_beside(0.0004, 0.10) == "0.04%"
+    assert percent_beside(0.0, 0.10) == "0%" and percent_beside(1e-9, 0.10) == "less than 0.00001%"
     assert percent_beside(0.1000004, 0.10, least=1) == "10.00004%"  # read 102: not '10.00%'
     assert percent_beside(0.10, 0.10).endswith(
         "(at the limit, above it by less than 0.00001 points)"

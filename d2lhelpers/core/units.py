@@ -123,8 +123,15 @@ def enough_digits(shows: Callable[[int], bool], least: int, most: int, past=None
 
 def percent_beside(share: float, limit: float, least: int = 0) -> str:
     """`share` as a percent with as many decimals (`least` up to 5) as it takes not to print
-    `limit` itself: read 97, 10.04% printed '10%' under 'above 10%'; read 102, '10.00%'."""
-    d = enough_digits(lambda d: f"{share:.{d}%}" != f"{limit:.{d}%}", least, 5)
+    `limit` itself: read 97, 10.04% printed '10%' under 'above 10%'; read 102, '10.00%'. A
+    share above 0 takes a decimal where a whole percent would print it as 0% (read 169)."""
+
+    def shows(d: int) -> bool:
+        return f"{share:.{d}%}" != f"{limit:.{d}%}" and (share <= 0 or round(share * 100, d) > 0)
+
+    d = enough_digits(shows, least, 5)
+    if d is None and 0 < share < limit:
+        return "less than 0.00001%"
     if d is None:
         return f"{limit:.{least}%} (at the limit, above it by less than 0.00001 points)"
     return f"{share:.{d}%}"
