@@ -458,6 +458,14 @@ def test_the_failure_verdict_compares_after_with_n_minus_1_over_n():
     # printed beside a test that found no measurable difference)
     held.capacity_inputs = "16 tokens / (...)"  # read 63: the steps it comes from, printed
     assert held.sentence().endswith("from its steps just before: 16 tokens / (...))")
+    # read 169: a capacity too noisy to tell whether the window was at it: the premise untested
+    rough = failover(500)
+    rough.capacity = Spread(1600.0, 900.0)  # IQR 56% of it: within the noise, and noisy
+    assert not rough.served_below_capacity
+    assert ", from a capacity too noisy to tell whether the window was at it: the model's " in (
+        rough.sentence()
+    )
+    assert "too noisy to tell whether the window" not in held.sentence()  # a quiet capacity
     held.capacity_inputs = ""
     held.capacity_warnings = ["d: noisy: IQR is 20% of the median"]
     assert "replicas's capacity, d: noisy: IQR is 20%" in FailureResult([held], 2).flags()[0]

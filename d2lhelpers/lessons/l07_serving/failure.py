@@ -29,6 +29,7 @@ from d2lhelpers.core.verdicts import (
     model_test,
     noise_of,
     noise_text,
+    noisy_run,
     numbered,
     rates_as_judged,
     relative_noise,
@@ -273,6 +274,11 @@ class Failover:
                 said += (  # a share above 100% is not a result, within the noise too (read 74)
                     ", not measurably more, and above 1: not a result (the capacity is a rough "
                     "bound here, not a ceiling)"
+                )
+            elif not self.served_below_capacity and noisy_run(capacity):
+                said += (  # read 169: '0.62x ± 0.62' and nothing said of the model's premise
+                    ", within the noise of it, from a capacity too noisy to tell whether the "
+                    "window was at it: the model's premise is untested here"
                 )
         if test == "below capacity":
             said += f", measurably less: {self.model} compares capacities, so it is not tested here"
