@@ -80,7 +80,9 @@ class BreakEvenResult(Reported):
             return (
                 f"by the model, {k} workers never beat one here: on {cores_phrase(self.cores)} "
                 f"they share {'it' if self.cores == 1 else 'them'}, so each step computes "
-                f"{k / self.cores:g}x as long, and the all-reduce comes on top"
+                f"{k / self.cores:g}x as long, and the model puts the all-reduce on top (it "
+                "assumes no overlap of compute and communication; the check below says whether "
+                "its step held)"
             )
         now = format_seconds(self.one_step_s)
         needed = format_seconds(self.needed_s)
