@@ -6,6 +6,7 @@ per module and several tests read each. After every test the process table must 
 that a worker group of this process started.
 """
 
+import dataclasses
 import json
 import math
 import re
@@ -723,8 +724,12 @@ def test_group_failure_is_called_whole_only_when_every_worker_stopped():
     assert demo.failed_as_whole and demo.rate_after == 0 and demo.lost_share == 1.0
     assert demo.victim == 1
     assert demo.verdict.startswith(
-        "the job failed as a whole: all 2 workers stopped with an error, the last 0.10 s after "
-        "the loss"
+        "the job failed as a whole: all 2 workers stopped: the killed one, and 1 with an error, "
+        "the last 0.10 s after the loss"
+    )
+    cut = dataclasses.replace(demo, how="cut off (its link down)")
+    assert cut.verdict.startswith(
+        "the job failed as a whole: all 2 workers stopped with an error, the last 0.10 s after"
     )
     demo.collective_timeout_s = 5.0  # read 72: the timeout behind the time is printed beside it
     assert (

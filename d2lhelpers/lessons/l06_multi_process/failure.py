@@ -248,8 +248,14 @@ class WorkerLossResult(Reported):
             return f"no worker failed after one was {self.how}: every worker finished; {lost}"
         if self.failed_as_whole:
             return (
-                f"the job failed as a whole: all {self.n_workers} workers stopped with an error, "
-                f"the last {max(self.error_after_s):.2f} s after the loss"
+                # read 171: the killed worker's stop is its kill, not a collective's error
+                f"the job failed as a whole: all {self.n_workers} workers stopped"
+                + (
+                    f": the killed one, and {self.n_workers - 1} with an error, "
+                    if self.how.startswith("killed")
+                    else " with an error, "
+                )
+                + f"the last {max(self.error_after_s):.2f} s after the loss"
                 + self._timeout_words()
                 + f"; {lost}"
             )
