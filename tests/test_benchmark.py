@@ -611,3 +611,11 @@ def test_a_rate_just_within_its_noise_is_printed_apart_from_the_edge():
     assert "= 1.068 of the peak 100.0 GFLOP/s (above it by less than the noise of 7%" in str(m)
     m.work = 103e9
     assert "= 1.03 of the peak" in str(m)
+
+
+def test_a_rate_prints_the_digits_that_rebuild_its_share_of_the_peak():
+    """Read 171: '1.7 TFLOP/s = 9.58 of the peak 172.3 GFLOP/s' (1.7 / 0.1723 is 9.87)."""
+    merged = Measurement("merged", [0.001] * 5, work=1.650e9, peak=172.3e9)
+    assert "1.65 TFLOP/s = 9.58 of the peak 172.3 GFLOP/s" in str(merged)
+    plain = Measurement("ok", [0.001] * 5, work=186.6e6, peak=198.7e9)  # 0.94 rebuilds at 1
+    assert "186.6 GFLOP/s = 0.94 of the peak 198.7 GFLOP/s" in str(plain)

@@ -21,9 +21,11 @@ from collections.abc import Callable
 
 from d2lhelpers.core.checks import require_count
 from d2lhelpers.core.units import (
+    enough_digits,
     format_rate,
     format_seconds,
     noise_percent,
+    printed_value,
     rate_and_share,
     ratio_beside,
     ratio_past_noise,
@@ -156,6 +158,23 @@ class Measurement:
     remeasured_noise: float | None = None  # the peak's noise once measured again (later rates')
     peak_factor: float = 1.0  # k for `k * peak`: k devices' ceiling from one device's peak
 
+    def _rate_beside(self, shown: str, peak: float) -> str:
+        """The rate with the decimals (1 to 4) at which it, over the peak as printed, gives the
+        printed ratio `shown` (read 171: '1.7 TFLOP/s = 9.58 of the peak 172.3 GFLOP/s')."""
+        number = shown.split()[0]
+        decimals = len(number.partition(".")[2])
+        printed_peak = printed_value(
+            format_rate(peak, self.unit)
+            if self.peak_factor == 1
+            else rate_and_share(peak, self.peak_factor, self.unit)[0]
+        )
+
+        def rebuilds(d: int) -> bool:
+            rate = printed_value(format_rate(self.rate, self.unit, d))
+            return f"{rate / printed_peak:.{decimals}f}" == number
+
+        return format_rate(self.rate, self.unit, enough_digits(rebuilds, 1, 4, past=1))
+
     def peak_words(self, peak: float) -> str:
         """'the peak 104.1 GFLOP/s', or for `k * peak` 'the ceiling 208.2 GFLOP/s (2 x the
         measured peak 104.1 GFLOP/s, ...)': a ceiling derived, not measured (read 105)."""
@@ -221,7 +240,7 @@ class Measurement:
         text = f"{self.label}: {format_seconds(self.median)} (IQR {format_seconds(self.iqr)}, "
         text += f"{len(self.times)} runs)"
         if self.rate is not None:
-            text += f", {format_rate(self.rate, self.unit)}"
+            rate_text, tail = format_rate(self.rate, self.unit), ""
             peak_now = self.best_peak
             if peak_now:
                 peak = self.peak_words(peak_now)
@@ -242,10 +261,11 @@ class Measurement:
                 ratio = self.rate / peak_now
                 apart = ratio > 1 and not math.isclose(ratio, 1 + self.rate_noise, rel_tol=1e-6)
                 shown = ratio_beside(ratio, 1 + self.rate_noise) if apart else f"{ratio:.2f}"
-                text += f" = {shown} of {peak}{again}"
-                text += self.above_peak_within
+                rate_text = self._rate_beside(shown, peak_now)
+                tail = f" = {shown} of {peak}{again}" + self.above_peak_within
                 if self.above_peak:  # the headline itself says so, not only a warning (read 72)
-                    text += " (above it beyond the noise: not a result, see the warning)"
+                    tail += " (above it beyond the noise: not a result, see the warning)"
+            text += f", {rate_text}{tail}"
         return "\n".join([text] + [f"  WARNING: {w}" for w in self.warnings])
 
 
