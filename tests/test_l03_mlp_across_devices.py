@@ -151,6 +151,11 @@ def test_a_slow_split_names_the_cause_its_trace_allows():
     apart.append(OpEvent(CPU2, "MatMul_2", "matmul", 0.004, 0.008))
     slow.trace = apart  # one after the other: the load average's hypothesis, as elsewhere
     assert slow.traced_share() == 0.0 and "(the trace above shows each branch's" in slow.verdict
+    # read 171: the share that kept the trace's reading out is printed, beside its limit
+    assert slow.verdict.endswith(
+        "busy time and the join's; its first two branches were in flight together for 0% of the "
+        "shorter's busy time, under the 50% from which this sentence reads the trace)"
+    )
 
 
 def test_a_noisy_run_gives_no_verdict_about_the_model():

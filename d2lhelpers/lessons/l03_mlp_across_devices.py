@@ -33,6 +33,7 @@ from d2lhelpers.core.units import (
     format_rate,
     format_seconds,
     noise_percent,
+    percent_beside,
     plural,
     rate_and_share,
     the_cores,
@@ -383,9 +384,19 @@ class BranchResult(Reported):
                 # branch ran slower than alone (read 105)
                 cause = self.traced_at_once(share)
             else:
+                # read 171: the share that kept the trace's reading out, said (the worked
+                # answer promises that reading past it)
+                traced = (
+                    ""
+                    if share is None
+                    else "; its first two branches were in flight together for "
+                    f"{percent_beside(share, MOSTLY_AT_ONCE)} of "
+                    f"the shorter's busy time, under the {MOSTLY_AT_ONCE:.0%} from which this "
+                    "sentence reads the trace"
+                )
                 cause = (
                     f"{slower_cause(self.cores, serial)} (the trace above shows each branch's "
-                    "busy time and the join's)"
+                    f"busy time and the join's{traced})"
                 )
             return (
                 f"{outcome}; measured speedup {self.speedup:.2f}x, slower than the {where}"
