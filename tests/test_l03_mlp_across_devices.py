@@ -206,6 +206,9 @@ def test_overlap_sentence_warns_that_one_core_means_turns(monkeypatch):
     one = l03.overlap_sentence(ROWS, [CPU1, CPU2])
     # read 159: expected, with why, not stated (and 'the core' on one)
     assert "are expected to have taken turns on the core, in flight at once" in one
+    # read 172: the ideal says where it holds on shared cores, and stays bare with a core each
+    assert "(ideal 100% where each branch device has a core of its own)" in one
+    assert "(ideal 100%)" in two
     assert "1 usable CPU core," in one
     # read 122: nothing shown at the same time, so nothing took turns to say
     assert l03.overlap_sentence(apart, [CPU1, CPU2]).endswith("ran one after the other")

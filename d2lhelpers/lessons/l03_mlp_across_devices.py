@@ -123,13 +123,15 @@ def overlap_sentence(rows: Sequence[OpEvent], devices: Sequence[Device | str]) -
     if len(busy) < 2 or shorter <= 0:
         return sentence + " (one branch device: nothing can overlap)"
     share = together / shorter
-    sentence += f" = {share:.0%} of the shorter (ideal 100%)"
+    cores = usable_cores()
+    shared = not on_gpu() and cores < len(names)  # read 172: 'ideal 100%' bare on one core
+    ideal = "100% where each branch device has a core of its own" if shared else "100%"
+    sentence += f" = {share:.0%} of the shorter (ideal {ideal})"
     if share > 0:
         sentence += f": in this call the branches were in flight at the same time for {share:.0%}"
     else:
         sentence += ": in this call the branches ran one after the other"
-    cores = usable_cores()
-    if share > 0 and not on_gpu() and cores < len(names):  # read 122: not beside 0%
+    if share > 0 and shared:  # read 122: not beside 0%
         sentence += (
             f" (with {cores_phrase(cores)}, ops shown at the same time are expected to have "
             f"taken turns on {the_cores(cores)}, {took_turns('splitting', ' below')})"
