@@ -343,6 +343,6 @@ def _against_raw_tcp(found: dict, band: float | None) -> str:
         )
     return (
         f"{said}; TensorFlow's fitted beta is {ratio:.2f} of it, below by more than the fixed "
-        f"±{band:.0%}: that the rest is TensorFlow's path on these cores is a hypothesis (not "
+        f"±{band:.0%}: that the rest is TensorFlow's path on that run's cores is a hypothesis (not "
         "traced; the committed run read its serial model only where its own check missed)"
     )
