@@ -34,6 +34,15 @@ def test_a_row_below_its_model_prints_the_digits_that_show_it():
     assert sweep([0.010, 0.0101]).tables()[0].rows[1][3:5] == ["1.01x", "1.00x"]
 
 
+def test_the_table_says_its_band_rule_and_where_the_ideal_speedup_holds():
+    """Read 173: 'band 1.20x to 1.80x' beside ±13% and ±5%, rebuilt only by the rule unsaid;
+    'speedup (ideal = devices)' beside a 2-core cap."""
+    table = sweep([0.010, 0.0103, 0.0171]).tables()[0]
+    assert table.columns[-1] == "speedup (ideal = min(devices, cores))"
+    assert table.verdicts[-1].startswith("each band: the model ± (the row's noise x its 'vs one'")
+    assert sweep([0.010, 0.010], kind="GPU").tables()[0].columns[-1] == "speedup (ideal = devices)"
+
+
 def test_the_result_reads_the_model_for_its_kind_and_cores():
     assert sweep([1.0, 1.0, 1.0, 1.0]).model == [1.0, 1.0, 1.5, 2.0]
     assert sweep([1.0, 1.0, 1.0], cores=1).model == [1.0, 2.0, 3.0]

@@ -321,7 +321,10 @@ def test_a_real_overlap_is_reported_with_its_hidden_share():
     # Read 117: the run's thread count is how the package starts its worker, not known for one
     # at an address (worker_cores None).
     assert "run             89.5 GFLOP/s  a worker at an address: its threads" in str(result)
-    assert "one op thread (intra-op 1, as the package starts the worker)" in str(one)
+    assert (
+        "one op thread (intra-op 1, as the package starts the worker: its design, "
+        "`processes/tf_servers.py`, not shown by a cell)"
+    ) in str(one)
 
 
 def test_a_hidden_share_above_its_ceiling_is_flagged_though_below_100_percent():

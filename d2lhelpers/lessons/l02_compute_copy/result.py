@@ -436,7 +436,8 @@ class ComputeCopyResult(TwoParts, Reported):
                     "run",
                     format_rate(self.run.rate),
                     (
-                        "one op thread (intra-op 1, as the package starts the worker)"
+                        "one op thread (intra-op 1, as the package starts the worker: its design, "
+                        "`processes/tf_servers.py`, not shown by a cell)"
                         if self.worker_cores is not None
                         else "a worker at an address: its threads are not known here"
                     )
