@@ -11,7 +11,11 @@ import math
 import re
 from pathlib import Path
 
-from d2lhelpers.collectives.costs import fit_alpha_beta, fit_prediction_noise_s
+from d2lhelpers.collectives.costs import (
+    bus_bandwidth_bound_s,
+    fit_alpha_beta,
+    fit_prediction_noise_s,
+)
 from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import cores_phrase, format_bytes, format_rate, format_seconds
 from d2lhelpers.core.verdicts import NOISE_FLOOR
@@ -224,14 +228,16 @@ def _above_link(training: dict, link: dict, payload_share: float) -> str:
     left = training["step_s"][-1] - training["step_s"][0]
     if n < 2 or not grads or left <= 0:
         return ""
-    rate = grads * 2 * (n - 1) / n / left
     payload = link["rate_bit_s"] / 8 * payload_share
-    if rate <= payload * (1 + NOISE_FLOOR):
+    # the least time the ring's bytes take at that rate, over the time the step left them
+    ratio = bus_bandwidth_bound_s(n, grads, payload) / left
+    rate = ratio * payload
+    if ratio <= 1 + NOISE_FLOOR:
         return ""
     return (
         f"; by the model's premise (one worker's step, then the all-reduce) the step leaves "
         f"{format_seconds(left)} for its all-reduce: {format_rate(rate, 'B/s')} for the ring's "
-        f"bytes, {rate / payload:.2f}x the link's payload rate ({format_rate(payload, 'B/s')}), "
+        f"bytes, {ratio:.2f}x the link's payload rate ({format_rate(payload, 'B/s')}), "
         f"above it by more than the {NOISE_FLOOR:.0%} floor: a rate no steady stream passes, "
         "so either the premise or the rate is not a result here"
     )
