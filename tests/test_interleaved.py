@@ -83,6 +83,28 @@ def test_pooled_times_keep_the_peaks_noise_and_its_remeasure():
     assert not any("impossible" in w for w in m.warnings)
 
 
+def test_pooled_times_keep_a_k_device_ceiling_and_the_remeasured_noise():
+    """Review: pooling dropped `peak_factor`, so 2 x the peak printed as 'the peak'."""
+    from d2lhelpers.timing.benchmark import MeasuredPeak, PeakRecord
+
+    now = [0.0]
+
+    def run():
+        now[0] += 0.01
+
+    # 1 GFLOP in 10 ms is 100 GFLOP/s, above 2 x a 40 GFLOP/s peak: measured again at 60.
+    ceiling = MeasuredPeak(PeakRecord(40e9, 0.03, lambda: (60e9, 0.02))) * 2
+    (m,) = measure_interleaved(
+        [(run, "r", {"flops": 1e9, "peak": ceiling})],
+        2,
+        min_runs=3,
+        max_runs=3,
+        **fake_options(now),
+    )
+    assert m.peak_factor == 2 and "the ceiling" in m.peak_words(m.peak)
+    assert m.remeasured_peak == 120e9 and m.remeasured_noise == pytest.approx(20 / 60)
+
+
 def test_measure_in_turns_tells_each_round_and_turn_on_its_steps():
     from d2lhelpers.core.progress import Steps
     from d2lhelpers.timing.interleaved import measure_in_turns

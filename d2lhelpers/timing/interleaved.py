@@ -43,8 +43,11 @@ def measure_interleaved(
         times = [t for m in taken for t in m.times]
         merged = Measurement(first.label, times, first.work, first.unit, first.peak)
         merged.peak_noise = max(m.peak_noise for m in taken)
-        again = [m.remeasured_peak for m in taken if m.remeasured_peak]
-        merged.remeasured_peak = max(again) if again else None
+        merged.peak_factor = first.peak_factor  # k devices' ceiling stays a ceiling, not "the peak"
+        again = [m for m in taken if m.remeasured_peak]
+        if again:
+            merged.remeasured_peak = max(m.remeasured_peak for m in again)
+            merged.remeasured_noise = max(m.remeasured_noise for m in again)
         # The pooled times get measure's own checks (noisy, above the peak).
         merged.warnings = measurement_warnings(merged)
         pooled.append(merged)
