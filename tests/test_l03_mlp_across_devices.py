@@ -150,7 +150,11 @@ def test_a_slow_split_names_the_cause_its_trace_allows():
     apart = [OpEvent(CPU1, "MatMul", "matmul", 0.0, 0.004)]
     apart.append(OpEvent(CPU2, "MatMul_2", "matmul", 0.004, 0.008))
     slow.trace = apart  # one after the other: the load average's hypothesis, as elsewhere
-    assert slow.traced_share() == 0.0 and "(the trace above shows each branch's" in slow.verdict
+    assert (
+        slow.traced_share() == 0.0
+        and "(one call of this run, traced after its timing, not another cell's trace, shows each"
+        in slow.verdict
+    )
     # read 171: the share that kept the trace's reading out is printed, beside its limit
     assert slow.verdict.endswith(
         "busy time and the join's; its first two branches were in flight together for 0% of the "
@@ -212,6 +216,12 @@ def test_overlap_sentence_warns_that_one_core_means_turns(monkeypatch):
     assert "1 usable CPU core," in one
     # read 122: nothing shown at the same time, so nothing took turns to say
     assert l03.overlap_sentence(apart, [CPU1, CPU2]).endswith("ran one after the other")
+    # review: with three branch devices, the first two's overlap is over the shorter of those
+    # two (3 ms of 4 ms), not of all three (a 1 ms third branch made it 300%)
+    CPU3 = "/device:CPU:3"
+    three = [*ROWS, OpEvent(CPU3, "MatMul_3", "matmul", 0.0, 0.001)]
+    monkeypatch.setattr(l03, "usable_cores", lambda: 3)
+    assert "= 75% of the shorter" in l03.overlap_sentence(three, [CPU1, CPU2, CPU3])
 
 
 def test_an_incomplete_trace_gives_its_sentence_not_an_overlap_or_a_timeline():

@@ -115,7 +115,7 @@ def overlap_sentence(rows: Sequence[OpEvent], devices: Sequence[Device | str]) -
         return incomplete_reason(rows)  # its missing rows would read as time apart
     names = [d if isinstance(d, str) else d.name for d in devices]
     busy, lengths, together = _both_busy(rows, names)
-    shorter = min(lengths)
+    shorter = min(lengths[:2])  # the first two's overlap is a share of the shorter of those two
     sentence = (
         f"branch devices busy: {', '.join(format_seconds(s) for s in lengths)}; the first two "
         f"both at once for {format_seconds(together)}"
@@ -396,9 +396,10 @@ class BranchResult(Reported):
                     f"the shorter's busy time, under the {MOSTLY_AT_ONCE:.0%} from which this "
                     "sentence reads the trace"
                 )
-                cause = (
-                    f"{slower_cause(self.cores, serial)} (the trace above shows each branch's "
-                    f"busy time and the join's{traced})"
+                cause = (  # read 174: not 'the trace above', which may be another call's
+                    f"{slower_cause(self.cores, serial)} (one call of this run, traced after its "
+                    f"timing, not another cell's trace, shows each branch's busy time and the "
+                    f"join's{traced})"
                 )
             return (
                 f"{outcome}; measured speedup {self.speedup:.2f}x, slower than the {where}"
