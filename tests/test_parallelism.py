@@ -258,23 +258,22 @@ def test_two_runs_of_one_experiment_are_read_against_each_other():
     edge = _run(times=(0.56, 0.56, 0.56))  # 1.79x; 0.56 s against the reachable 0.5 s: missed
     assert (first.reachable_test, edge.reachable_test) == ("held", "missed")
     assert first.against_rerun(edge).endswith(
-        "they agree within their noise, though against the reachable one reads 'held' and the "
-        "other 'missed': each sits on its side of that model's band, within the noise of the "
-        "other run"
+        "they agree within their noise, though the reachable model held in one and missed it in "
+        "the other: each sits on its side of that model's band, within the noise of the other run"
     )
     # read 75: 'held' beside 'noisy' is not two sides of a band: one run is too noisy to read it
     wobbly = _run(times=(0.45, 0.5, 0.56))  # IQR 55 ms: 11% of the 0.5 s median
     assert (first.reachable_test, wobbly.reachable_test) == ("held", "noisy")
     assert first.against_rerun(wobbly).endswith(
-        "though against the reachable one reads 'held' and the other 'not tested (too noisy)': "
-        "the run read 'not tested (too noisy)': its runs spread by more than 10% of their "
-        "median, so it does not read the model (its time is inside the model's band as well)"
+        "though the reachable model held in one and was not tested (too noisy) in the other: the "
+        "untested run does not read the model, as its runs spread by more than 10% of their "
+        "median (its time is inside the model's band as well)"
     )
     # read 77: a run above the reachable beyond the noise is flagged, not 'missed'
     fast = _run(times=(0.45, 0.45, 0.45))  # 2.22x against the reachable 2.00x
     assert fast.beats_reachable and fast.reachable_test == "missed"  # model_test's bare word
     said = fast.against_rerun(first)
-    assert "one reads 'flagged, not a result' and the other 'held'" in said
+    assert "model was not read (flagged, not a result) in one and held in the other" in said
     assert said.endswith("a run that is not a result is not read against the model")
     slower = _run(times=(1.0, 1.0, 1.0))  # 1.00x against 2.00x, bands 0.15 + 0.1
     said = first.against_rerun(slower)

@@ -348,7 +348,7 @@ def test_two_pipeline_runs_are_read_against_each_other_bubbles_too():
     )
     # a run that missed its model beside a noisy one: the noisy one's time is inside the band,
     # the other's is not ('as well' would be false)
-    assert "so it does not read the model (its time is inside the model's band);" in said
+    assert "of their median (its time is inside the model's band);" in said
     fast = _pipeline(step=0.0036, busy=0.00589, m=8)  # 18% ±9%: the bands do not meet
     said = first.against_rerun(fast)
     assert "something changed between the runs" in said

@@ -60,8 +60,16 @@ def communication_note(kind: str) -> str:
     )
 
 
-# `reachable_test`'s codes as the verdicts show them (read 91: 'noisy' quoted, never printed)
-WORDS_SHOWN = {"noisy": "not tested (too noisy)", "untestable": "not tested (its band is too wide)"}
+# What each run did against the reachable, in words (read 91: 'noisy' quoted, never printed;
+# read 174: not quoted as a label, as no table prints these words)
+WORDS_SHOWN = {
+    "missed": "missed it",
+    "held": "held",
+    "noisy": "was not tested (too noisy)",
+    "untestable": "was not tested (its band is too wide)",
+    "flagged, not a result": "was not read (flagged, not a result)",
+    "above it within the noise, not a result": "was not read (above it within the noise)",
+}
 
 
 @dataclasses.dataclass(repr=False)  # IPython shows the tables: _repr_pretty_
@@ -142,10 +150,9 @@ class ParallelResult(Reported):
             said += ": they agree within their noise"
             words = (self.reachable_word, other.reachable_word)
             if words[0] != words[1]:  # read 73: "agree" beside two words
-                shown = [WORDS_SHOWN.get(w, w) for w in words]  # read 91: as verdicts print
+                shown = [WORDS_SHOWN[w] for w in words]
                 said += (
-                    f", though against the reachable one reads '{shown[0]}' and the other "
-                    f"'{shown[1]}': "
+                    f", though the reachable model {shown[0]} in one and {shown[1]} in the other: "
                 )
                 untested = [w for w in words if w in UNTESTED]
                 if any("not a result" in w for w in words):  # read 77: a flagged run, 'missed'
@@ -154,9 +161,9 @@ class ParallelResult(Reported):
                     # an untested run's time is inside the model's band (`model_test`); a run
                     # that missed is outside it (read 105: 'missed' beside 'too noisy')
                     said += (
-                        f"the run read '{WORDS_SHOWN.get(untested[0], untested[0])}': "
-                        f"{UNTESTED[untested[0]]}, so it does not read the model (its time is "
-                        "inside the model's band" + (")" if "missed" in words else " as well)")
+                        f"the untested run does not read the model, as {UNTESTED[untested[0]]} "
+                        "(its time is inside the model's band"
+                        + (")" if "missed" in words else " as well)")
                     )
                 else:
                     said += (
