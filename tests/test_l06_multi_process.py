@@ -475,7 +475,7 @@ def test_the_model_step_is_read_against_the_noise_of_both_step_times():
     link = AlphaBeta(1e-3, 1e9)  # on 2 cores, 2 workers: 1 ms compute + 2 ms + 4 us all-reduce
     on = l06.TrainingSweepResult([_fake_training(1, 1e-3), _fake_training(2, 3.004e-3)], link, 2)
     assert on.model_sentence(on.one) is None
-    assert on.model_sentence(on.jobs[1]).endswith("within the noise of the step times (±7%)")
+    assert on.model_sentence(on.jobs[1]).endswith("within the step times' noise (±7% in all)")
     off = l06.TrainingSweepResult([_fake_training(1, 1e-3), _fake_training(2, 2.2e-3)], link, 2)
     said = off.model_sentence(off.jobs[1])
     assert "-27% from the model, outside the noise of the step times" in said
@@ -551,8 +551,8 @@ def test_with_its_all_reduce_job_the_sweep_counts_the_fits_band_and_reads_a_miss
     )
     assert inside.link == job.link
     assert inside.model_sentence(inside.jobs[1]).endswith(
-        f"within the noise of the step times and the all-reduce fit's band (±"
-        f"{(inside_s * 0.05 + 0.05e-3 + band) / predicted:.0%})"
+        f"within the step times' noise plus the all-reduce fit's band (±"
+        f"{(inside_s * 0.05 + 0.05e-3 + band) / predicted:.0%} in all)"
     )
     without = l06.TrainingSweepResult(
         [_fake_training(1, 1e-3), _fake_training(2, inside_s)], job.link, 2
@@ -564,7 +564,7 @@ def test_with_its_all_reduce_job_the_sweep_counts_the_fits_band_and_reads_a_miss
         [_fake_training(1, 1e-3), _fake_training(2, far_s)], None, 2, allreduce=job
     )
     said = far.model_sentence(far.jobs[1])
-    assert "-50% from the model, outside the noise of the step times and the all-reduce" in said
+    assert "-50% from the model, outside the step times' noise plus the all-reduce" in said
     assert "the model misses at 2 workers (its step is longer than the measured one)" in said
     assert "not read as the model missing" not in said and said in str(far)
     assert l06.break_even(far).ring_band_s == pytest.approx(band)  # the sweep's own job
@@ -576,7 +576,7 @@ def test_with_its_all_reduce_job_the_sweep_counts_the_fits_band_and_reads_a_miss
         [_fake_training(1, 1e-3), _fake_training(2, edge_s)], None, 2, allreduce=job
     )
     gap, spread = re.search(
-        r"([-+][\d.]+)% from the model, outside .*\(±([\d.]+)%\)",
+        r"([-+][\d.]+)% from the model, outside .*\(±([\d.]+)% in all\)",
         (edge.model_sentence(edge.jobs[1])),
     ).groups()
     assert abs(float(gap)) > float(spread) and "." in gap

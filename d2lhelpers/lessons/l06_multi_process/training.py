@@ -327,14 +327,17 @@ class TrainingSweepResult(Reported):
             return None
         c, noise, band, compute, step_noise = found
         predicted = c.b
-        counted = "the step times" + ("" if band is None else " and the all-reduce fit's band")
+        # read 174: '(±10%)' after 'the fit's band' read as the fit's own; it is the sum
+        counted = "the step times' noise" + (
+            "" if band is None else " plus the all-reduce fit's band"
+        )
         said = (
             f"{job.n_workers} workers: measured step {format_seconds(job.step_s)}, the model's "
             f"{format_seconds(predicted)}"
         )
         shown, spread = _gap_and_band(c)
         if not c.measurable:
-            return f"{said}: within the noise of {counted} ({spread})"
+            return f"{said}: within {counted} ({spread} in all)"
         gap = f"{shown} from the model"
         if band is None:  # read 102: the fit's band, printed two cells later, covered a -14%
             said += (
@@ -344,7 +347,7 @@ class TrainingSweepResult(Reported):
             )
         else:  # read 103: with the fit's band counted, a gap beyond it is the model's miss
             said += (
-                f": {gap}, outside the noise of {counted} ({spread}): the model "
+                f": {gap}, outside {counted} ({spread} in all): the model "
                 f"misses at {job.n_workers} workers (its step is "
                 f"{'longer' if predicted > job.step_s else 'shorter'} than the measured one)"
             )
