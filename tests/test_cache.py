@@ -178,6 +178,9 @@ def test_machine_busy_compares_the_load_with_the_usable_cores(monkeypatch):
     assert cache.machine_busy(cores=3) is None
     monkeypatch.setattr(cache.os, "getloadavg", lambda: (1.5, 0.0, 0.0))
     assert "1.5, was above 1 usable CPU core (it" in cache.machine_busy(cores=1)
+    # read 175: '1.0, was above 1': printed with the decimals that show it above
+    monkeypatch.setattr(cache.os, "getloadavg", lambda: (1.04, 0.0, 0.0))
+    assert "the load average, 1.04, was above 1 usable" in cache.machine_busy(cores=1)
 
     def no_load():
         raise OSError
