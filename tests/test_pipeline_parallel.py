@@ -356,6 +356,13 @@ def test_two_pipeline_runs_are_read_against_each_other_bubbles_too():
         "their bands do not meet, so the two runs place the bubble differently, and each run's "
         "reading of it (against the model and 1 - 1/p) holds for that run only"
     )
+    # read 175: on one core the least possible is 50%; 49% below it is not compared
+    one_core = _pipeline(step=0.00632, busy=0.00645, m=8, cores=1)
+    assert one_core.below_floor and not one_core.bubble_flags
+    said = _pipeline(step=0.0066, busy=0.00645, m=8, cores=1).against_rerun(one_core)
+    assert said.endswith(
+        "a bubble below its least possible 50% is not a result, so they are not compared"
+    )
     same = first.against_rerun(_pipeline(step=0.0062, busy=0.00645, m=8))
     assert same.endswith("so the runs do not disagree on it beyond their noise")
     assert first.against_rerun(_pipeline(step=0.00616, busy=0.00645, m=4)).endswith(

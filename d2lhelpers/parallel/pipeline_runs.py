@@ -186,6 +186,14 @@ class PipelineResult(ParallelResult):
             f"their bubbles: {self.measured_bubble:.1%} {self.band_text(1)} in one run, "
             f"{other.measured_bubble:.1%} {other.band_text(1)} in the other"
         )
+        unread = [r for r in (self, other) if not r.bubble_trusted or r.below_floor]
+        if unread:  # read 175: 49.1% compared, beside a least possible of 50%
+            why = (
+                f"below its least possible {unread[0].bubble_floor:.0%}"
+                if unread[0].below_floor
+                else "flagged (see its warnings)"
+            )
+            return f"{said}; {bubbles}: a bubble {why} is not a result, so they are not compared"
         # What both bands allow; empty when they do not meet.
         top = min(r.measured_bubble + r.bubble_noise_up for r in (self, other))
         bottom = max(r.measured_bubble - r.bubble_noise for r in (self, other))
