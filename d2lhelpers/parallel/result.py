@@ -67,8 +67,6 @@ WORDS_SHOWN = {
     "held": "held",
     "noisy": "was not tested (too noisy)",
     "untestable": "was not tested (its band is too wide)",
-    "flagged, not a result": "was not read (flagged, not a result)",
-    "above it within the noise, not a result": "was not read (above it within the noise)",
 }
 
 
@@ -144,20 +142,28 @@ class ParallelResult(Reported):
         if not same:
             return f"{self.label} and {other.label}: not the same experiment, so not compared"
         a, b = self.speedup, other.speedup
+        words = (self.reachable_word, other.reachable_word)
+        if any("not a result" in w for w in words):  # read 77: a flagged run, 'missed'
+            # read 175: nor compared with the other run (as a bubble that is not one is not)
+            a, b = (
+                f"{x:.2f}x" + (f" ({w})" if "not a result" in w else "")
+                for x, w in zip((a, b), words, strict=True)
+            )
+            return (
+                f"{self.label}: {a} in one run, {b} in the other: a speedup that is not a "
+                "result is not compared"
+            )
         band = self.speedup_noise + other.speedup_noise
         said = f"{self.label}: {a:.2f}x in one run, {b:.2f}x in the other (band ±{band:.2f})"
         if abs(a - b) <= band:
             said += ": they agree within their noise"
-            words = (self.reachable_word, other.reachable_word)
             if words[0] != words[1]:  # read 73: "agree" beside two words
                 shown = [WORDS_SHOWN[w] for w in words]
                 said += (
                     f", though the reachable model {shown[0]} in one and {shown[1]} in the other: "
                 )
                 untested = [w for w in words if w in UNTESTED]
-                if any("not a result" in w for w in words):  # read 77: a flagged run, 'missed'
-                    said += "a run that is not a result is not read against the model"
-                elif untested:  # read 75: one band, not two sides
+                if untested:  # read 75: one band, not two sides
                     # an untested run's time is inside the model's band (`model_test`); a run
                     # that missed is outside it (read 105: 'missed' beside 'too noisy')
                     said += (
