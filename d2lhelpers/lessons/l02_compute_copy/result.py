@@ -483,8 +483,9 @@ def _turns(share: float, cores: int | None) -> str:
     mean (`cores`: the worker process's own; None, not known: nothing is said)."""
     if cores is None or cores >= 2 or share <= 0:
         return ""
-    return (
-        f" (the worker process has {cores_phrase(cores)}, so its matmuls and its side of the "
+    return (  # read 175: where the worker's cores come from, said
+        f" (the worker process has {cores_phrase(cores)}, read from its CPU affinity, so its "
+        "matmuls and its side of the "
         f"copy are expected to have taken turns on it, {took_turns('overlapping')})"
     )
 
