@@ -1389,3 +1389,23 @@ def test_a_value_just_above_the_reach_says_how_far_where_the_rates_print_alike()
     apart = LoadSweepResult.above_reach(sweep, Spread(4000, 100))
     assert "beyond both noises" in apart and "x it)" not in apart  # 4.0 vs 3.2: printed apart
     assert LoadSweepResult.above_reach(sweep, Spread(3100, 100)) == ""  # below: nothing to say
+
+
+def test_a_one_load_run_reads_its_capacity_against_the_sweeps():
+    """Read 174: notebook 07's one-load run timed the replicas at 4.1 ktok/s, the sweep two
+    cells later at 5.3, beyond both noises, and no sentence set them side by side."""
+    from d2lhelpers.lessons.l07_serving.one_run import ServingRunResult
+
+    config = decoder_config(64, 2, 8, 4)
+    sweep = LoadSweepResult(
+        2, 2, capacity(1e-3), [LayoutSweep("replicas", capacity(2e-3), Spread(1, 0), [])], 1e6, 1e12
+    )
+    sweep.config = config
+    run = ServingRunResult("replicas", capacity(1e-3), point(1000, 100, False), (config, 2, 4))
+    said = run.against_sweep(sweep)
+    assert said.startswith(
+        "Capacities, this run's against the sweep's (the same timing, in another cell): replicas: "
+        "2.3 ktok/s ±5% here, 1.6 ktok/s ±5% in the sweep: 1.43x, beyond both noises"
+    )
+    other = dataclasses.replace(run, setup=(decoder_config(128, 2, 8, 4), 2, 4))
+    assert other.against_sweep(sweep).endswith("so their capacities are not compared")
