@@ -278,50 +278,21 @@ def run_three_schemes(
     require_measure_options(measure_options)
     n_layers = check_three_schemes(width, batch, microbatches, n_devices)
     common = {"device_peak": device_peak, **measure_options}
-    schemes = [
-        (
-            "replicas",
-            ROUNDS,
-            lambda p: run_replicas(
-                width, batch, n_devices, progress=p, in_one_graph=replicas_in_one_graph, **common
-            ),
-        ),
-        (
-            "tensor parallel",
-            ROUNDS,
-            lambda p: run_tensor_parallel(
-                width,
-                batch,
-                n_devices,
-                progress=p,
-                in_one_graph=tensor_parallel_in_one_graph,
-                **common,
-            ),
-        ),
-        (
-            "pipeline parallel",
-            ROUNDS,
-            lambda p: run_pipeline_parallel(
-                width,
-                batch,
-                microbatches,
-                n_devices,
-                n_layers,
-                progress=p,
-                in_one_graph=pipeline_in_one_graph,
-                **common,
-            ),
-        ),
-    ]
-    total, before, runs = sum(steps for _, steps, _ in schemes), 0, []
-    for name, steps, run in schemes:
+    split = (width, batch, n_devices)
+    schemes = [  # (name, its run, its sizes, its graph builder); each takes ROUNDS steps
+        ("replicas", run_replicas, split, replicas_in_one_graph),
+        ("tensor parallel", run_tensor_parallel, split, tensor_parallel_in_one_graph),
+        ("pipeline parallel", run_pipeline_parallel,
+         (width, batch, microbatches, n_devices, n_layers), pipeline_in_one_graph),
+    ]  # fmt: skip
+    runs = []
+    for i, (name, run, sizes, build) in enumerate(schemes):
 
-        def report(done, _, status, name=name, before=before):
+        def report(done, _, status, name=name, before=i * ROUNDS):
             if progress:
-                progress(before + done, total, f"{name}: {status}")
+                progress(before + done, len(schemes) * ROUNDS, f"{name}: {status}")
 
-        runs.append(run(report))
-        before += steps
+        runs.append(run(*sizes, progress=report, in_one_graph=build, **common))
     return ThreeSchemesResult(runs)
 
 
