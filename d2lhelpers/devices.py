@@ -14,7 +14,7 @@ import subprocess
 
 import tensorflow as tf
 
-from d2lhelpers.core.checks import available_memory_bytes, require_count
+from d2lhelpers.core.checks import MEMORY_SHARE, available_memory_bytes, require_count
 from d2lhelpers.core.units import GiB, cores_phrase, format_bytes, plural, usable_cores
 
 DEFAULT_COUNT = 4  # sliders go from 1 to this on CPU-only machines and on one GPU
@@ -87,12 +87,7 @@ def plan_devices(
                 f"({MAX_VIRTUAL_GPUS} at most, each with {MIN_VIRTUAL_GPU_MB} MiB or more): "
                 f"choose at most {cap}"
             )
-    if num_physical_gpus >= 2:
-        if count is not None and count > num_physical_gpus:
-            raise ValueError(
-                f"{count} devices asked for, but this machine has {num_physical_gpus} GPUs: "
-                f"choose at most {num_physical_gpus}"
-            )
+    if num_physical_gpus >= 2:  # a count above them was refused above (their cap)
         return Plan("GPU", count or num_physical_gpus)
     if num_physical_gpus == 1:
         count = count or DEFAULT_COUNT
@@ -341,19 +336,20 @@ def _host_available_bytes() -> int:
 def check_fits(bytes_per_device: int, devices: list[Device], what: str = "this run") -> None:
     """Refuse, before anything is allocated, a run whose buffers would not fit.
 
-    Devices that share memory (logical CPUs share the host's) need the sum; the check keeps a
-    fifth of the free memory for everything else.
+    Devices that share memory (logical CPUs share the host's) need the sum; the check keeps
+    what `MEMORY_SHARE` leaves of the free memory for everything else.
     """
     shared = [d for d in devices if d.memory_bytes is None]
     groups = [(shared, bytes_per_device * len(shared))] if shared else []
     groups += [([d], bytes_per_device) for d in devices if d.memory_bytes is not None]
     for group, needed in groups:
         free = free_memory_bytes(group[0])
-        if needed > 0.8 * free:
+        if needed > MEMORY_SHARE * free:
             where = "the host's shared memory" if group is shared else group[0].name
             raise ValueError(
                 f"{what} needs {format_bytes(needed)} on {where}, but only {format_bytes(free)} "
-                f"is free (at most {format_bytes(0.8 * free)} may be used): choose a smaller size."
+                f"is free (at most {format_bytes(MEMORY_SHARE * free)} may be used): choose a "
+                "smaller size."
             )
 
 
