@@ -29,6 +29,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from d2lhelpers.core.units import plural
 from d2lhelpers.tracing.timeline import OpEvent, _lane_label, _natural
 
 THIS_PROCESS = "this process"
@@ -59,7 +60,6 @@ def trace_events(rows: Sequence[OpEvent]) -> dict:
         events.append(_meta("thread_name", track, number, name=_lane_label(device, lane)))
         events.append(_meta("thread_sort_index", track, number, sort_index=number))
     for r in sorted(rows, key=lambda r: (r.start_s, tid[(r.device, r.lane)])):
-        lane = {"lane": r.lane} if r.lane else {}
         events.append(
             {
                 "name": r.op,
@@ -96,7 +96,7 @@ class SavedTrace:
     incomplete: str = ""
 
     def __str__(self) -> str:
-        ops, tracks = _count(self.ops, "op"), _count(self.tracks, "track")
+        ops, tracks = plural(self.ops, "op"), plural(self.tracks, "track")
         # Beside the notebook: the path from its folder (a book or a course server shows no
         # machine's temporary folders); elsewhere the whole path.
         here = os.path.relpath(self.path)
@@ -109,10 +109,6 @@ class SavedTrace:
 
     def _repr_pretty_(self, printer, _cycle) -> None:
         printer.text(str(self))
-
-
-def _count(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def save_trace(rows: Sequence[OpEvent], path: str | os.PathLike = "trace.json") -> SavedTrace:

@@ -30,9 +30,6 @@ class SpeedupModelResult(Reported):
     comm_per_device_ms: float
     max_devices: int
 
-    def _repr_pretty_(self, printer, _cycle) -> None:  # IPython's text/plain: the table, not fields
-        printer.text(str(self))
-
     @property
     def devices(self) -> list[int]:
         return list(range(1, self.max_devices + 1))
