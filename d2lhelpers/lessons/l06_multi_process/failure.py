@@ -48,6 +48,7 @@ DEMO_WIDTH, DEMO_BATCH = 1024, 1024
 WINDOW_S, KILL_AFTER_S = 3.0, 1.0  # each worker trains this long; one dies this far in
 WARMUP = 2  # untimed steps before the common start (the first traces the tf.function)
 START_MARGIN_S = 0.2  # the start time is set this far ahead, so every worker sees it in time
+JOB_TIMEOUT_S = 30.0  # how long each job may take to start (its workers ready)
 COLLECTIVE_TIMEOUT_S = 5.0  # how long a survivor waits on a dead peer's collective before it errs
 UNITS = 100  # a worker's progress: hundredths of its window
 
@@ -368,7 +369,7 @@ def run_failure(
     kill_after_s: float = KILL_AFTER_S,
     width: int = DEMO_WIDTH,
     batch_per_worker: int = DEMO_BATCH,
-    timeout_s: float = 30.0,
+    timeout_s: float = JOB_TIMEOUT_S,
     collective_timeout_s: float = COLLECTIVE_TIMEOUT_S,
     progress=None,
     worker=mwms.training_worker,

@@ -13,6 +13,7 @@ from d2lhelpers.lessons.l06_multi_process.failure import (
     COLLECTIVE_TIMEOUT_S,
     DEMO_BATCH,
     DEMO_WIDTH,
+    JOB_TIMEOUT_S,
     KILL_AFTER_S,
     LAYOUTS,
     UNITS,
@@ -82,7 +83,7 @@ def run_replicas_vs_group(
             options.get("kill_after_s", KILL_AFTER_S),
             options.get("width", DEMO_WIDTH),
             options.get("batch_per_worker", DEMO_BATCH),
-            options.get("timeout_s", 30.0),
+            options.get("timeout_s", JOB_TIMEOUT_S),
             options.get("collective_timeout_s", COLLECTIVE_TIMEOUT_S),
         )
     board = ProgressBoard(progress, 2 * n_workers * UNITS)
