@@ -36,7 +36,6 @@ import argparse
 import contextlib
 import ctypes
 import dataclasses
-import glob
 import os
 import socket
 import struct
@@ -66,8 +65,9 @@ from d2lhelpers.tracing.timeline import (
     graph_op_devices,
     incomplete_reason,
     overlap_seconds,
+    profiler_options,
     profiling,
-    read_xspace,
+    read_logdir,
     trace,
 )
 
@@ -369,9 +369,7 @@ def trace_with_worker(
 
 
 def _trace_both(fn, args, worker_address: str, wait_s: float, window_s: float) -> list:
-    options = tf.profiler.experimental.ProfilerOptions(
-        host_tracer_level=2, python_tracer_level=0, device_tracer_level=1
-    )
+    options = profiler_options()
     failures = []
     with (
         tempfile.TemporaryDirectory() as worker_dir,
@@ -400,9 +398,7 @@ def _trace_both(fn, args, worker_address: str, wait_s: float, window_s: float) -
         client.join(window_s + TRACE_JOIN_EXTRA_S)
         if failures or client.is_alive():
             raise RuntimeError(f"the worker's trace failed: {failures or 'no answer'}")
-        paths = glob.glob(f"{worker_dir}/plugins/profile/*/*.xplane.pb")
-        paths += glob.glob(f"{local_dir}/plugins/profile/*/*.xplane.pb")
-        return [read_xspace(path) for path in paths]
+        return read_logdir(worker_dir) + read_logdir(local_dir)
 
 
 def _without_sync(rows: list[OpEvent]) -> Trace:

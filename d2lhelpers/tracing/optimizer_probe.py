@@ -24,7 +24,6 @@ merges (read 149).
 from __future__ import annotations
 
 import dataclasses
-import glob
 import json
 import os
 import subprocess
@@ -32,7 +31,7 @@ import sys
 import tempfile
 from collections.abc import Sequence
 
-from d2lhelpers.tracing.xspace import events_from_xspace, read_xspace
+from d2lhelpers.tracing.xspace import events_from_xspace, read_logdir
 
 ARITHMETIC_OFF = "tf.config.optimizer.set_experimental_options({'arithmetic_optimization': False})"
 CSE_OFF = "ConfigProto: opt_level L0, do_common_subexpression_elimination False"
@@ -171,8 +170,7 @@ def probe(switches: str | Sequence[str], n: int, size: int, timeout: float = 120
         seconds, iqrs = found["seconds"], found["iqrs"]
         runs = []
         for i, switch in enumerate(switches):
-            paths = glob.glob(f"{logdir}/{i}/plugins/profile/*/*.xplane.pb")
-            rows = events_from_xspace([read_xspace(p) for p in paths], {})
+            rows = events_from_xspace(read_logdir(f"{logdir}/{i}"), {})
             executed = len({row.op for row in rows if row.kind == "matmul"})
             runs.append(ProbeRun(switch, n, executed, seconds[i], iqrs[i]))
     return runs

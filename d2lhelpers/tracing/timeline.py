@@ -46,7 +46,6 @@ The XSpace itself is read by `d2lhelpers.tracing.xspace`.
 from __future__ import annotations
 
 import contextlib
-import glob
 import os
 import re
 import tempfile
@@ -65,7 +64,8 @@ from d2lhelpers.tracing.xspace import (  # noqa: F401  (re-exported: callers rea
     device_label,
     events_from_xspace,
     op_kind,
-    read_xspace,
+    profiler_options,
+    read_logdir,
     xplane_pb2,
 )
 
@@ -161,8 +161,7 @@ def trace(
             with profiling(logdir):
                 copy(*args)
                 sync_devices()  # a GPU's kernels are still queued when the call returns
-            paths = glob.glob(f"{logdir}/plugins/profile/*/*.xplane.pb")
-            spaces = [read_xspace(path) for path in paths]
+            spaces = read_logdir(logdir)
         try:
             rows = events_from_xspace(spaces, op_devices, default_device(), identities)
         except EmptyTraceError:
@@ -185,12 +184,8 @@ def trace(
 @contextlib.contextmanager
 def profiling(logdir: str | os.PathLike):
     """The profiler on for a `with` block; its XSpace is written under `logdir` on exit."""
-    # Level 2 host tracing is what records _Send events and async kernels (_Recv).
-    options = tf.profiler.experimental.ProfilerOptions(
-        host_tracer_level=2, python_tracer_level=0, device_tracer_level=1
-    )
     try:
-        tf.profiler.experimental.start(str(logdir), options=options)
+        tf.profiler.experimental.start(str(logdir), options=profiler_options())
     except tf.errors.AlreadyExistsError as error:
         raise RuntimeError(
             "another profiler session is running in this process (TensorBoard's callback, "

@@ -14,6 +14,7 @@ rendezvous key (`src_device;...;dst_device;edge;...`). What the probes showed ab
 from __future__ import annotations
 
 import dataclasses
+import glob
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -74,6 +75,19 @@ def read_xspace(path: str | os.PathLike) -> xplane_pb2.XSpace:
     with open(path, "rb") as file:
         space.ParseFromString(file.read())
     return space
+
+
+def read_logdir(logdir: str | os.PathLike) -> list[xplane_pb2.XSpace]:
+    """Every trace file the profiler wrote under `logdir` (one per host it traced)."""
+    return [read_xspace(p) for p in glob.glob(f"{logdir}/plugins/profile/*/*.xplane.pb")]
+
+
+def profiler_options():
+    """The profiler's options for every trace here: level 2 host tracing is what records _Send
+    events and async kernels (_Recv); no Python tracing."""
+    return tf.profiler.experimental.ProfilerOptions(
+        host_tracer_level=2, python_tracer_level=0, device_tracer_level=1
+    )
 
 
 def events_from_xspace(
