@@ -40,6 +40,12 @@ SEED_000 = {
 # SXM's published dense TF32 tensor-core peak (no sparsity; an A100's is 156), the highest of any
 # NVIDIA GPU before the Blackwell generation (NVIDIA's datasheet).
 H100_TF32_PEAK = 495e12
+DATASHEET_PEAK = (
+    f"an H100/H200's dense TF32 peak ({H100_TF32_PEAK / 1e12:.0f} TFLOP/s, NVIDIA's datasheet)"
+)
+HIGHEST_BEFORE_BLACKWELL = (
+    "the highest of NVIDIA's GPUs before the Blackwell generation (their datasheets)"
+)
 
 SEED_000_SIZE, SEED_000_MATMULS = 4000, 50  # run(x): 50 products of one 4000x4000 float32 matrix
 # What every seed timing's final `run(x)[-1].numpy()` copies to the host: one result, 64 MB.
@@ -317,8 +323,7 @@ def h200_run_words(rows: dict[str, dict], copy_rate: float, matmul_rate: float) 
 
 def _against_datasheet(rates: list[float]) -> str:
     """Rates held against the highest dense TF32 datasheet peak (notebook 02's yardstick)."""
-    peak, top = H100_TF32_PEAK, max(rates)
-    where = f"an H100/H200's dense TF32 peak ({peak / 1e12:.0f} TFLOP/s, NVIDIA's datasheet)"
+    peak, top, where = H100_TF32_PEAK, max(rates), DATASHEET_PEAK
     if top <= peak:
         return f"all are below {where}, so none is ruled out (at most {top / 1e12:.0f} TFLOP/s)"
     above = sum(r > peak for r in rates)

@@ -20,7 +20,9 @@ from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import GB, format_seconds
 from d2lhelpers.core.verdicts import numbered
 from d2lhelpers.references import (
+    DATASHEET_PEAK,
     H100_TF32_PEAK,
+    HIGHEST_BEFORE_BLACKWELL,
     SEED_000,
     SEED_000_MATMULS,
     SEED_000_SIZE,
@@ -133,9 +135,8 @@ class SeedReadingResult(Reported):
         if where == "within":  # read 83: 1.01x the peak, inside the seed's noise stand-in
             verdicts.append(
                 f"50 products of 4000² in {format_seconds(self.run_s)} would be "
-                f"{self.matmul_rate / 1e12:.0f} TFLOP/s against an H100/H200's dense TF32 peak "
-                f"({H100_TF32_PEAK / 1e12:.0f} TFLOP/s, NVIDIA's datasheet), the highest of "
-                "NVIDIA's GPUs before the Blackwell generation (their datasheets): "
+                f"{self.matmul_rate / 1e12:.0f} TFLOP/s against {DATASHEET_PEAK}, "
+                f"{HIGHEST_BEFORE_BLACKWELL}: "
                 + within_seed_noise(self.matmul_rate, spread, less_copy_source(self.copy_rate))
             )
         elif where == "beyond":
@@ -143,9 +144,8 @@ class SeedReadingResult(Reported):
             flags.append(
                 f"50 products of 4000² in {format_seconds(self.run_s)} would be "
                 f"{self.matmul_rate / 1e12:.0f} TFLOP/s, {self.matmul_rate / H100_TF32_PEAK:.2f}x "
-                f"an H100/H200's dense TF32 peak ({H100_TF32_PEAK / 1e12:.0f} TFLOP/s, NVIDIA's "
-                "datasheet), the highest of NVIDIA's GPUs before the Blackwell generation (their "
-                "datasheets); the seed names no GPU, but on any earlier NVIDIA GPU this rate is "
+                f"{DATASHEET_PEAK}, {HIGHEST_BEFORE_BLACKWELL}; the seed names no GPU, but on any "
+                "earlier NVIDIA GPU this rate is "
                 f"above its datasheet's peak, beyond the {spread:.0%} that stands in for the "
                 f"seed's noise ({less_copy_source(self.copy_rate)}). Possible causes, "
                 f"not measured here: {causes}"
