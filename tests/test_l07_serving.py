@@ -619,6 +619,7 @@ def test_an_edited_notebook_cell_changes_what_the_panel_runs():
         ),
         "sweep = d2l.run_load_sweep(2, width=width, code=code)": "sweep = None",
         "sweep.plot()\nsweep": "",
+        "print(run.against_sweep(sweep))": "",
         "d2l.run_lockstep_comparison(2, load=0.8, width=width, code=code, sweep=sweep)": "",
         "failure = d2l.run_serving_failure(2, width=width, code=code, sweep=sweep)": (
             "failure = None"
