@@ -87,6 +87,14 @@ def noise_text(m: Timed, decimals: int = 0) -> str:
     return f"±{relative_noise(m):.{decimals}%}" + (" (floor)" if floor else "")
 
 
+def with_noise(m: Timed, unit: str | None = None, decimals: int = 0) -> str:
+    """'1.83 ms ±16%', or with `unit` a rate, '2.3 ktok/s ±5% (floor)' (`decimals` more past
+    the usual for the value and its noise): one home for a value printed with its band."""
+    if unit is None:
+        return f"{format_seconds(m.median)} {noise_text(m, decimals)}"
+    return f"{format_rate(m.median, unit, 1 + decimals)} {noise_text(m, decimals)}"
+
+
 def noisy_run(m: Timed) -> bool:
     """Whether a run's spread is too wide for any verdict drawn from it (IQR above `NOISY_IQR`)."""
     return m.iqr > NOISY_IQR * m.median

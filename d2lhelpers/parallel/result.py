@@ -27,6 +27,7 @@ from d2lhelpers.core.verdicts import (
     noise_text,
     noisy_run,
     numbered,
+    with_noise,
 )
 from d2lhelpers.parallel.model import MATCH_TOLERANCE
 from d2lhelpers.timing.benchmark import Measurement
@@ -193,8 +194,7 @@ class ParallelResult(Reported):
             names = " and ".join(r.label for r in runs)
             return f"{names}: not the same one-device work, so not compared"
         said = "one device: " + ", ".join(
-            f"{format_seconds(r.reference_time)} {noise_text(r.reference)} beside {r.scheme}"
-            for r in runs
+            f"{with_noise(r.reference)} beside {r.scheme}" for r in runs
         )
         pairs = [(a, b) for i, a in enumerate(runs) for b in runs[i + 1 :]]
         apart = [(a, b) for a, b in pairs if compare(a.reference, b.reference).measurable]

@@ -21,10 +21,10 @@ from d2lhelpers.core.verdicts import (
     agreeing_digits,
     impossible,
     noise_of,
-    noise_text,
     noisy_run,
     relative_noise,
     slower_cause,
+    with_noise,
 )
 from d2lhelpers.timing.benchmark import Measurement
 from d2lhelpers.timing.peaks import (
@@ -110,7 +110,7 @@ def single_samples_verdict(pairs) -> str:
 
     said = "; ".join(
         f"'{b.description}' {format_seconds(b.elapsed)} is {ratio(b, m)}x the "
-        f"median of its {len(m.times)} runs ({format_seconds(m.median)} {noise_text(m)})"
+        f"median of its {len(m.times)} runs ({with_noise(m)})"
         for b, m in outside
     )
     return (

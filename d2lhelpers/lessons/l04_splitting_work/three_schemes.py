@@ -19,7 +19,7 @@ from d2lhelpers.core.counts import mlp_flops
 from d2lhelpers.core.progress import Progress
 from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import format_seconds
-from d2lhelpers.core.verdicts import compare, noise_text
+from d2lhelpers.core.verdicts import compare, with_noise
 from d2lhelpers.devices import on_gpu, setup_devices
 from d2lhelpers.parallel.pipeline_runs import MAX_PIECES, check_pipeline, run_pipeline_parallel
 from d2lhelpers.parallel.replica_runs import check_replicas, run_replicas
@@ -195,8 +195,8 @@ class ThreeSchemesResult(Reported):
             rows.append(
                 (
                     r.scheme,
-                    f"{format_seconds(r.time)} {noise_text(r.measurement)}",
-                    f"{format_seconds(r.reference.median)} {noise_text(r.reference)}",
+                    with_noise(r.measurement),
+                    f"{with_noise(r.reference)}",
                     f"{r.throughput:,.0f}",
                     r.speedup_text(),
                     f"{r.reachable_speedup:.2f}x",
@@ -251,7 +251,7 @@ def _split(run: ParallelResult) -> str:
             if run.bubble_flags
             else f"bubble {run.measured_bubble:.1%} {run.band_text(1)} = 1 - busy / "
             f"({run.stages} x the time per batch), busy (the {run.microbatches} microbatches on "
-            f"one device) {format_seconds(busy.median)} {noise_text(busy)} (model "
+            f"one device) {with_noise(busy)} (model "
             f"{run.model_bubble:.1%})"
         )
         return f"{run.stage_layers} layers, {run.microbatches} microbatches; {bubble}"

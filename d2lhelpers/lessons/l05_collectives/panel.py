@@ -22,7 +22,7 @@ from d2lhelpers.core.heap import return_freed_memory
 from d2lhelpers.core.progress import Steps
 from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import KiB, format_bytes, format_rate, format_seconds, usable_cores
-from d2lhelpers.core.verdicts import noise_text, relative_noise
+from d2lhelpers.core.verdicts import relative_noise, with_noise
 from d2lhelpers.devices import select_devices, setup_devices
 from d2lhelpers.lessons.l05_collectives.plots import plot_allreduce_model
 from d2lhelpers.lessons.l05_collectives.sweep import run_allreduce_sweep
@@ -115,7 +115,7 @@ class AllreduceModelResult(Reported):
                 (
                     f"TensorFlow, measured here ({self.kind})",
                     "",
-                    f"{format_seconds(self.measured.median)} {noise_text(self.measured)}",
+                    f"{with_noise(self.measured)}",
                     "",
                     # read 165: a bound from the sliders' β, not this machine's
                     f"{format_ratio(self.measured.median / self.bound)} (the sliders' bound)",
@@ -163,7 +163,7 @@ class AllreduceModelResult(Reported):
         ratio = self.measured.median / self.predicted["ring"]
         return (
             f"TensorFlow's ring, measured here on {self.ranks} {self.kind} devices, took "
-            f"{format_seconds(self.measured.median)} {noise_text(self.measured)}: {ratio:,.2f}x "
+            f"{with_noise(self.measured)}: {ratio:,.2f}x "
             f"± {ratio * relative_noise(self.measured):,.2f} the model's ring with the sliders' "
             f"α = {format_seconds(self.alpha_s)} and "
             f"β = {format_rate(self.beta_bytes_per_s, 'B/s')} (values to set, not this "

@@ -43,6 +43,7 @@ from d2lhelpers.core.verdicts import (
     noise_text,
     noisy_run,
     relative_noise,
+    with_noise,
 )
 from d2lhelpers.lessons.l05_collectives.plots import plot_allreduce_sweep
 from d2lhelpers.timing.benchmark import Measurement
@@ -198,7 +199,7 @@ class AllreduceSweepResult(Reported):
         said = (
             f"α = {format_seconds(self.model.alpha_s)} and "
             f"β = {format_rate(self.model.beta_bytes_per_s, 'B/s')} (from the {TINY_BYTES}-byte "
-            f"all-reduce, {format_seconds(self.tiny.median)} {noise_text(self.tiny)}, and the "
+            f"all-reduce, {with_noise(self.tiny)}, and the "
             f"{largest} one, {format_seconds(self.measurements[-1].median)} "
             f"{noise_text(self.measurements[-1])}, alone) predict "
             # read 133: 'the other 4' where 5 others ran, one left out (named below)

@@ -33,6 +33,7 @@ from d2lhelpers.core.verdicts import (
     numbered,
     rates_as_judged,
     relative_noise,
+    with_noise,
 )
 from d2lhelpers.lessons.l07_serving.plots import plot_requests
 from d2lhelpers.lessons.l07_serving.points import (
@@ -434,10 +435,7 @@ class FailureResult(Reported):
         914.6 tok/s as the most)."""
         sweep = self.sweep if sweep is None else sweep
         reach = sweep.one_device.tokens_per_s.scaled(sweep.at_once)
-        ceiling = (
-            f"{format_rate(reach.median, 'tok/s')} {noise_text(reach)} "
-            f"({reach_label(sweep.at_once)})"
-        )
+        ceiling = f"{with_noise(reach, 'tok/s')} ({reach_label(sweep.at_once)})"
         said = []
         for r in self.runs:
             readings = self._readings(r, sweep)
@@ -461,7 +459,7 @@ class FailureResult(Reported):
                 if k is not None:
                     it = f"{k}x one device's ({bound})"
                 else:  # the digits the ceiling above printed, or more where they would mislead
-                    usual = f"{format_rate(most.median, 'tok/s')} {noise_text(most)}"
+                    usual = f"{with_noise(most, 'tok/s')}"
                     it = "it" if bound == usual else f"it ({bound})"
                 said.append(f"{r.layout} {name}: {shown}, {self._where(it, c)}")
                 if name == "capacity" and c.a > c.b and r.utilisation is not None:

@@ -28,8 +28,8 @@ from d2lhelpers.core.verdicts import (
     impossible,
     model_test,
     noise_of,
-    noise_text,
     parts_between_runs,
+    with_noise,
 )
 from d2lhelpers.devices import select_devices
 from d2lhelpers.lessons.l07_serving.points import ready_engines
@@ -265,7 +265,7 @@ class PipelineInFlightResult(Reported):
         ]
 
         def steps(ms):
-            return ", ".join(f"{format_seconds(x.median)} {noise_text(x)}" for x in ms)
+            return ", ".join(f"{with_noise(x)}" for x in ms)
 
         note = (
             f"model: min({self.at_once} devices at once, m n / (m + n - 1)) for m microbatches "

@@ -15,7 +15,7 @@ from d2lhelpers.core import checks
 from d2lhelpers.core.progress import Steps
 from d2lhelpers.core.report import Reported, Table
 from d2lhelpers.core.units import format_rate
-from d2lhelpers.core.verdicts import higher_or_lower, noise_text
+from d2lhelpers.core.verdicts import higher_or_lower, noise_text, with_noise
 from d2lhelpers.lessons.l07_serving.points import (
     POINT_COLUMNS,
     Capacity,
@@ -85,7 +85,7 @@ class LockstepResult(Reported):
         reach = sweep.one_device.tokens_per_s.scaled(sweep.at_once)
         return (
             "each mode's capacity and window read against the load sweep's "
-            f"{format_rate(reach.median, 'tok/s')} {noise_text(reach)} "
+            f"{with_noise(reach, 'tok/s')} "
             f"({reach_label(sweep.at_once)}): none is above it"
         )
 
@@ -124,8 +124,7 @@ class LockstepResult(Reported):
     def tables(self) -> list[Table]:
         # each point as every load point prints (arrivals and throughput with their noise)
         rows = [
-            [mode, f"{format_rate(c.tokens_per_s.median, 'tok/s')} {noise_text(c.tokens_per_s)}"]
-            + p.row()
+            [mode, f"{with_noise(c.tokens_per_s, 'tok/s')}"] + p.row()
             for mode, c, p in zip(MODES, self.capacities, self.points, strict=True)
         ]
         columns = ["replicas", "capacity", *POINT_COLUMNS]

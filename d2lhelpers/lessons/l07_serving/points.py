@@ -35,6 +35,7 @@ from d2lhelpers.core.verdicts import (
     parts_between_runs,
     printed_comparison,
     rates_as_judged,
+    with_noise,
 )
 from d2lhelpers.devices import check_fits, select_devices, setup_devices
 from d2lhelpers.serving.config import ModelConfig, bytes_per_device, decoder_config
@@ -131,9 +132,9 @@ class Capacity:
         total = self.tokens_per_s
         if not compare(total, fastest).a_slower or total.median <= fastest.median:
             return said
-        rate = f"{format_rate(fastest.median, 'tok/s')} {noise_text(fastest)}"
+        rate = f"{with_noise(fastest, 'tok/s')}"
         said = (
-            f"{said}; here the sum, {format_rate(total.median, 'tok/s')} {noise_text(total)}, is "
+            f"{said}; here the sum, {with_noise(total, 'tok/s')}, is "
             f"above {self.at_once}x its fastest server's rate, {rate}, beyond both noises"
         )
         model = (
@@ -177,7 +178,7 @@ class Capacity:
     def steps_text(self, which: str) -> str:
         """Each server's 'decode' or 'prefill' time with its noise: what the capacity sums (a
         decoding step with the slots it steps at once)."""
-        found = [f"{format_seconds(m.median)} {noise_text(m)}" for m in getattr(self, which)]
+        found = [f"{with_noise(m)}" for m in getattr(self, which)]
         if which == "decode":
             found = [f"{text} for {s} slots" for text, s in zip(found, self.slots, strict=True)]
         return ", ".join(found)
@@ -391,7 +392,7 @@ class LoadPoint:
         arrived, made = self.arrival_rate, self.throughput
         return (
             f"{arrived.median:.{d}f} {noise_text(arrived, d)}",
-            f"{format_rate(made.median, 'tok/s', 1 + d)} {noise_text(made, d)}",
+            with_noise(made, "tok/s", d),
         )
 
     def _reads_below(self, d: int) -> bool:

@@ -41,6 +41,7 @@ from d2lhelpers.core.verdicts import (
     rates_as_judged,
     ratio_noise,
     relative_noise,
+    with_noise,
 )
 from d2lhelpers.lessons.l07_serving.plots import COLOURS
 from d2lhelpers.lessons.l07_serving.points import (
@@ -479,7 +480,7 @@ class LoadSweepResult(Reported):
             return ""
         shown, bound = rates_as_judged(value, reach, "tok/s")  # each with its noise
         # Where the usual digits would read the other way, the value too, at these digits.
-        usual = f"{format_rate(reach.median, 'tok/s')} {noise_text(reach)}"
+        usual = f"{with_noise(reach, 'tok/s')}"
         digits = "" if bound == usual else f" ({shown} against it)"
         if shown.partition(" ±")[0] == bound.partition(" ±")[0]:  # read 136: '3.2 ktok/s ...
             digits = f" ({ratio_beside(c.ratio)}x it)"  # above 3.2 ktok/s': the ratio says
