@@ -644,7 +644,7 @@ def test_sweep_flags_sizes_measured_faster_than_alpha():
     assert {row[-1] for row in held_out.rows} == {"not a result"}
     # 0.93 ms against α's 1.00 ms: below it by more than the 5% floor, inside both noises
     unsure = _sweep([0.93e-3, 1.3e-3, 1.4e-3, 2.0e-3], tiny=1e-3)
-    assert unsure.flagged_sizes() == set() and unsure.below_alpha_inside() == {1000}
+    assert unsure.unread() == {1000: "below α"}
     assert (
         "predict the 2 sizes read (of the other 3; the rest left out, below) within"
         in unsure.verdict
@@ -661,10 +661,10 @@ def test_sweep_flags_sizes_measured_faster_than_alpha():
         "inside the noise)"
     )
     assert {row[-1] for row in fit.rows} == {"not read (see the title)"}
-    assert _sweep([0.96e-3, 1.3e-3, 1.4e-3, 2.0e-3], tiny=1e-3).below_alpha_inside() == set()
+    assert _sweep([0.96e-3, 1.3e-3, 1.4e-3, 2.0e-3], tiny=1e-3).unread() == {}
     # read 70: a held-out size not read above is not read against the fit either
     held = _sweep([1.1e-3, 0.93e-3, 1.4e-3, 2.0e-3], tiny=1e-3)
-    assert held.below_alpha_inside() == {2000} and 2000 in held.held_out_sizes
+    assert held.unread() == {2000: "below α"} and 2000 in held.held_out_sizes
     (row,) = [r for r in held.tables()[-1].rows if r[0] == "2.0 KiB"]
     assert row[-1] == "below α above, inside the noise: not read"
     quiet = _sweep([1.1e-3, 1.3e-3, 1.4e-3, 2.0e-3], tiny=1.2e-3).tables()[-1]
@@ -725,7 +725,7 @@ def test_the_bound_is_as_noisy_as_beta():
     assert near.below_bound() == []
     # read 72: 1.85 ms is below the 2 ms bound by more than the 5% floor, inside the noise: a
     # point drawn under the bound is not read as a result, in the verdict, the rows or the fit
-    assert near.below_bound_inside() == {4000} and near.flagged_sizes() == set()
+    assert near.unread() == {4000: "below the bandwidth bound"}
     assert "— not read: 3.9 KiB among its inputs" in near.tables()[-1].title  # a fit input
     assert (
         "predict the 2 sizes read (of the other 3; the rest left out, below) within" in near.verdict
@@ -735,8 +735,8 @@ def test_the_bound_is_as_noisy_as_beta():
     )
     assert near.tables()[1].rows[2][-1] == "below the bandwidth bound, inside the noise: not read"
     at_bound = _sweep([1.1e-3, 1.3e-3, 1.95e-3, 5e-3])  # within the 5% floor of it: read
-    assert at_bound.below_bound_inside() == set() and "left out" not in at_bound.verdict
-    assert _sweep([1.1e-3, 1.3e-3, 1.4e-3, 5e-3]).below_bound_inside() == set()  # flagged
+    assert at_bound.unread() == {} and "left out" not in at_bound.verdict
+    assert set(_sweep([1.1e-3, 1.3e-3, 1.4e-3, 5e-3]).unread().values()) == {"flagged"}
 
 
 def test_one_links_values_from_the_sweep():
@@ -975,7 +975,7 @@ def test_a_sweep_names_every_size_it_sets_aside_and_why():
     # A held-out size under the bound inside the noise: its row is not read (2.0 KiB in 0.44 ms
     # against a bound of 0.475 ms, both noises 48 µs).
     under = _sweep([1.1e-3, 0.44e-3, 1.4e-3, 2.0e-3], tiny=0.1e-3)
-    assert under.below_bound_inside() == {2000} and under.flagged_sizes() == set()
+    assert under.unread() == {2000: "below the bandwidth bound"}
     assert [row[-1] for row in under.tables()[-1].rows] == [
         "below the bandwidth bound above, inside the noise: not read",
         "within the noises",

@@ -58,6 +58,9 @@ ALPHA_CAUSES = (
     "so every prediction starts too high",
     *LIKELY_CAUSES,
 )
+# Why a size is not read (`unread`): the verdict's and both tables' one list of reasons
+FLAGGED, BELOW_ALPHA, BELOW_BOUND = "flagged", "below α", "below the bandwidth bound"
+NOT_READ = "inside the noise: not read"
 
 
 def _one_sided(read: list) -> str:
@@ -189,19 +192,17 @@ class AllreduceSweepResult(Reported):
                 f"The {largest} all-reduce took no longer than the {TINY_BYTES}-byte one: every "
                 "size here is start-up cost α, and β cannot be measured (choose larger sizes)."
             )
-        flagged, unsure = self.flagged_sizes(), self.below_alpha_inside()
-        under_bound = self.below_bound_inside() - flagged
+        unread = self.unread()
         read = [
             (r, quiet)
             for r, quiet in zip(self.residuals, self.within_noise(), strict=True)
-            if r.nbytes not in flagged | unsure | under_bound
+            if r.nbytes not in unread
         ]
         said = (
             f"α = {format_seconds(self.model.alpha_s)} and "
             f"β = {format_rate(self.model.beta_bytes_per_s, 'B/s')} (from the {TINY_BYTES}-byte "
             f"all-reduce, {with_noise(self.tiny)}, and the "
-            f"{largest} one, {format_seconds(self.measurements[-1].median)} "
-            f"{noise_text(self.measurements[-1])}, alone) predict "
+            f"{largest} one, {with_noise(self.measurements[-1])}, alone) predict "
             # read 133: 'the other 4' where 5 others ran, one left out (named below)
             + (
                 f"the other {len(read)} sizes"
@@ -221,46 +222,41 @@ class AllreduceSweepResult(Reported):
                 "noise of their own run and of the two runs α and β come from"
             )
             said += _one_sided([r for r, _ in read])
-        if flagged:
-            sizes = ", ".join(format_bytes(s) for s in sorted(flagged))
-            said += f" ({sizes} left out: flagged, see the warning)"
-        inside = {  # below an ideal by more than the floor, inside the noise: not read
-            f"the {TINY_BYTES}-byte all-reduce that gives α": (unsure, "which time is off; a "
-            "size within that floor of it is read"),
-            "the bandwidth bound 2(n-1)/n·S/B": (under_bound, "which is off"),
+        reasons = {  # below an ideal by more than the floor, inside the noise: not read
+            BELOW_ALPHA: (f"the {TINY_BYTES}-byte all-reduce that gives α", "which time is off; "
+            "a size within that floor of it is read"),
+            BELOW_BOUND: ("the bandwidth bound 2(n-1)/n·S/B", "which is off"),
         }  # fmt: skip
-        for ideal, (left, tell) in inside.items():
-            if left:
-                sizes = ", ".join(format_bytes(s) for s in sorted(left))
+        for why in (FLAGGED, *reasons):
+            left = sorted(s for s, w in unread.items() if w == why)
+            sizes = ", ".join(format_bytes(s) for s in left)
+            if left and why == FLAGGED:
+                said += f" ({sizes} left out: flagged, see the warning)"
+            elif left:
+                ideal, tell = reasons[why]
                 said += (
                     f" ({sizes} left out: faster than {ideal} by more than {NOISE_FLOOR:.0%}, "
                     f"inside the noise: too noisy to tell {tell})"
                 )
         return said + "." + self._calibration_caveat()
 
-    def below_alpha_inside(self) -> set[int]:
-        """Sizes faster than the tiny all-reduce (alpha, the least any size can take) by more
-        than the noise floor but inside the noise: not impossible, not a result either."""
-        return {
-            s
-            for s, m in zip(self.sizes, self.measurements, strict=True)
-            if how_below_ideal(m, self.tiny.median, noise_of(self.tiny)) == "inside"
-        }
-
-    def below_bound_inside(self) -> set[int]:
-        """Sizes faster than the bandwidth bound by more than the noise floor but inside the
-        noise (read 72: a point drawn under the 'lower bound' was read as a result)."""
-        if self.bus_bandwidth is None:
-            return set()
-        return {
-            s
-            for s, m in zip(self.sizes[:-1], self.measurements[:-1], strict=True)
-            if how_below_ideal(m, self.bound_s(s), self.bound_noise(s)) == "inside"
-        } - self.below_alpha_inside()
-
-    def flagged_sizes(self) -> set[int]:
-        """Sizes whose time is impossible against α or the bandwidth bound: not read as results."""
-        return {*self.below_bound(), *self.below_alpha()}
+    def unread(self) -> dict[int, str]:
+        """Each size not read as a result, and why, for the verdict and both tables alike:
+        `FLAGGED`, impossible (faster than α or the bandwidth bound beyond the noise); else
+        `BELOW_ALPHA` or `BELOW_BOUND`, faster than it by more than the noise floor but inside
+        the noise: not impossible, not a result either (read 72: a point drawn under the 'lower
+        bound' was read as a result)."""
+        flagged = {*self.below_bound(), *self.below_alpha()}
+        why = {}
+        for s, m in zip(self.sizes, self.measurements, strict=True):
+            bound = self.bus_bandwidth is not None and s != self.sizes[-1]  # the last gives B
+            if s in flagged:
+                why[s] = FLAGGED
+            elif how_below_ideal(m, self.tiny.median, noise_of(self.tiny)) == "inside":
+                why[s] = BELOW_ALPHA
+            elif bound and how_below_ideal(m, self.bound_s(s), self.bound_noise(s)) == "inside":
+                why[s] = BELOW_BOUND
+        return why
 
     def _calibration_caveat(self) -> str:
         """Predictions are no better than the two measurements alpha and beta come from."""
@@ -356,8 +352,7 @@ class AllreduceSweepResult(Reported):
         return flags
 
     def _sizes_table(self) -> Table:
-        rows, flagged, unsure = [], self.flagged_sizes(), self.below_alpha_inside()
-        under_bound = self.below_bound_inside()
+        rows, unread = [], self.unread()
         noise = [*self.within_noise(), True]
         for size, m, predicted, quiet in zip(
             self.sizes, self.measurements, self.predicted, noise, strict=True
@@ -365,12 +360,9 @@ class AllreduceSweepResult(Reported):
             # the same words as the verdict's count and the held-out table's reading
             note = "within the noises" if quiet else "beyond the noises"
             note = "calibrates β" if size == self.sizes[-1] else note
-            if size in flagged:
-                note = "flagged (see the warning)"
-            elif size in unsure:
-                note = "below α, inside the noise: not read"
-            elif size in under_bound:
-                note = "below the bandwidth bound, inside the noise: not read"
+            if size in unread:
+                why = unread[size]
+                note = "flagged (see the warning)" if why == FLAGGED else f"{why}, {NOT_READ}"
             rows.append(
                 (
                     format_bytes(size),
@@ -392,11 +384,10 @@ class AllreduceSweepResult(Reported):
             f"{FIT_METHOD} over {fit}: α = {format_seconds(self.fitted.alpha_s)}, "
             f"β = {format_rate(self.fitted.beta_bytes_per_s, 'B/s')}; the sizes it did not see"
         )
-        flagged, unsure = self.flagged_sizes(), self.below_alpha_inside()
-        under_bound = self.below_bound_inside()
-        bad_inputs = sorted(flagged & set(self.fit_sizes))
+        unread = self.unread()
+        bad_inputs = sorted(s for s in self.fit_sizes if unread.get(s) == FLAGGED)
         # read 75: a fit on a time the table above does not read is not read either
-        unread_inputs = sorted((unsure | under_bound) & set(self.fit_sizes))
+        unread_inputs = sorted(s for s in self.fit_sizes if s in unread and s not in bad_inputs)
         if bad_inputs:  # a fit on an impossible time predicts nothing worth reading
             inputs = ", ".join(format_bytes(s) for s in bad_inputs)
             title += (
@@ -424,18 +415,12 @@ class AllreduceSweepResult(Reported):
                     f"±{fit_noise / r.predicted_s:.0%}",
                     f"{r.relative:+.0%}",
                     "not a result"
-                    if bad_inputs or r.nbytes in flagged
+                    if bad_inputs or unread.get(r.nbytes) == FLAGGED
                     else "not read (see the title)"
                     if unread_inputs
-                    else (
-                        "below α above, inside the noise: not read"  # as the table above (read 70)
-                        if r.nbytes in unsure
-                        else (
-                            "below the bandwidth bound above, inside the noise: not read"
-                            if r.nbytes in under_bound
-                            else ("within the noises" if inside else "beyond the noises")
-                        )
-                    ),
+                    else f"{unread[r.nbytes]} above, {NOT_READ}"  # as the table above (read 70)
+                    if r.nbytes in unread
+                    else ("within the noises" if inside else "beyond the noises"),
                 )
             )
         columns = ("size per device", "measured", "noise", "predicted", "fit's noise")
