@@ -196,7 +196,10 @@ def baseline_verdict(
             f"{format_rate(one.rate)}; neither read against the baseline {format_rate(base)}: "
             f"{low}"
         )
-    one_aside, together_aside = _above_own_peak(one), _above_own_peak(together)
+    # read 176: the peak measured again between the two runs, as together's ceiling k x it
+    # shows (a peak given as a plain number does not say whose it is: nothing said)
+    since = together.peak / together.peak_factor if together.peak_factor != 1 else None
+    one_aside, together_aside = _above_own_peak(one, since), _above_own_peak(together)
     if one_aside:  # read 74: its line above says 'not a result'; so does this one
         # no rate after the word 'baseline': make one-core reads the first as the baseline's
         one_line = f"one device: {one_aside}, and not read against the baseline"
@@ -213,13 +216,21 @@ def baseline_verdict(
     return "\n".join([together_line + read, one_line, *baseline_not_kept(baseline)])
 
 
-def _above_own_peak(m: Measurement) -> str:
+def _above_own_peak(m: Measurement, since: float | None = None) -> str:
     """Why `m`'s rate is not read against the baseline, when it is above its own best peak
     (within the noise or beyond it): its own line says 'not a result', so no verdict may rest
-    on it; else ''."""
+    on it; else ''. `since`: the peak as a later run saw it, said where it was measured again
+    higher (read 176: 1.05 of 170.9 GFLOP/s, beside a later 179.9 that this rate is below)."""
     peak = m.best_peak
     if m.rate is None or not peak or m.rate <= peak:
         return ""
+    later = ""
+    if since and since > peak:
+        where = "below" if m.rate <= since else "above"
+        later = (
+            f"; the peak was measured again after it, at {format_rate(since)}, which this rate "
+            f"is {where} (its line's verdict stands: a rerun of its cell reads it against that)"
+        )
     return (
         f"{format_rate(m.rate)} is {m.rate / peak:.2f} of "
         + (
@@ -227,7 +238,7 @@ def _above_own_peak(m: Measurement) -> str:
             if m.peak_factor == 1
             else m.peak_words(peak).replace("the ceiling", "its ceiling", 1)
         )
-        + ", above it, so not a result (as its line above says)"
+        + f", above it, so not a result (as its line above says){later}"
     )
 
 
