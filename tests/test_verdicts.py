@@ -25,6 +25,7 @@ from d2lhelpers.core.verdicts import (
     parts_between_runs,
     ratio_noise,
     relative_noise,
+    with_noise,
 )
 from d2lhelpers.timing.benchmark import Measurement
 
@@ -180,6 +181,12 @@ def test_relative_noise_and_a_noisy_run():
     assert noise_text(quiet(0.5, iqr=0.04)) == "±8%"
     assert noise_text(SimpleNamespace(median=0.0, iqr=0.25)) == "(median 0, IQR 0.25)"  # no ±inf%
     assert not noisy_run(SimpleNamespace(median=1.0, iqr=0.1))
+    # A value with its band, one home (with_noise): a time, or a rate in its unit, with
+    # `decimals` more for both where a verdict's digits need them.
+    assert with_noise(quiet(2.0, iqr=0.4)) == "2.000 s ±20%"
+    assert with_noise(quiet(0.01234)) == "12.34 ms ±5% (floor)"
+    assert with_noise(quiet(2345.0, iqr=469.0), "tok/s") == "2.3 ktok/s ±20%"
+    assert with_noise(quiet(2345.0, iqr=469.0), "tok/s", 1) == "2.35 ktok/s ±20.0%"
     assert noisy_run(quiet(0.5, iqr=0.06)) and not noisy_run(quiet(0.5, iqr=0.04))
 
 
