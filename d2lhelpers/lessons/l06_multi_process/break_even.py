@@ -79,8 +79,9 @@ class BreakEvenResult(Reported):
         if self.needed_s is None:
             return (
                 f"by the model, {k} workers never beat one here: on {cores_phrase(self.cores)} "
-                f"they share {'it' if self.cores == 1 else 'them'}, so each step computes "
-                f"{k / self.cores:g}x as long, and the model puts the all-reduce on top (it "
+                f"they share {'it' if self.cores == 1 else 'them'}, so the model has each step "
+                f"compute {k / self.cores:g}x as long (read 177: its premise, not measured), "
+                "and puts the all-reduce on top (it "
                 "assumes no overlap of compute and communication; the check below says whether "
                 "its step held)"
             )
