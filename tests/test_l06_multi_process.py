@@ -465,9 +465,10 @@ def test_break_even_is_never_on_one_core():
     assert answer.needed_s is None and "never beat one here: on 1 usable CPU core" in answer.verdict
     assert ("compute per step needed to win", "never") in answer.tables()[0].rows
     # read 170: the model's premise, not a measured fact (a step near the all-reduce alone)
-    assert answer.verdict.endswith("the model puts the all-reduce on top (it assumes no overlap "
-                                   "of compute and communication; the check below says whether "
-                                   "its step held)")  # fmt: skip
+    assert answer.verdict.endswith("the model has each step compute 2x as long (its "
+                                   "premise, not measured), and puts the all-reduce on top (it "
+                                   "assumes no overlap of compute and communication; the check "
+                                   "below says whether its step held)")  # fmt: skip
     assert "the model agrees in direction (both: lose)" in str(answer)  # it said never; slower
 
 

@@ -76,11 +76,11 @@ class BreakEvenResult(Reported):
     @property
     def verdict(self) -> str:
         k = self.n_workers
-        if self.needed_s is None:
+        if self.needed_s is None:  # read 177: '2x as long' read as measured; the model's
             return (
                 f"by the model, {k} workers never beat one here: on {cores_phrase(self.cores)} "
                 f"they share {'it' if self.cores == 1 else 'them'}, so the model has each step "
-                f"compute {k / self.cores:g}x as long (read 177: its premise, not measured), "
+                f"compute {k / self.cores:g}x as long (its premise, not measured), "
                 "and puts the all-reduce on top (it "
                 "assumes no overlap of compute and communication; the check below says whether "
                 "its step held)"
