@@ -42,6 +42,7 @@ from d2lhelpers.lessons.l07_serving.points import (
     capacities_against_sweep,
     measure_capacity,
     reach_label,
+    reach_of,
     ready_engines,
     run_point,
     setup_run,
@@ -377,11 +378,11 @@ class FailureResult(Reported):
             if self._rebuilt_as_one_device(r, sweep) and r.throughput_after is not None:
                 return [("after the loss", r.throughput_after, sweep.one_device.tokens_per_s, 1)]
             return []
-        reach = sweep.one_device.tokens_per_s.scaled(sweep.at_once)
+        reach = reach_of(sweep)
         # after the loss one device fewer can compute (read 70: a survivor at 1.73x one
         # device's capacity went unflagged)
         survivors = min(sweep.at_once, r.n_devices - 1)
-        after = sweep.one_device.tokens_per_s.scaled(survivors)
+        after = reach_of(sweep, survivors)
         return [
             (name, value, most, k)
             for name, value, most, k in [
@@ -434,7 +435,7 @@ class FailureResult(Reported):
         result (read 57: 1.2 ktok/s before the loss, beside a sweep that put one device's
         914.6 tok/s as the most)."""
         sweep = self.sweep if sweep is None else sweep
-        reach = sweep.one_device.tokens_per_s.scaled(sweep.at_once)
+        reach = reach_of(sweep)
         ceiling = f"{with_noise(reach, 'tok/s')} ({reach_label(sweep.at_once)})"
         said = []
         for r in self.runs:

@@ -14,8 +14,7 @@ from collections.abc import Callable
 from d2lhelpers.core import checks
 from d2lhelpers.core.progress import Steps
 from d2lhelpers.core.report import Reported, Table
-from d2lhelpers.core.units import format_rate
-from d2lhelpers.core.verdicts import higher_or_lower, noise_text, with_noise
+from d2lhelpers.core.verdicts import higher_or_lower, with_noise
 from d2lhelpers.lessons.l07_serving.points import (
     POINT_COLUMNS,
     Capacity,
@@ -24,6 +23,7 @@ from d2lhelpers.lessons.l07_serving.points import (
     capacities_against_sweep,
     measure_capacity,
     reach_label,
+    reach_of,
     ready_engines,
     run_point,
     served_above,
@@ -70,8 +70,8 @@ class LockstepResult(Reported):
             for name, value in [("capacity", c.tokens_per_s), ("window", p.throughput)]:
                 if above := sweep.above_reach(value):
                     said[mode, name] = (
-                        f"{WHOSE[mode]} {name}, {format_rate(value.median, 'tok/s')} "
-                        f"{noise_text(value)}, is, by the load sweep's bound, {above}"
+                        f"{WHOSE[mode]} {name}, {with_noise(value, 'tok/s')}, is, by the load "
+                        f"sweep's bound, {above}"
                     )
         return said
 
@@ -82,7 +82,7 @@ class LockstepResult(Reported):
         sweep = self.sweep
         if sweep is None or not sweep.bounded_by_one_device(MODES[0]) or self.above_the_sweep():
             return None
-        reach = sweep.one_device.tokens_per_s.scaled(sweep.at_once)
+        reach = reach_of(sweep)
         return (
             "each mode's capacity and window read against the load sweep's "
             f"{with_noise(reach, 'tok/s')} "

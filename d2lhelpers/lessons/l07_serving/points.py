@@ -487,6 +487,12 @@ def above_reach_words(beyond: bool) -> str:
     )
 
 
+def reach_of(sweep, devices: int | None = None) -> Spread:
+    """The most `devices` (by default, those of the load sweep's that can compute at once) allow,
+    each as fast as one device was when the sweep timed it: the bound `reach_label` names."""
+    return sweep.one_device.tokens_per_s.scaled(sweep.at_once if devices is None else devices)
+
+
 def reach_label(at_once: int) -> str:
     """What the sweep's bound on layouts one device bounds is (read 99: 'the most 2 devices
     computing at once allow' printed as a ceiling, beside one device timed 0.75x as long in a

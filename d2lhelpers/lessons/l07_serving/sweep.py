@@ -53,6 +53,7 @@ from d2lhelpers.lessons.l07_serving.points import (
     capacities_against_sweep,
     measure_capacity,
     reach_label,
+    reach_of,
     ready_engines,
     run_point,
     served_above,
@@ -474,7 +475,7 @@ class LoadSweepResult(Reported):
         """'above R, the most N devices computing at once allow, beyond/within both noises' when
         `value` (tokens/s of a layout one device bounds) is above what the devices computing at
         once allow; else ''. One home for the sweep's, the failure's and lock step's readings."""
-        reach = self.one_device.tokens_per_s.scaled(self.at_once)
+        reach = reach_of(self)
         c = compare(value, reach)
         if c.a <= c.b:
             return ""
@@ -515,7 +516,7 @@ class LoadSweepResult(Reported):
         """Layouts bounded by one device (`bounded_by_one_device`) whose measured capacity is
         above `reachable` (the ideal when every device can compute at once), each with whether
         it is beyond the noise of both capacities."""
-        reach = self.one_device.tokens_per_s.scaled(self.at_once)
+        reach = reach_of(self)
         return [
             (s, compare(s.capacity.tokens_per_s, reach).measurable)
             for s in self.sweeps
@@ -539,7 +540,7 @@ class LoadSweepResult(Reported):
         if sweep.layout not in above:
             return None
         cap = sweep.capacity.tokens_per_s
-        reach = self.one_device.tokens_per_s.scaled(self.at_once)
+        reach = reach_of(self)
         # read 166: '3.9 ktok/s ±8%, is 1.14x 3.4 ktok/s ±5% ... within the noise': the digits
         shown, bound = rates_as_judged(cap, reach, "tok/s")
         return (
