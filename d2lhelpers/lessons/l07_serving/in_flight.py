@@ -20,7 +20,6 @@ from d2lhelpers.core.units import format_rate, format_seconds
 from d2lhelpers.core.verdicts import (
     NOISE_FLOOR,
     UNTESTED,
-    Comparison,
     Spread,
     compare,
     faster_or_slower,
@@ -112,17 +111,21 @@ class PipelineInFlightResult(Reported):
         """Per microbatch count: 'missed' (slower or faster than the model beyond the noise),
         'held', or 'untestable' (the band covers one device's time too: no gain would have
         passed as well)."""
-        tests = {}
-        for m, one, pipe in zip(self.microbatches, self.one, self.pipeline, strict=True):
-            want = one.median / self.model(m)  # the pipeline's time in the model
-            tests[m] = model_test(pipe, Spread(want, noise_of(one) / self.model(m)), one.median)
-        return tests
+        return {
+            m: model_test(pipe, self.model_time(m, one), one.median)
+            for m, one, pipe in zip(self.microbatches, self.one, self.pipeline, strict=True)
+        }
+
+    def model_time(self, m: int, one: Measurement) -> Spread:
+        """The pipeline's time at `m` in the model: one device's, with its noise, over the
+        model's speedup (one home for the model tests, the ideal and the 'below' reading)."""
+        return Spread(one.median / self.model(m), noise_of(one) / self.model(m))
 
     def above_ideal(self, m: int, one: Measurement, pipe: Measurement) -> str | None:
         """Whether the pipeline beat its model at `m`, which is its ideal (no communication,
         the devices at once): None, or `how_below_ideal`'s "inside" or "beyond" the noise."""
-        ideal = self.model(m)
-        return how_below_ideal(pipe, one.median / ideal, noise_of(one) / ideal)
+        ideal = self.model_time(m, one)
+        return how_below_ideal(pipe, ideal.median, ideal.iqr)
 
     def steps_against(self, sweep) -> str:
         """One device's step here against the load sweep's for as many sequences (the yardstick
@@ -185,13 +188,11 @@ class PipelineInFlightResult(Reported):
 
     def below_model(self) -> list[int]:
         """Microbatch counts at which the pipeline was slower than its model, beyond the noise."""
-        below = []
-        for m, one, pipe in zip(self.microbatches, self.one, self.pipeline, strict=True):
-            want = self.model(m)  # speedup: the pipeline's time should be one's / want
-            c = Comparison(pipe.median, one.median / want, noise_of(pipe) + noise_of(one) / want)
-            if c.a_slower:
-                below.append(m)
-        return below
+        return [
+            m
+            for m, one, pipe in zip(self.microbatches, self.one, self.pipeline, strict=True)
+            if compare(pipe, self.model_time(m, one)).a_slower
+        ]
 
     @property
     def verdict(self) -> str:
