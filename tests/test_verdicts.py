@@ -185,6 +185,7 @@ def test_relative_noise_and_a_noisy_run():
     # `decimals` more for both where a verdict's digits need them.
     assert with_noise(quiet(2.0, iqr=0.4)) == "2.000 s ±20%"
     assert with_noise(quiet(0.01234)) == "12.34 ms ±5% (floor)"
+    assert with_noise(quiet(0.012345, iqr=0.002469), decimals=1) == "12.345 ms ±20.0%"
     assert with_noise(quiet(2345.0, iqr=469.0), "tok/s") == "2.3 ktok/s ±20%"
     assert with_noise(quiet(2345.0, iqr=469.0), "tok/s", 1) == "2.35 ktok/s ±20.0%"
     assert noisy_run(quiet(0.5, iqr=0.06)) and not noisy_run(quiet(0.5, iqr=0.04))

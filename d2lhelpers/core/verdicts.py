@@ -91,7 +91,7 @@ def with_noise(m: Timed, unit: str | None = None, decimals: int = 0) -> str:
     """'1.83 ms ±16%', or with `unit` a rate, '2.3 ktok/s ±5% (floor)' (`decimals` more past
     the usual for the value and its noise): one home for a value printed with its band."""
     if unit is None:
-        return f"{format_seconds(m.median)} {noise_text(m, decimals)}"
+        return f"{format_seconds(m.median, decimals)} {noise_text(m, decimals)}"
     return f"{format_rate(m.median, unit, 1 + decimals)} {noise_text(m, decimals)}"
 
 
