@@ -53,8 +53,8 @@ class ReplicasVsGroupResult(Reported):
             )
             for d in demos
         ]
-        columns = ("layout", "steps/s before", "steps/s after", "lost (measured)", "lost (model)")
-        columns += ("workers that finished",)
+        columns = ("layout", "steps/s before (all workers)", "steps/s after (all workers)")
+        columns += ("lost (measured)", "lost (model)", "workers that finished")
         notes = [note for d in demos for note in d.notes()]
         wall = sum(d.wall_s for d in demos)
         notes.append(f"both demos took {wall:.1f} s; every process has ended")
