@@ -394,6 +394,10 @@ def test_overlap_flags_impossible_results():
         "noisy to tell which time is off, so not a result"
     ]
     assert below.tables()[1].rows[2][1] == "not shown (see the warnings)"
+    # read 178: the table's ratio says so where it is printed (0.87x bare beside its warning)
+    assert below.tables()[1].rows[0][2] == "0.94x (below it: not a result)"
+    assert _overlap(12.4e-3, overlap=False).tables()[1].rows[0][2] == "0.95x"  # a result
+    assert _overlap(12.2e-3).tables()[1].rows[0][2] == "0.94x"  # overlapped: below is its gain
     assert not _overlap(12.4e-3, overlap=False).below_sequential  # 0.954x: inside the floor
     assert not _overlap(12.2e-3).below_sequential  # overlapped: its own ideal and ceiling
 
