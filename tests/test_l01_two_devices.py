@@ -325,10 +325,12 @@ def test_baseline_verdict_reads_logical_devices_against_a_yardstick_and_gpus_aga
         "not a result (as its line above says), and not read against the baseline"
     )
     assert "they match it" in set_aside.splitlines()[0]  # the two together are still read
-    # read 176: the peak measured again after it (together's ceiling is 2 x 205 GFLOP/s):
-    # the line says so, and where this rate sits against it; its verdict stands
+    # read 176: the peak measured again after it (its record now at 205 GFLOP/s): the line
+    # says so, and where this rate sits against it; its verdict stands
+    from d2lhelpers.timing.benchmark import PeakRecord
+
+    hot.peak_record = PeakRecord(2.05e11)
     later = rate("both", 3.9e11, 4.1e11)
-    later.peak_factor = 2
     said = l01.baseline_verdict(later, hot, baseline, "logical CPU").splitlines()[1]
     assert said == (
         "one device: 210.0 GFLOP/s is 1.05 of its own measured peak 200.0 GFLOP/s, above it, so "
@@ -336,8 +338,9 @@ def test_baseline_verdict_reads_logical_devices_against_a_yardstick_and_gpus_aga
         "GFLOP/s, which this rate is above (its line's verdict stands: a rerun of its cell reads "
         "it against that), and not read against the baseline"
     )
-    later.peak = 4.3e11  # 215 GFLOP/s a device: this rate is below it
+    hot.peak_record = PeakRecord(2.15e11)  # this rate is below it
     assert "which this rate is below" in l01.baseline_verdict(later, hot, baseline, "logical CPU")
+    hot.peak_record = None
     hot_both = l01.baseline_verdict(rate("both", 2.06e11, 2e11), one, baseline, "virtual GPU")
     assert hot_both.splitlines()[0].endswith(
         "; not read against it: 206.0 GFLOP/s is 1.03 of its own measured peak 200.0 GFLOP/s, "

@@ -157,6 +157,9 @@ class Measurement:
     peak_noise: float = 0.0  # the peak's own noise: IQR / median of the runs that measured it
     remeasured_noise: float | None = None  # the peak's noise once measured again (later rates')
     peak_factor: float = 1.0  # k for `k * peak`: k devices' ceiling from one device's peak
+    # The device's `PeakRecord` where `measure` was given a measured peak: not a field (not
+    # serialized), so that a reading made later can use the record's newest rate (`peak_now`)
+    peak_record = None
 
     def _rate_beside(self, shown: str, peak: float) -> str:
         """The rate with the decimals (1 to 4) at which it, over the peak as printed, gives the
@@ -206,6 +209,23 @@ class Measurement:
         """The larger of the peak given and the peak re-measured (a peak is a best rate)."""
         known = [p for p in (self.peak, self.remeasured_peak) if p]
         return max(known) if known else None
+
+    @property
+    def peak_now(self) -> float | None:
+        """The peak as known now, for a reading made after this run: its record's newest rate
+        (x `peak_factor`) where that was measured again, higher, since (read 179: the higher
+        one is used from then on); else `best_peak`. This run's own line keeps `best_peak`."""
+        if self.peak_record is None:
+            return self.best_peak
+        return max(self.best_peak or 0.0, self.peak_record.rate * self.peak_factor)
+
+    @property
+    def peak_noise_now(self) -> float:
+        """The noise `peak_now` carries: the record's, once it is the newer (at least the gap
+        between its readings), else this run's `peak_noise`."""
+        if self.peak_record is None or self.peak_now == self.best_peak:
+            return self.peak_noise
+        return max(self.peak_noise, self.peak_record.noise)
 
     @property
     def rate_noise(self) -> float:
@@ -339,6 +359,7 @@ def measure(
     result = Measurement(label, times, work, unit, peak.current if measured else peak)
     result.peak_noise = peak.noise if measured else 0.0
     result.peak_factor = peak.factor if measured else 1.0
+    result.peak_record = peak.record if measured else None
     if result.above_peak and measured:
         # Before blaming the workload, check the yardstick: measure the peak again.
         # This result is judged with the noise it was measured against; the record's noise,

@@ -44,6 +44,7 @@ def measure_interleaved(
         merged = Measurement(first.label, times, first.work, first.unit, first.peak)
         merged.peak_noise = max(m.peak_noise for m in taken)
         merged.peak_factor = first.peak_factor  # k devices' ceiling stays a ceiling, not "the peak"
+        merged.peak_record = first.peak_record
         again = [m for m in taken if m.remeasured_peak]
         if again:
             merged.remeasured_peak = max(m.remeasured_peak for m in again)

@@ -81,8 +81,8 @@ def below_own_peak(
     """When `m`'s own measured peak is below `times` x the usable cores' baseline beyond both
     noises, the clause that says so: a rate 'below' the baseline then says little about how the
     work ran (`why`: what makes the two differ); else ''."""
-    peak, base = m.best_peak, baseline["flops_per_s"]
-    noise = max(m.peak_noise, NOISE_FLOOR) + baseline_noise(baseline)  # as baseline_below_peak
+    peak, base = m.peak_now, baseline["flops_per_s"]
+    noise = max(m.peak_noise_now, NOISE_FLOOR) + baseline_noise(baseline)  # as below
     if not peak or peak >= times * base * (1 - noise):
         return ""
     return (
@@ -97,11 +97,12 @@ def baseline_below_peak(m: Measurement, baseline: dict, whose: str) -> str | Non
     expected at best to roughly match, was likely measured low, so no rate is read against it.
     None when the peak is within the noises, unknown, or a peak of k devices (k x one device's:
     a ceiling that devices computing at once need not reach, not a measurement)."""
-    peak, base = m.best_peak, baseline["flops_per_s"]
-    peak_noise = max(m.peak_noise, NOISE_FLOOR)
+    peak, base = m.peak_now, baseline["flops_per_s"]  # read 179: as measured again since
+    peak_noise = max(m.peak_noise_now, NOISE_FLOOR)
     base_noise = baseline_noise(baseline)
     noise = peak_noise + base_noise
-    if not peak or not above_limit(peak, base, noise) or getattr(m.peak, "factor", 1) != 1:
+    k = m.peak_factor if m.peak_factor != 1 else getattr(m.peak, "factor", 1)
+    if not peak or not above_limit(peak, base, noise) or k != 1:
         return None  # a peak of k devices (k x one's) is a ceiling, not a measurement of one
     causes = ("the baseline was measured low", *LIKELY_CAUSES[:1])
     if baseline.get("from_cache"):
@@ -110,7 +111,9 @@ def baseline_below_peak(m: Measurement, baseline: dict, whose: str) -> str | Non
     # not "impossible": one thread at best roughly matching every usable core is an
     # expectation (read 57), so the yardstick is set aside, not the peak called false
     return (
-        f"{whose} measured peak {format_rate(peak)} is {peak / base:.2f} of the usable cores' "
+        f"{whose} measured peak {format_rate(peak)}"
+        + (" (as measured again after its run)" if peak != m.best_peak else "")
+        + f" is {peak / base:.2f} of the usable cores' "
         f"baseline, above it beyond both noises (±{noise:.0%}: the peak's {peak_noise:.0%} + "
         f"the baseline's {base_noise:.0%}, each at least the {NOISE_FLOOR:.0%} floor). One "
         "device, one thread, is expected at best to roughly match every usable core on one "

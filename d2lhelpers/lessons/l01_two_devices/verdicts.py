@@ -196,10 +196,8 @@ def baseline_verdict(
             f"{format_rate(one.rate)}; neither read against the baseline {format_rate(base)}: "
             f"{low}"
         )
-    # read 176: the peak measured again between the two runs, as together's ceiling k x it
-    # shows (a peak given as a plain number does not say whose it is: nothing said)
-    since = together.peak / together.peak_factor if together.peak_factor != 1 else None
-    one_aside, together_aside = _above_own_peak(one, since), _above_own_peak(together)
+    # read 176: the peak measured again since one device's run (its record's newest rate)
+    one_aside, together_aside = _above_own_peak(one, one.peak_now), _above_own_peak(together)
     if one_aside:  # read 74: its line above says 'not a result'; so does this one
         # no rate after the word 'baseline': make one-core reads the first as the baseline's
         one_line = f"one device: {one_aside}, and not read against the baseline"
