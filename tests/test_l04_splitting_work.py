@@ -272,8 +272,10 @@ def test_the_table_says_whether_the_schemes_yardsticks_agree():
     (table,) = moved.tables()
     (note,) = [n for n in table.verdicts if n.startswith("one device: ")]
     assert note.startswith("one device: 1.000 s ±5% (floor) beside replicas, 1.000 s")
+    # read 180: the pipeline's one device runs its stack of layers (as many FLOPs), said
     assert (
-        ", 800.00 ms ±5% (floor) beside pipeline parallel (replicas / pipeline parallel: " in note
+        ", 800.00 ms ±5% (floor) beside pipeline parallel (its stack of layers, the same FLOPs) "
+        "(replicas / pipeline parallel: " in note
     )
     assert "they differ beyond both noises" in note
     # the ends apart, each neighbour within (1 s, 0.92 s, 0.84 s at the floor): every pair read

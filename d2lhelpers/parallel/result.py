@@ -193,8 +193,17 @@ class ParallelResult(Reported):
         if any((r.samples, r.reference.work) != (self.samples, self.reference.work) for r in runs):
             names = " and ".join(r.label for r in runs)
             return f"{names}: not the same one-device work, so not compared"
+        # read 180: the pipeline's one device runs its stack of layers, not the MLP (the same
+        # FLOPs, as the check above requires)
+        stack = {r.scheme for r in runs} != {"pipeline parallel"}
         said = "one device: " + ", ".join(
-            f"{with_noise(r.reference)} beside {r.scheme}" for r in runs
+            f"{with_noise(r.reference)} beside {r.scheme}"
+            + (
+                " (its stack of layers, the same FLOPs)"
+                if stack and r.scheme.startswith("pipe")
+                else ""
+            )
+            for r in runs
         )
         pairs = [(a, b) for i, a in enumerate(runs) for b in runs[i + 1 :]]
         apart = [(a, b) for a, b in pairs if compare(a.reference, b.reference).measurable]
