@@ -111,6 +111,8 @@ def test_max_difference_accepts_row_blocks(devices):
 
 def test_communication_note_says_what_a_hand_over_is():
     assert "one process" in communication_note("logical CPU")
+    # read 182: the hand-over's bytes are an expectation, bounded in notebook 02, not a design
+    assert "expected, not measured here; notebook 02 times one" in communication_note("logical CPU")
     assert "one GPU" in communication_note("virtual GPU")
     assert "NVLink" in communication_note("GPU")
 

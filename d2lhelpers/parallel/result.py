@@ -42,11 +42,12 @@ SPEEDUP_COLUMN = "speedup vs one device (± its band against 1x)"
 
 def communication_note(kind: str) -> str:
     """What handing a tensor from one device to another really is on these devices (say it once)."""
-    if kind == "logical CPU":
+    if kind == "logical CPU":  # read 182: the hand-over's bytes expected, not TF's design
         return (
             "Communication here is a memory hand-over inside one process: logical CPU devices "
-            "share the host's memory, so no bytes cross a link (TensorFlow's design; notebook "
-            "02 bounds the bytes such a hand-over copies). Between real GPUs the same step "
+            "share the host's memory, so no bytes cross a link, and a hand-over is expected to "
+            "copy few or none (expected, not measured here; notebook 02 times one "
+            "against a real copy and bounds the bytes it moves). Between real GPUs the same step "
             "is a copy over NVLink or PCIe, and it costs time per byte (expected, not measured "
             "here)."
         )
