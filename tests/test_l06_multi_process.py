@@ -467,8 +467,11 @@ def test_break_even_is_never_on_one_core():
     # read 170: the model's premise, not a measured fact (a step near the all-reduce alone)
     assert answer.verdict.endswith("the model has each step compute 2x as long (its "
                                    "premise, not measured), and puts the all-reduce on top (it "
-                                   "assumes no overlap of compute and communication; the check "
-                                   "below says whether its step held)")  # fmt: skip
+                                   "assumes no overlap of compute and communication; the "
+                                   "sentence under the sweep's table says whether its step "
+                                   "held)")  # fmt: skip
+    # review: that sentence exists, and says how the model's step did (here, beside its band)
+    assert sweep.model_sentence(sweep.jobs[1]) is not None
     assert "the model agrees in direction (both: lose)" in str(answer)  # it said never; slower
 
 

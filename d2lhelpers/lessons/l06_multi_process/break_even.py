@@ -76,14 +76,13 @@ class BreakEvenResult(Reported):
     @property
     def verdict(self) -> str:
         k = self.n_workers
-        if self.needed_s is None:  # read 177: '2x as long' read as measured; the model's
+        if self.needed_s is None:  # one core only (`break_even_step_s`); read 177: the premise
             return (
                 f"by the model, {k} workers never beat one here: on {cores_phrase(self.cores)} "
-                f"they share {'it' if self.cores == 1 else 'them'}, so the model has each step "
-                f"compute {k / self.cores:g}x as long (its premise, not measured), "
-                "and puts the all-reduce on top (it "
-                "assumes no overlap of compute and communication; the check below says whether "
-                "its step held)"
+                f"they share it, so the model has each step compute {k}x as long (its premise, "
+                "not measured), and puts the all-reduce on top (it assumes no overlap of compute "
+                "and communication; the sentence under the sweep's table says whether its step "
+                "held)"
             )
         now = format_seconds(self.one_step_s)
         needed = format_seconds(self.needed_s)

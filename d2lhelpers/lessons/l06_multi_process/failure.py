@@ -48,7 +48,7 @@ DEMO_WIDTH, DEMO_BATCH = 1024, 1024
 WINDOW_S, KILL_AFTER_S = 3.0, 1.0  # each worker trains this long; one dies this far in
 WARMUP = 2  # untimed steps before the common start (the first traces the tf.function)
 START_MARGIN_S = 0.2  # the start time is set this far ahead, so every worker sees it in time
-JOB_TIMEOUT_S = 30.0  # how long each job may take to start (its workers ready)
+JOB_TIMEOUT_S = 30.0  # each job's slack: to start, to warm up, and past its window for results
 COLLECTIVE_TIMEOUT_S = 5.0  # how long a survivor waits on a dead peer's collective before it errs
 UNITS = 100  # a worker's progress: hundredths of its window
 

@@ -53,7 +53,7 @@ class ReplicasVsGroupResult(Reported):
             )
             for d in demos
         ]
-        columns = ("layout", "steps/s before (all workers)", "steps/s after (all workers)")
+        columns = ("layout", "steps/s before the loss, all workers", "after the loss, all workers")
         columns += ("lost (measured)", "lost (model)", "workers that finished")
         notes = [note for d in demos for note in d.notes()]
         wall = sum(d.wall_s for d in demos)
