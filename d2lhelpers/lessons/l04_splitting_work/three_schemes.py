@@ -196,7 +196,7 @@ class ThreeSchemesResult(Reported):
                 (
                     r.scheme,
                     with_noise(r.measurement),
-                    f"{with_noise(r.reference)}",
+                    with_noise(r.reference),
                     f"{r.throughput:,.0f}",
                     r.speedup_text(),
                     f"{r.reachable_speedup:.2f}x",

@@ -115,7 +115,7 @@ class AllreduceModelResult(Reported):
                 (
                     f"TensorFlow, measured here ({self.kind})",
                     "",
-                    f"{with_noise(self.measured)}",
+                    with_noise(self.measured),
                     "",
                     # read 165: a bound from the sliders' β, not this machine's
                     f"{format_ratio(self.measured.median / self.bound)} (the sliders' bound)",

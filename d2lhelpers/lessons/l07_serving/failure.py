@@ -17,7 +17,7 @@ from collections.abc import Callable
 from d2lhelpers.core.concurrency import at_once_here
 from d2lhelpers.core.progress import Steps
 from d2lhelpers.core.report import Reported, Table
-from d2lhelpers.core.units import format_rate, format_seconds, percent_beside
+from d2lhelpers.core.units import format_seconds, percent_beside
 from d2lhelpers.core.verdicts import (
     NOISE_FLOOR,
     NOISY_IQR,
@@ -28,7 +28,6 @@ from d2lhelpers.core.verdicts import (
     higher_or_lower,
     model_test,
     noise_of,
-    noise_text,
     noisy_run,
     numbered,
     rates_as_judged,
@@ -263,8 +262,8 @@ class Failover:
                 f"; before the loss it served {self.utilisation:.{d}f}x ± {band:.{d}f} (the "
                 f"window's ±{relative_noise(before):.{d - 1}%} x {self.utilisation:.{d}f} + the "
                 f"capacity's ±{relative_noise(capacity):.{d - 1}%}) its "
-                f"measured capacity ({format_rate(capacity.median, 'tok/s')} "
-                f"{noise_text(capacity)}, from its steps just before"
+                f"measured capacity ({with_noise(capacity, 'tok/s')}"
+                f", from its steps just before"
                 + (f": {self.capacity_inputs})" if self.capacity_inputs else ")")
             )
             if self.utilisation > 1 + band:  # more than its steps allow: the capacity ran low
@@ -333,10 +332,8 @@ class Failover:
         return [
             self.layout,
             # each with its noise, so that the bands in the sentences can be rebuilt (read 58)
-            f"{format_rate(self.throughput_before.median, 'tok/s')} "
-            f"{noise_text(self.throughput_before)}",
-            f"{format_rate(self.throughput_after.median, 'tok/s')} "
-            f"{noise_text(self.throughput_after)}",
+            with_noise(self.throughput_before, "tok/s"),
+            with_noise(self.throughput_after, "tok/s"),
             f"{self.ratio:.2f}",
             f"{self.expected:.2f}",
             self.restarted,
@@ -460,7 +457,7 @@ class FailureResult(Reported):
                 if k is not None:
                     it = f"{k}x one device's ({bound})"
                 else:  # the digits the ceiling above printed, or more where they would mislead
-                    usual = f"{with_noise(most, 'tok/s')}"
+                    usual = with_noise(most, "tok/s")
                     it = "it" if bound == usual else f"it ({bound})"
                 said.append(f"{r.layout} {name}: {shown}, {self._where(it, c)}")
                 if name == "capacity" and c.a > c.b and r.utilisation is not None:

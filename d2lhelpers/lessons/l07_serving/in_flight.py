@@ -266,7 +266,7 @@ class PipelineInFlightResult(Reported):
         ]
 
         def steps(ms):
-            return ", ".join(f"{with_noise(x)}" for x in ms)
+            return ", ".join(with_noise(x) for x in ms)
 
         note = (
             f"model: min({self.at_once} devices at once, m n / (m + n - 1)) for m microbatches "

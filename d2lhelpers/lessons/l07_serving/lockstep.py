@@ -124,7 +124,7 @@ class LockstepResult(Reported):
     def tables(self) -> list[Table]:
         # each point as every load point prints (arrivals and throughput with their noise)
         rows = [
-            [mode, f"{with_noise(c.tokens_per_s, 'tok/s')}"] + p.row()
+            [mode, with_noise(c.tokens_per_s, "tok/s")] + p.row()
             for mode, c, p in zip(MODES, self.capacities, self.points, strict=True)
         ]
         columns = ["replicas", "capacity", *POINT_COLUMNS]

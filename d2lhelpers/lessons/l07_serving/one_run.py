@@ -8,8 +8,7 @@ from collections.abc import Callable
 from d2lhelpers.core import checks
 from d2lhelpers.core.progress import no_progress
 from d2lhelpers.core.report import Reported, Table
-from d2lhelpers.core.units import format_rate
-from d2lhelpers.core.verdicts import higher_or_lower, noise_text
+from d2lhelpers.core.verdicts import higher_or_lower, with_noise
 from d2lhelpers.lessons.l07_serving.plots import plot_requests
 from d2lhelpers.lessons.l07_serving.points import (
     POINT_COLUMNS,
@@ -64,8 +63,8 @@ class ServingRunResult(Reported):
             for i, (d, p, slots) in enumerate(zip(c.decode, c.prefill, c.slots, strict=True))
         )
         notes = [
-            f"capacity from its steps: {format_rate(c.tokens_per_s.median, 'tokens/s')} "
-            f"{noise_text(c.tokens_per_s)}, every server's summed ({steps})",
+            f"capacity from its steps: {with_noise(c.tokens_per_s, 'tokens/s')}"
+            f", every server's summed ({steps})",
             f"window {start:.2f}-{end:.2f} s: {len(self.point.in_window)} requests arrived in it; "
             f"warm-up before it and drain after it left out",
         ]

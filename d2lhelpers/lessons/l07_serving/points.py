@@ -132,7 +132,7 @@ class Capacity:
         total = self.tokens_per_s
         if not compare(total, fastest).a_slower or total.median <= fastest.median:
             return said
-        rate = f"{with_noise(fastest, 'tok/s')}"
+        rate = with_noise(fastest, "tok/s")
         said = (
             f"{said}; here the sum, {with_noise(total, 'tok/s')}, is "
             f"above {self.at_once}x its fastest server's rate, {rate}, beyond both noises"
@@ -178,7 +178,7 @@ class Capacity:
     def steps_text(self, which: str) -> str:
         """Each server's 'decode' or 'prefill' time with its noise: what the capacity sums (a
         decoding step with the slots it steps at once)."""
-        found = [f"{with_noise(m)}" for m in getattr(self, which)]
+        found = [with_noise(m) for m in getattr(self, which)]
         if which == "decode":
             found = [f"{text} for {s} slots" for text, s in zip(found, self.slots, strict=True)]
         return ", ".join(found)

@@ -37,7 +37,6 @@ from d2lhelpers.core.verdicts import (
     impossible,
     model_test,
     noise_of,
-    noise_text,
     rates_as_judged,
     ratio_noise,
     relative_noise,
@@ -226,8 +225,8 @@ class LayoutSweep:
             above = found[0]
             return (
                 f"{self.layout}: its measured capacity is not a result: a window ({_at(above)}) "
-                f"served {format_rate(above.throughput.median, 'tok/s')} "
-                f"{noise_text(above.throughput)}, above it beyond both noises, so its steps were "
+                f"served {with_noise(above.throughput, 'tok/s')}"
+                f", above it beyond both noises, so its steps were "
                 "timed slow (the machine was busier then, or the steps ran at a different speed: "
                 "hypotheses, not measured), and every reading against the capacity below is a "
                 "rough bound"
@@ -481,7 +480,7 @@ class LoadSweepResult(Reported):
             return ""
         shown, bound = rates_as_judged(value, reach, "tok/s")  # each with its noise
         # Where the usual digits would read the other way, the value too, at these digits.
-        usual = f"{with_noise(reach, 'tok/s')}"
+        usual = with_noise(reach, "tok/s")
         digits = "" if bound == usual else f" ({shown} against it)"
         if shown.partition(" ±")[0] == bound.partition(" ±")[0]:  # read 136: '3.2 ktok/s ...
             digits = f" ({ratio_beside(c.ratio)}x it)"  # above 3.2 ktok/s': the ratio says
