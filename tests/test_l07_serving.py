@@ -619,7 +619,6 @@ def test_an_edited_notebook_cell_changes_what_the_panel_runs():
         ),
         "sweep = d2l.run_load_sweep(2, width=width, code=code)": "sweep = None",
         "sweep.plot()\nsweep": "",
-        "print(run.against_sweep(sweep))": "",
         "d2l.run_lockstep_comparison(2, load=0.8, width=width, code=code, sweep=sweep)": "",
         "failure = d2l.run_serving_failure(2, width=width, code=code, sweep=sweep)": (
             "failure = None"
@@ -1402,11 +1401,21 @@ def test_a_one_load_run_reads_its_capacity_against_the_sweeps():
         2, 2, capacity(1e-3), [LayoutSweep("replicas", capacity(2e-3), Spread(1, 0), [])], 1e6, 1e12
     )
     sweep.config = config
-    run = ServingRunResult("replicas", capacity(1e-3), point(1000, 100, False), (config, 2, 4))
+    assert sweep.setup == (config, 2, 4, 4)  # the model, devices, slots each, tokens each
+    run = ServingRunResult("replicas", capacity(1e-3), point(1000, 100, False), (config, 2, 4, 4))
     said = run.against_sweep(sweep)
     assert said.startswith(
         "Capacities, this run's against the sweep's (the same timing, in another cell): replicas: "
         "2.3 ktok/s ±5% here, 1.6 ktok/s ±5% in the sweep: 1.43x, beyond both noises"
     )
-    other = dataclasses.replace(run, setup=(decoder_config(128, 2, 8, 4), 2, 4))
-    assert other.against_sweep(sweep).endswith("so their capacities are not compared")
+    # review: each part of the setup matters; unknown is said as unknown; no sweep, nothing
+    for other in [(decoder_config(128, 2, 8, 4), 2, 4, 4), (config, 3, 4, 4), (config, 2, 8, 4),
+                  (config, 2, 4, 16)]:  # fmt: skip
+        assert (
+            dataclasses.replace(run, setup=other)
+            .against_sweep(sweep)
+            .startswith("this run and the sweep served different setups")
+        )
+    unknown = dataclasses.replace(run, setup=())
+    assert "was not recorded, so their capacities are not compared" in unknown.against_sweep(sweep)
+    assert run.against_sweep(None) == ""

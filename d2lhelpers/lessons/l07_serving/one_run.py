@@ -33,15 +33,25 @@ class ServingRunResult(Reported):
     layout: str
     capacity: Capacity
     point: LoadPoint
-    setup: tuple = ()  # (model config, devices, slots per device): what a capacity depends on
+    # (model config, devices, slots per device, tokens per request), as `LoadSweepResult.setup`
+    setup: tuple = ()
+    config = property(lambda self: self.setup[0] if self.setup else None)
 
     def against_sweep(self, sweep) -> str:
         """This run's capacity against the load sweep's for its layout, timed in another cell
-        (read 174: 4.1 ktok/s here, 5.3 in the sweep, beyond both noises, unsaid)."""
-        theirs = (sweep.config, sweep.n_devices, sweep.one_device.slots[0])
-        if self.setup != theirs or self.capacity.n_out != sweep.one_device.n_out:
+        (read 174: 4.1 ktok/s here, 5.3 in the sweep, beyond both noises, unsaid); '' without
+        a sweep, as `capacities_against_sweep`."""
+        if sweep is None:
+            return ""
+        if self.config is None or sweep.config is None:
             return (
-                "this run and the sweep time different setups, so their capacities are not compared"
+                "this run's or the sweep's model was not recorded, so their capacities are not "
+                "compared"
+            )
+        if not sweep.same_setup(self):
+            return (
+                "this run and the sweep served different setups (model, devices, slots or tokens), "
+                "so their capacities are not compared"
             )
         return capacities_against_sweep(sweep, [(self.layout, self.capacity.tokens_per_s)])
 
@@ -106,4 +116,5 @@ def run_serving(
     capacity = measure_capacity(engines, prompt_len, n_out)
     rate = load * capacity.requests_per_s
     point = run_point(engines, rate, config, n_out, window, code, progress=progress or no_progress)
-    return ServingRunResult(layout, capacity, point, (config, n_devices, slots_per_device))
+    setup = (config, n_devices, slots_per_device, n_out)
+    return ServingRunResult(layout, capacity, point, setup)

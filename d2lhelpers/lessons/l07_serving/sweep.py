@@ -454,12 +454,17 @@ class LoadSweepResult(Reported):
     earlier: LoadSweepResult | None = None
     config: ModelConfig | None = None  # the model it served (None: not recorded)
 
+    @property
+    def setup(self) -> tuple:
+        """What a capacity depends on: the model, the devices, each device's slots and the
+        tokens each request makes (`ServingRunResult.setup` too)."""
+        return (self.config, self.n_devices, self.one_device.slots[0], self.one_device.n_out)
+
     def same_setup(self, other) -> bool:
         """Whether `other` served the same model on as many devices with as many slots and
-        tokens each (what a capacity depends on), so their capacities time the same work."""
-        mine = (self.config, self.n_devices, self.one_device.slots, self.one_device.n_out)
-        theirs = (other.config, other.n_devices, other.one_device.slots, other.one_device.n_out)
-        return self.config is not None and mine == theirs
+        tokens each, so their capacities time the same work (unknown, not the same, where a
+        model was not recorded)."""
+        return self.config is not None and other.config is not None and self.setup == other.setup
 
     def plot(self, ax=None):
         """Latency against throughput per layout (`plot_latency_throughput`)."""
