@@ -181,6 +181,8 @@ def test_machine_busy_compares_the_load_with_the_usable_cores(monkeypatch):
     # read 175: '1.0, was above 1': printed with the decimals that show it above
     monkeypatch.setattr(cache.os, "getloadavg", lambda: (1.04, 0.0, 0.0))
     assert "the load average, 1.04, was above 1 usable" in cache.machine_busy(cores=1)
+    monkeypatch.setattr(cache.os, "getloadavg", lambda: (1.00001, 0.0, 0.0))  # review: the edge
+    assert "the load average, 1.00001, was above 1 usable" in cache.machine_busy(cores=1)
 
     def no_load():
         raise OSError

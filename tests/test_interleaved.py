@@ -102,6 +102,7 @@ def test_pooled_times_keep_a_k_device_ceiling_and_the_remeasured_noise():
         **fake_options(now),
     )
     assert m.peak_factor == 2 and "the ceiling" in m.peak_words(m.peak)
+    assert m.peak_source is ceiling  # review: later readings use its newest rate (peak_now)
     assert m.remeasured_peak == 120e9 and m.remeasured_noise == pytest.approx(20 / 60)
 
 

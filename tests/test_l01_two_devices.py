@@ -327,9 +327,9 @@ def test_baseline_verdict_reads_logical_devices_against_a_yardstick_and_gpus_aga
     assert "they match it" in set_aside.splitlines()[0]  # the two together are still read
     # read 176: the peak measured again after it (its record now at 205 GFLOP/s): the line
     # says so, and where this rate sits against it; its verdict stands
-    from d2lhelpers.timing.benchmark import PeakRecord
+    from d2lhelpers.timing.benchmark import MeasuredPeak, PeakRecord
 
-    hot.peak_record = PeakRecord(2.05e11)
+    hot.peak_source = MeasuredPeak(PeakRecord(2.05e11))
     later = rate("both", 3.9e11, 4.1e11)
     said = l01.baseline_verdict(later, hot, baseline, "logical CPU").splitlines()[1]
     assert said == (
@@ -338,9 +338,9 @@ def test_baseline_verdict_reads_logical_devices_against_a_yardstick_and_gpus_aga
         "GFLOP/s, which this rate is above (its line's verdict stands: a rerun of its cell reads "
         "it against that), and not read against the baseline"
     )
-    hot.peak_record = PeakRecord(2.15e11)  # this rate is below it
+    hot.peak_source = MeasuredPeak(PeakRecord(2.15e11))  # this rate is below it
     assert "which this rate is below" in l01.baseline_verdict(later, hot, baseline, "logical CPU")
-    hot.peak_record = None
+    hot.peak_source = None
     hot_both = l01.baseline_verdict(rate("both", 2.06e11, 2e11), one, baseline, "virtual GPU")
     assert hot_both.splitlines()[0].endswith(
         "; not read against it: 206.0 GFLOP/s is 1.03 of its own measured peak 200.0 GFLOP/s, "

@@ -25,7 +25,7 @@ from pathlib import Path
 import filelock
 import platformdirs
 
-from d2lhelpers.core.units import cores_phrase, enough_digits, usable_cores
+from d2lhelpers.core.units import cores_phrase, ratio_beside, usable_cores
 
 MAX_AGE_S = 30 * 24 * 3600  # a month: drivers, TensorFlow and the machine's load change
 # Another kernel measuring the same value holds the lock for seconds (the baseline takes 2-10 s
@@ -60,10 +60,10 @@ def machine_busy(cores: int | None = None) -> str | None:
     if load is None:
         return None
     if load > cores:
-        # read 175: '1.0, was above 1': the decimals that print it above the cores
-        d = enough_digits(lambda d: float(f"{load:.{d}f}") > cores, 1, 4, past=4)
+        # read 175: '1.0, was above 1': the decimals that do not print the cores' count
+        shown = ratio_beside(load, cores, 1)
         return (
-            f"the load average, {load:.{d}f}, was above {cores_phrase(cores)} (it counts the whole "
+            f"the load average, {shown}, was above {cores_phrase(cores)} (it counts the whole "
             "machine and this run's own threads)"
         )
     return None

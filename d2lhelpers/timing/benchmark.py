@@ -157,20 +157,16 @@ class Measurement:
     peak_noise: float = 0.0  # the peak's own noise: IQR / median of the runs that measured it
     remeasured_noise: float | None = None  # the peak's noise once measured again (later rates')
     peak_factor: float = 1.0  # k for `k * peak`: k devices' ceiling from one device's peak
-    # The device's `PeakRecord` where `measure` was given a measured peak: not a field (not
-    # serialized), so that a reading made later can use the record's newest rate (`peak_now`)
-    peak_record = None
+    # The `MeasuredPeak` `measure` was given, if any: not a field (not serialized, and
+    # `dataclasses.replace` drops it), so that a reading made later can use its newest rate
+    peak_source = None
 
     def _rate_beside(self, shown: str, peak: float) -> str:
         """The rate with the decimals (1 to 4) at which it, over the peak as printed, gives the
         printed ratio `shown` (read 171: '1.7 TFLOP/s = 9.58 of the peak 172.3 GFLOP/s')."""
         number = shown.split()[0]
         decimals = len(number.partition(".")[2])
-        printed_peak = printed_value(
-            format_rate(peak, self.unit)
-            if self.peak_factor == 1
-            else rate_and_share(peak, self.peak_factor, self.unit)[0]
-        )
+        printed_peak = printed_value(format_rate(peak, self.unit))  # a ceiling prints alike
 
         def rebuilds(d: int) -> bool:
             rate = printed_value(format_rate(self.rate, self.unit, d))
@@ -212,20 +208,20 @@ class Measurement:
 
     @property
     def peak_now(self) -> float | None:
-        """The peak as known now, for a reading made after this run: its record's newest rate
-        (x `peak_factor`) where that was measured again, higher, since (read 179: the higher
-        one is used from then on); else `best_peak`. This run's own line keeps `best_peak`."""
-        if self.peak_record is None:
+        """The peak as known now, for a reading made after this run: its `MeasuredPeak`'s
+        `current` rate where that was measured again, higher, since (read 179: the higher one
+        is used from then on); else `best_peak`. This run's own line keeps `best_peak`."""
+        if self.peak_source is None:
             return self.best_peak
-        return max(self.best_peak or 0.0, self.peak_record.rate * self.peak_factor)
+        return max(self.best_peak or 0.0, self.peak_source.current)
 
     @property
     def peak_noise_now(self) -> float:
-        """The noise `peak_now` carries: the record's, once it is the newer (at least the gap
+        """The noise `peak_now` carries: its source's, once it is the newer (at least the gap
         between its readings), else this run's `peak_noise`."""
-        if self.peak_record is None or self.peak_now == self.best_peak:
+        if self.peak_source is None or self.peak_now == self.best_peak:
             return self.peak_noise
-        return max(self.peak_noise, self.peak_record.noise)
+        return max(self.peak_noise, self.peak_source.noise)
 
     @property
     def rate_noise(self) -> float:
@@ -359,7 +355,7 @@ def measure(
     result = Measurement(label, times, work, unit, peak.current if measured else peak)
     result.peak_noise = peak.noise if measured else 0.0
     result.peak_factor = peak.factor if measured else 1.0
-    result.peak_record = peak.record if measured else None
+    result.peak_source = peak if measured else None
     if result.above_peak and measured:
         # Before blaming the workload, check the yardstick: measure the peak again.
         # This result is judged with the noise it was measured against; the record's noise,

@@ -44,11 +44,11 @@ def measure_interleaved(
         merged = Measurement(first.label, times, first.work, first.unit, first.peak)
         merged.peak_noise = max(m.peak_noise for m in taken)
         merged.peak_factor = first.peak_factor  # k devices' ceiling stays a ceiling, not "the peak"
-        merged.peak_record = first.peak_record
+        merged.peak_source = first.peak_source  # later readings use its newest rate
         again = [m for m in taken if m.remeasured_peak]
         if again:
             merged.remeasured_peak = max(m.remeasured_peak for m in again)
-            merged.remeasured_noise = max(m.remeasured_noise for m in again)
+            merged.remeasured_noise = max(m.remeasured_noise or m.peak_noise for m in again)
         # The pooled times get measure's own checks (noisy, above the peak).
         merged.warnings = measurement_warnings(merged)
         pooled.append(merged)

@@ -85,8 +85,9 @@ def below_own_peak(
     noise = max(m.peak_noise_now, NOISE_FLOOR) + baseline_noise(baseline)  # as below
     if not peak or peak >= times * base * (1 - noise):
         return ""
+    again = " (as measured again since)" if peak != m.best_peak else ""
     return (
-        f" (but {pronoun} own measured peak allows only {peak / base:.2f} of it{why}, so "
+        f" (but {pronoun} own measured peak{again} allows only {peak / base:.2f} of it{why}, so "
         "'below' here says little)"
     )
 
@@ -112,7 +113,7 @@ def baseline_below_peak(m: Measurement, baseline: dict, whose: str) -> str | Non
     # expectation (read 57), so the yardstick is set aside, not the peak called false
     return (
         f"{whose} measured peak {format_rate(peak)}"
-        + (" (as measured again after its run)" if peak != m.best_peak else "")
+        + (" (as measured again since)" if peak != m.best_peak else "")
         + f" is {peak / base:.2f} of the usable cores' "
         f"baseline, above it beyond both noises (±{noise:.0%}: the peak's {peak_noise:.0%} + "
         f"the baseline's {base_noise:.0%}, each at least the {NOISE_FLOOR:.0%} floor). One "
