@@ -112,7 +112,8 @@ def test_max_difference_accepts_row_blocks(devices):
 def test_communication_note_says_what_a_hand_over_is():
     assert "one process" in communication_note("logical CPU")
     # read 182: the hand-over's bytes are an expectation, bounded in notebook 02, not a design
-    assert "expected, not measured here; notebook 02 times one" in communication_note("logical CPU")
+    said = communication_note("logical CPU")
+    assert "is expected to copy few or none (not measured here; notebook 02 times one" in said
     assert "one GPU" in communication_note("virtual GPU")
     assert "NVLink" in communication_note("GPU")
 
@@ -260,7 +261,7 @@ def test_two_runs_of_one_experiment_are_read_against_each_other():
     edge = _run(times=(0.56, 0.56, 0.56))  # 1.79x; 0.56 s against the reachable 0.5 s: missed
     assert (first.reachable_test, edge.reachable_test) == ("held", "missed")
     assert first.against_rerun(edge).endswith(
-        "they agree within their noise, though the reachable model held in one and missed it in "
+        "they agree within their noise, though the reachable model held in one and was missed in "
         "the other: each sits on its side of that model's band, within the noise of the other run"
     )
     # read 75: 'held' beside 'noisy' is not two sides of a band: one run is too noisy to read it

@@ -180,20 +180,22 @@ class PipelineResult(ParallelResult):
         if not isinstance(other, PipelineResult) or other.microbatches != self.microbatches:
             return f"{self.label} and {other.label}: not the same experiment, so not compared"
         said = super().against_rerun(other)
-        if said.endswith("not compared") or not (self.stages and other.stages):
+        if not (
+            self.comparable(other) and self.both_results(other) and self.stages and other.stages
+        ):
             return said
         bubbles = (
             f"their bubbles: {self.measured_bubble:.1%} {self.band_text(1)} in one run, "
             f"{other.measured_bubble:.1%} {other.band_text(1)} in the other"
         )
-        unread = [r for r in (self, other) if not r.bubble_trusted or r.below_floor]
-        if unread:  # read 175: 49.1% compared, beside a least possible of 50%
-            why = (
-                f"below its least possible {unread[0].bubble_floor:.0%}"
-                if unread[0].below_floor
-                else "flagged (see its warnings)"
+        # read 175: 49.1% compared, beside a least possible of 50% (a flagged bubble makes its
+        # run not a result, above); below it as printed here, to 0.1%, inside the noise
+        below = [r for r in (self, other) if round(r.measured_bubble, 3) < round(r.bubble_floor, 3)]
+        if below:
+            return (
+                f"{said}; {bubbles}: a bubble below its least possible {below[0].bubble_floor:.0%} "
+                "is not a result, so they are not compared"
             )
-            return f"{said}; {bubbles}: a bubble {why} is not a result, so they are not compared"
         # What both bands allow; empty when they do not meet.
         top = min(r.measured_bubble + r.bubble_noise_up for r in (self, other))
         bottom = max(r.measured_bubble - r.bubble_noise for r in (self, other))

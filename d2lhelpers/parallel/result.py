@@ -46,8 +46,8 @@ def communication_note(kind: str) -> str:
         return (
             "Communication here is a memory hand-over inside one process: logical CPU devices "
             "share the host's memory, so no bytes cross a link, and a hand-over is expected to "
-            "copy few or none (expected, not measured here; notebook 02 times one "
-            "against a real copy and bounds the bytes it moves). Between real GPUs the same step "
+            "copy few or none (not measured here; notebook 02 times one against a real copy and "
+            "bounds the bytes it moves). Between real GPUs the same step "
             "is a copy over NVLink or PCIe, and it costs time per byte (expected, not measured "
             "here)."
         )
@@ -65,7 +65,7 @@ def communication_note(kind: str) -> str:
 # What each run did against the reachable, in words (read 91: 'noisy' quoted, never printed;
 # read 174: not quoted as a label, as no table prints these words)
 WORDS_SHOWN = {
-    "missed": "missed it",
+    "missed": "was missed",
     "held": "held",
     "noisy": "was not tested (too noisy)",
     "untestable": "was not tested (its band is too wide)",
@@ -135,17 +135,11 @@ class ParallelResult(Reported):
         """This run's speedup against another run of the same experiment (same scheme, devices,
         rows and work), within both bands: when they miss each other, something changed between
         the runs that neither run's own noise holds."""
-        same = (self.scheme, self.devices, self.samples, self.measurement.work) == (
-            other.scheme,
-            other.devices,
-            other.samples,
-            other.measurement.work,
-        )
-        if not same:
+        if not self.comparable(other):
             return f"{self.label} and {other.label}: not the same experiment, so not compared"
         a, b = self.speedup, other.speedup
         words = (self.reachable_word, other.reachable_word)
-        if any("not a result" in w for w in words):  # read 77: a flagged run, 'missed'
+        if not self.both_results(other):  # read 77: a flagged run, 'missed'
             # read 175: nor compared with the other run (as a bubble that is not one is not)
             a, b = (
                 f"{x:.2f}x" + (f" ({w})" if "not a result" in w else "")
@@ -185,6 +179,15 @@ class ParallelResult(Reported):
             "the experiment's own threads); each verdict reads its own run"
         )
 
+    def comparable(self, other: ParallelResult) -> bool:
+        """Whether `other` ran the same experiment: scheme, devices, rows and work."""
+        mine = (self.scheme, self.devices, self.samples, self.measurement.work)
+        return mine == (other.scheme, other.devices, other.samples, other.measurement.work)
+
+    def both_results(self, other: ParallelResult) -> bool:
+        """Whether neither run's speedup is set aside as 'not a result' (`reachable_word`)."""
+        return not any("not a result" in r.reachable_word for r in (self, other))
+
     def one_device_against(self, *others: ParallelResult) -> str:
         """This run's one-device time against other runs', of the same rows and work (each
         scheme's cell times its own), every pair read: when two differ beyond both noises, the
@@ -195,13 +198,13 @@ class ParallelResult(Reported):
             names = " and ".join(r.label for r in runs)
             return f"{names}: not the same one-device work, so not compared"
         # read 180: the pipeline's one device runs its stack of layers, not the MLP (the same
-        # FLOPs, as the check above requires)
-        stack = {r.scheme for r in runs} != {"pipeline parallel"}
+        # FLOPs, as the check above requires): said where the schemes are mixed
+        mixed = len({r.scheme for r in runs}) > 1
         said = "one device: " + ", ".join(
             f"{with_noise(r.reference)} beside {r.scheme}"
             + (
                 " (its stack of layers, the same FLOPs)"
-                if stack and r.scheme.startswith("pipe")
+                if mixed and r.scheme == "pipeline parallel"
                 else ""
             )
             for r in runs
