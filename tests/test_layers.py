@@ -142,5 +142,14 @@ def test_the_front_door_exports_what_the_notebooks_use_and_nothing_else():
     assert used - exported == set(), "a notebook calls a name the front door does not export"
     assert exported - used - D2L_NAMES - TOLD_TO_CALL == set(), "exported, but no notebook uses it"
     assert len(d2l.__all__) == len(exported), "a name listed twice"
+    # review: `__all__` is built from the imports, so a name imported twice is the repeat to
+    # catch (the line above cannot fail on a list made from a dict's keys)
+    import ast
+
+    tree = ast.parse((ROOT / "d2lhelpers" / "__init__.py").read_text())
+    imported = [a.asname or a.name for n in tree.body if isinstance(n, ast.ImportFrom)
+                for a in n.names if not (a.asname or a.name).startswith("_")]  # fmt: skip
+    assert len(imported) == len(set(imported)), "a name imported twice into the front door"
+    assert set(imported) == exported, "__all__ is every name the front door imports"
     objects = [id(getattr(d2l, name)) for name in exported]
     assert len(set(objects)) == len(objects), "an alias: one object exported under two names"
