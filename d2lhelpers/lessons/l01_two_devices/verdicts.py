@@ -196,8 +196,7 @@ def baseline_verdict(
             f"{format_rate(one.rate)}; neither read against the baseline {format_rate(base)}: "
             f"{low}"
         )
-    # read 176: the peak measured again since one device's run (its record's newest rate)
-    one_aside, together_aside = _above_own_peak(one, one.peak_now), _above_own_peak(together)
+    one_aside, together_aside = _above_own_peak(one), _above_own_peak(together)
     if one_aside:  # read 74: its line above says 'not a result'; so does this one
         # no rate after the word 'baseline': make one-core reads the first as the baseline's
         one_line = f"one device: {one_aside}, and not read against the baseline"
@@ -214,20 +213,28 @@ def baseline_verdict(
     return "\n".join([together_line + read, one_line, *baseline_not_kept(baseline)])
 
 
-def _above_own_peak(m: Measurement, since: float | None = None) -> str:
+def _above_own_peak(m: Measurement) -> str:
     """Why `m`'s rate is not read against the baseline, when it is above its own best peak
     (within the noise or beyond it): its own line says 'not a result', so no verdict may rest
-    on it; else ''. `since`: the peak as a later run saw it, said where it was measured again
-    higher (read 176: 1.05 of 170.9 GFLOP/s, beside a later 179.9 that this rate is below)."""
+    on it; else ''. Where its peak was measured again since, higher (`peak_now`), where the rate
+    sits against that, within both noises or beyond them (read 176: 1.05 of 170.9 GFLOP/s,
+    beside a later 179.9)."""
     peak = m.best_peak
     if m.rate is None or not peak or m.rate <= peak:
         return ""
-    later = ""
-    if since and since > peak:
-        where = "below" if m.rate <= since else "above"
+    later, since = "", m.peak_now
+    if since > peak:
+        noise = relative_noise(m) + m.peak_noise_now
+        side = "above" if m.rate > since else "below"
+        where = (
+            f"{side} it beyond both noises"
+            if against_limit(m.rate, since, noise).measurable
+            else "within both noises of it"
+        )
         later = (
-            f"; the peak was measured again after it, at {format_rate(since)}, which this rate "
-            f"is {where} (its line's verdict stands: a rerun of its cell reads it against that)"
+            f"; the peak was measured again after it, at {format_rate(since)}, and this rate is "
+            f"{where} (±{noise:.0%}: its own and that peak's; its line's verdict stands: a rerun "
+            "of its cell reads it against that)"
         )
     return (
         f"{format_rate(m.rate)} is {m.rate / peak:.2f} of "
