@@ -155,6 +155,17 @@ def test_a_slow_split_names_the_cause_its_trace_allows():
         and "(one call of this run, traced after its timing, not another cell's trace, shows each"
         in slow.verdict
     )
+    # review: a trace that cannot be read is not said to show anything
+    slow.trace = [OpEvent(CPU1, "MatMul", "matmul", 0.0, 0.004)]
+    assert slow.traced_share() is None and slow.verdict.endswith(
+        "(one call of this run, traced after its timing, cannot say: fewer than two of its "
+        "branch devices ran a matmul in it)"
+    )
+    assert (
+        "cannot say: the trace is incomplete)"
+        in dataclasses.replace(slow, trace=Trace(apart, "This trace is incomplete (test).")).verdict
+    )
+    slow.trace = apart
     # read 171: the share that kept the trace's reading out is printed, beside its limit
     assert slow.verdict.endswith(
         "busy time and the join's; its first two branches were in flight together for 0% of the "
@@ -222,6 +233,10 @@ def test_overlap_sentence_warns_that_one_core_means_turns(monkeypatch):
     three = [*ROWS, OpEvent(CPU3, "MatMul_3", "matmul", 0.0, 0.001)]
     monkeypatch.setattr(l03, "usable_cores", lambda: 3)
     assert "= 75% of the shorter" in l03.overlap_sentence(three, [CPU1, CPU2, CPU3])
+    # review: a second device with no matmul is not 'one branch device'
+    assert l03.overlap_sentence(ROWS[:1], [CPU1, CPU2]).endswith(
+        "(one of the first two ran no matmul in this trace: nothing to overlap)"
+    )
 
 
 def test_an_incomplete_trace_gives_its_sentence_not_an_overlap_or_a_timeline():

@@ -115,13 +115,15 @@ def overlap_sentence(rows: Sequence[OpEvent], devices: Sequence[Device | str]) -
         return incomplete_reason(rows)  # its missing rows would read as time apart
     names = [d if isinstance(d, str) else d.name for d in devices]
     busy, lengths, together = _both_busy(rows, names)
-    shorter = min(lengths[:2])  # the first two's overlap is a share of the shorter of those two
     sentence = (
         f"branch devices busy: {', '.join(format_seconds(s) for s in lengths)}; the first two "
         f"both at once for {format_seconds(together)}"
     )
-    if len(busy) < 2 or shorter <= 0:
+    if len(busy) < 2:
         return sentence + " (one branch device: nothing can overlap)"
+    shorter = min(lengths[:2])  # the first two's overlap is a share of the shorter of those two
+    if shorter <= 0:  # review: not 'one branch device' where the second ran no matmul
+        return sentence + " (one of the first two ran no matmul in this trace: nothing to overlap)"
     share = together / shorter
     cores = usable_cores()
     shared = not on_gpu() and cores < len(names)  # read 172: 'ideal 100%' bare on one core
@@ -388,19 +390,21 @@ class BranchResult(Reported):
             else:
                 # read 171: the share that kept the trace's reading out, said (the worked
                 # answer promises that reading past it)
-                traced = (
-                    ""
+                traced = (  # review: no 'shows' where the trace could not be read
+                    " (one call of this run, traced after its timing, cannot say: "
+                    + (
+                        "the trace is incomplete)"
+                        if incomplete_reason(self.trace)
+                        else "fewer than two of its branch devices ran a matmul in it)"
+                    )
                     if share is None
-                    else "; its first two branches were in flight together for "
-                    f"{percent_beside(share, MOSTLY_AT_ONCE)} of "
-                    f"the shorter's busy time, under the {MOSTLY_AT_ONCE:.0%} from which this "
-                    "sentence reads the trace"
+                    else " (one call of this run, traced after its timing, not another cell's "
+                    "trace, shows each branch's busy time and the join's; its first two branches "
+                    f"were in flight together for {percent_beside(share, MOSTLY_AT_ONCE)} of the "
+                    f"shorter's busy time, under the {MOSTLY_AT_ONCE:.0%} from which this "
+                    "sentence reads the trace)"
                 )
-                cause = (  # read 174: not 'the trace above', which may be another call's
-                    f"{slower_cause(self.cores, serial)} (one call of this run, traced after its "
-                    f"timing, not another cell's trace, shows each branch's busy time and the "
-                    f"join's{traced})"
-                )
+                cause = f"{slower_cause(self.cores, serial)}{traced}"  # read 174: its own trace
             return (
                 f"{outcome}; measured speedup {self.speedup:.2f}x, slower than the {where}"
                 f"{beyond} ({self._model_band('beyond')}): {cause}"
