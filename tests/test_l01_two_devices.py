@@ -41,6 +41,17 @@ def test_the_table_says_its_band_rule_and_where_the_ideal_speedup_holds():
     assert table.columns[-1] == "speedup (ideal = min(devices, cores))"
     assert table.verdicts[-1].startswith("each band: the model ± (the row's noise x its 'vs one'")
     assert sweep([0.010, 0.010], kind="GPU").tables()[0].columns[-1] == "speedup (ideal = devices)"
+    # review: the band rebuilds from the row's numbers by that rule (row 2: 0.0171 s, 3 devices)
+    from d2lhelpers.core.verdicts import noise_of
+
+    m = sweep([0.010, 0.0103, 0.0171])
+    one, row, want = m.measurements[0], m.measurements[2], m.model[2]
+    low = want - (noise_of(row) + want * noise_of(one)) / one.median
+    high = want + (noise_of(row) + want * noise_of(one)) / one.median
+    assert f"(band {low:.2f}x to {high:.2f}x)" in table.rows[2][5]
+    # review: virtual GPUs share one chip: no model, so no ideal and no band rule
+    shared = sweep([0.010, 0.010], kind="virtual GPU").tables()[0]
+    assert shared.columns[-1] == "speedup (no ideal: one chip)" and len(shared.verdicts) == 1
 
 
 def test_the_result_reads_the_model_for_its_kind_and_cores():

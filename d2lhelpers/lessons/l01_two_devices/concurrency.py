@@ -197,14 +197,18 @@ class ConcurrencyResult(Reported):
             flags += [f"{m.label}: {w}" for w in m.warnings]
         title = f"{plural(self.n_matmuls, 'matmul')} of {self.size}x{self.size} per device"
         columns = ["devices", "time", "noise", "vs one", "model", "reading"]
-        # read 173: 'ideal = devices' beside a 2-core cap of min(k, c)
-        shared = self.kind == "logical CPU"
-        columns.append(f"speedup (ideal = {'min(devices, cores)' if shared else 'devices'})")
-        band = (  # read 173: '1.20x to 1.80x' not rebuilt from the noises beside it
-            "each band: the model ± (the row's noise x its 'vs one' + one device's noise x the "
-            "model), both runs' noises added, as every verdict here reads them"
-        )
-        return [Table(title, columns, rows, [self.verdict, band], flags)]
+        # read 173: 'ideal = devices' beside a 2-core cap of min(k, c); review: none on one chip
+        ideal = {"logical CPU": "ideal = min(devices, cores)", "virtual GPU": "no ideal: one chip"}
+        columns.append(f"speedup ({ideal.get(self.kind, 'ideal = devices')})")
+        notes = [self.verdict]
+        if (
+            self.model is not None
+        ):  # read 173: '1.20x to 1.80x' not rebuilt from the noises beside it
+            notes.append(
+                "each band: the model ± (the row's noise x its 'vs one' + one device's noise x "
+                "the model), both runs' noises added, as every verdict here reads them"
+            )
+        return [Table(title, columns, rows, notes, flags)]
 
 
 def run_concurrency(
