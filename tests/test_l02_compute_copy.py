@@ -311,8 +311,8 @@ def test_a_real_overlap_is_reported_with_its_hidden_share():
     assert "taken turns" not in result.verdict  # a worker whose cores are not known
     one = dataclasses.replace(result, worker_cores=1)
     assert one.verdict.endswith(
-        "100% of the shorter part (the worker process has 1 usable CPU core, read from its CPU "
-        "affinity, so its matmuls and "
+        "100% of the shorter part (the worker process has 1 usable CPU core, its CPU affinity "
+        "capped by any CPU quota, as `d2l.usable_cores` reads them, so its matmuls and "
         "its side of the copy are expected to have taken turns on it, in flight at once but not "
         "computing at once: one core runs one thread at a time, and a trace shows ops in flight, "
         "not which ran; the verdict from the times says whether overlapping saved any time)."

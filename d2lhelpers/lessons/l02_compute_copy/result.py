@@ -484,7 +484,8 @@ def _turns(share: float, cores: int | None) -> str:
     if cores is None or cores >= 2 or share <= 0:
         return ""
     return (  # read 175: where the worker's cores come from, said
-        f" (the worker process has {cores_phrase(cores)}, read from its CPU affinity, so its "
+        f" (the worker process has {cores_phrase(cores)}, its CPU affinity capped by any CPU "
+        "quota, as `d2l.usable_cores` reads them, so its "
         "matmuls and its side of the "
         f"copy are expected to have taken turns on it, {took_turns('overlapping')})"
     )
