@@ -274,16 +274,13 @@ class AllreduceOverlapResult(TwoParts, Reported):
              not self.overlap),
             ("overlapped: max(all-reduce, compute)", self.ideal_overlapped, True),
         ]  # fmt: skip
-        compared = [  # read 178: a ratio below its floor is marked where it is printed too
-            (
-                name,
-                format_seconds(ideal),
-                f"{self.combined.median / ideal:.2f}x"
-                + (" (below it: not a result)" if floor and below and self.not_a_result() else ""),
+        compared = []
+        for name, ideal, floor in ideal_rows:  # read 178: below its floor, marked where printed
+            aside = floor and self.combined.median < ideal and self.not_a_result()
+            ratio = f"{self.combined.median / ideal:.2f}x"
+            compared.append(
+                (name, format_seconds(ideal), ratio + " (below it: not a result)" * aside)
             )
-            for name, ideal, floor in ideal_rows
-            for below in [self.combined.median < ideal]
-        ]
         compared.append(
             (
                 "hidden: (sum - launch - both) / min(all-reduce, compute)",
