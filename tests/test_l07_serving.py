@@ -466,6 +466,19 @@ def test_the_failure_verdict_compares_after_with_n_minus_1_over_n():
         rough.sentence()
     )
     assert "too noisy to tell whether the window" not in held.sentence()  # a quiet capacity
+    # review: a noisy capacity the window is still measurably below: read as less, not untested
+    below = failover(500)
+    below.capacity = Spread(4000.0, 500.0)  # IQR 12.5%: noisy, but the window is far below it
+    assert below.served_below_capacity and "too noisy to tell" not in below.sentence()
+
+    # review: a window too noisy to tell, beside a quiet capacity, says so too
+    class Wobbly(Failover):  # the window's throughput as a noisy one (IQR 30%)
+        throughput_before = property(lambda self: Spread(1000.0, 300.0))
+
+    wobbly = failover(500)
+    wobbly.__class__ = Wobbly
+    wobbly.capacity = Spread(1050.0, 10.0)
+    assert ", from a window too noisy to tell whether the window was at it" in wobbly.sentence()
     held.capacity_inputs = ""
     held.capacity_warnings = ["d: noisy: IQR is 20% of the median"]
     assert "replicas's capacity, d: noisy: IQR is 20%" in FailureResult([held], 2).flags()[0]
