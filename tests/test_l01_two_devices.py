@@ -840,5 +840,6 @@ def test_each_l01_verdict_reads_as_a_whole_sentence(monkeypatch):
     assert capped.splitlines()[0].endswith(
         "; below it by more than the noise of 10% (but their own measured peak allows only 0.80 "
         "of it: the baseline runs TensorFlow's default threads with oneDNN on, the devices one "
-        "thread per op, so 'below' here says little)"
+        "thread per op, as the package runs each (its design, not shown by a cell), so 'below' "
+        "here says little)"
     )

@@ -42,7 +42,8 @@ class TensorParallelResult(ParallelResult):
         split_line = (
             f"hidden width {self.hidden} cut into {self.shard_widths}; {self.allreduces} "
             f"all-reduce per forward pass (counted in the graph), of a {self.samples}x"
-            f"{self.width} block, {2 * (self.n_devices - 1)} hand-overs each"
+            f"{self.width} block, {2 * (self.n_devices - 1)} hand-overs each (as `allreduce_sum` "
+            "is written: the running sum in, the total out; not counted here)"
         )
         return [split_line, *super().details()]
 

@@ -293,7 +293,7 @@ def _yardstick(m: Measurement, base: float, baseline: dict) -> str:
 def _own_peak(m: Measurement, times: int, baseline: dict, plural: bool) -> str:
     why = (
         ": the baseline runs TensorFlow's default threads with oneDNN on, the devices one thread "
-        "per op"
+        "per op, as the package runs each (its design, not shown by a cell)"
     )
     return below_own_peak(m, baseline, times, "their" if plural else "its", why)
 
