@@ -124,6 +124,15 @@ def test_noise_decides_what_is_measurable_and_a_noisy_run_gives_no_verdict():
     assert shaky.verdict.startswith("too noisy to check the model") and "k = [1]" in shaky.verdict
     readings = [row[5].split(" (band")[0] for row in shaky.tables()[0].rows]
     assert readings == ["too noisy to check"] * 2
+    assert "below the model's time" not in shaky.verdict  # 1.2x against 1.0x: above it
+    # read 185: on one core, 2 devices at 1.6x against a model of 2.00x, inside a noisy band:
+    # said below the model within the noise, not read as faster, not only 'too noisy'
+    ms = [Measurement("1", [0.010] * 5), Measurement("2", [0.010, 0.014, 0.016, 0.020, 0.024])]
+    fast = ConcurrencyResult(512, 20, "logical CPU", ms, 1)
+    assert not fast.comparisons()[1].measurable and fast.verdict.endswith(
+        "; below the model's time within the noise (k = 2: 1.60x against 2.00x ±0.70x): not read "
+        "as faster, not a result"
+    )
     # A band wider than the model's time starts at 0x, not below (read 48: "-0.01x to 2.01x").
     ms = [Measurement("1", [0.002, 0.004, 0.010, 0.016, 0.030]), Measurement("2", [0.010] * 5)]
     wide = ConcurrencyResult(512, 20, "logical CPU", ms, 2).tables()[0].rows[1][5]

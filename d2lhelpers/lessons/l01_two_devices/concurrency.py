@@ -120,9 +120,24 @@ class ConcurrencyResult(Reported):
                 + (f"; k = {noisy} too noisy to check" if noisy else "")
             )
         if noisy:
+            one = self.measurements[0].median
+            # read 185: 2.48x against a one-core model of 4.00x, said only 'too noisy'
+            below = ", ".join(
+                f"k = {k}: {took:.2f}x against {want:.2f}x ±{c.noise / one:.2f}x"
+                for k, took, want, c in zip(
+                    self.device_counts, self.slowdowns, self.model, found, strict=True
+                )
+                if c.a < c.b
+            )
             return (
                 f"too noisy to check the model {where}: the runs with k = {noisy} spread by more "
                 f"than {NOISY_IQR:.0%} (another program using the cores?): run again"
+                + (
+                    f"; below the model's time within the noise ({below}): not read as faster, "
+                    "not a result"
+                    if below
+                    else ""
+                )
             )
         together = devices_at_once(len(self.times), self.kind, self.cores)
         one = self.measurements[0].median
