@@ -170,7 +170,7 @@ class LayoutSweep:
             return ""
         said = (
             f"{self.layout}: from each load to the next ({steps} step{'s' if steps > 1 else ''}), "
-            f"median latency rose beyond both 95% intervals at {rose}"
+            f"median latency rose beyond both 95% intervals in {rose} of them"
         )
         if unread:
             said += f", {unread} not read (an interval the window's requests cannot bound)"
